@@ -1,0 +1,372 @@
+"""IR nodes.
+
+An expression is a ``Param``, a ``Literal`` or a ``FunCall`` of a function
+declaration (``FunDecl``) to argument expressions, as in LIFT. Function
+declarations are lambdas, user functions and the primitives (patterns).
+
+Nodes are immutable. Structural equality ignores a map's ``uid`` (a stable
+identity handed out at creation and kept by rewrites) but compares its label.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
+
+from ir.sym import Expr, sym
+from ir.types import Type
+
+_uids = itertools.count(1)
+
+
+def _next_uid() -> int:
+    return next(_uids)
+
+
+class Node:
+    """Base of expressions and function declarations."""
+
+    __slots__ = ()
+
+    def children(self) -> Iterator[Node]:
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, Node):
+                yield v
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        yield x
+
+    def __call__(self, *args: Node) -> FunCall:
+        if not isinstance(self, FunDecl):
+            raise TypeError(f"{type(self).__name__} is not a function and cannot be applied")
+        return FunCall(self, tuple(args))
+
+
+# --------------------------------------------------------------------- expressions
+
+
+class ExprNode(Node):
+    """An expression (has a value)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Param(ExprNode):
+    """A named parameter: a program input (typed) or a lambda parameter."""
+
+    name: str
+    type: Type | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Literal(ExprNode):
+    """A constant; with an array type it is an array filled with ``value``."""
+
+    value: float | int
+    type: Type
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class FunCall(ExprNode):
+    """Application of a function declaration to arguments."""
+
+    f: FunDecl
+    args: tuple[ExprNode, ...]
+
+
+# ------------------------------------------------------------ function declarations
+
+
+class FunDecl(Node):
+    """Anything that can be applied: lambdas, user functions, primitives."""
+
+    __slots__ = ()
+    arity: int = 1
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Lambda(FunDecl):
+    """``\\x y -> body``."""
+
+    params: tuple[Param, ...]
+    body: ExprNode
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return len(self.params)
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class UserFun(FunDecl):
+    """A scalar function with a C body (for OpenCL) and a numpy meaning (for the interpreter).
+
+    ``c_body`` is a C statement block or expression over ``param_names`` returning the
+    result (e.g. ``"return a + b;"``). ``py`` takes numpy arrays and broadcasts
+    element-wise.
+    """
+
+    name: str
+    param_names: tuple[str, ...]
+    in_types: tuple[Type, ...]
+    out_type: Type
+    c_body: str = field(compare=False)
+    py: Callable = field(compare=False, repr=False)
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return len(self.param_names)
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Vectorize(FunDecl):
+    """``vectorize(v, f)``: the user function ``f`` applied lane-wise to vectors of width v."""
+
+    width: Expr
+    f: UserFun
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", sym(self.width))
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return self.f.arity
+
+
+def valid_label(label: str) -> bool:
+    """Labels read unambiguously in ``mapWrgA(0)``: ``[A-Z][A-Za-z0-9_]*``, no kind prefix."""
+    return (
+        bool(label)
+        and label[0].isupper()
+        and label.replace("_", "").isalnum()
+        and label.isascii()
+        and not label.startswith(("Seq", "Glb", "Wrg", "Lcl"))
+    )
+
+
+MAP_KINDS = ("map", "mapSeq", "mapGlb", "mapWrg", "mapLcl")
+PARALLEL_KINDS = ("mapGlb", "mapWrg", "mapLcl")
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Map(FunDecl):
+    """``map(f)`` and its low-level variants ``mapSeq``, ``mapGlb(d)``, ``mapWrg(d)``, ``mapLcl(d)``.
+
+    ``label`` names the map for users ("map C"); ``uid`` is a stable identity kept
+    by rewrites (not part of equality).
+    """
+
+    f: FunDecl
+    kind: str = "map"
+    dim: int | None = None
+    label: str | None = None
+    uid: int = field(default_factory=_next_uid, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in MAP_KINDS:
+            raise ValueError(f"unknown map kind {self.kind!r}; expected one of {MAP_KINDS}")
+        if self.kind in PARALLEL_KINDS:
+            if self.dim not in (0, 1, 2):
+                raise ValueError(f"{self.kind} needs a dimension 0, 1 or 2, got {self.dim!r}")
+        elif self.dim is not None:
+            raise ValueError(f"{self.kind} takes no dimension")
+        if self.label is not None and not valid_label(self.label):
+            raise ValueError(
+                f"map label {self.label!r} must start with an upper-case letter, continue with "
+                "letters, digits or '_', and not start with Seq, Glb, Wrg or Lcl"
+            )
+
+    @property
+    def is_parallel(self) -> bool:
+        return self.kind in PARALLEL_KINDS
+
+    def kind_text(self) -> str:
+        return f"{self.kind}({self.dim})" if self.dim is not None else self.kind
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Reduce(FunDecl):
+    """``reduce(f)`` applied to ``(init, array)``; ``f`` is ``(acc, x) -> acc'``.
+
+    The result is ``[T]1``."""
+
+    f: FunDecl
+    kind: str = "reduce"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("reduce", "reduceSeq"):
+            raise ValueError(f"unknown reduce kind {self.kind!r}")
+
+    arity = 2
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Split(FunDecl):
+    """``split(m)``: ``[T]n -> [[T]m]n/m``; needs ``n % m == 0``."""
+
+    chunk: Expr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chunk", sym(self.chunk))
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Join(FunDecl):
+    """``join``: ``[[T]m]n -> [T]m*n``."""
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Zip(FunDecl):
+    """``zip``: ``([T]n, [U]n, ...) -> [(T, U, ...)]n``."""
+
+    n: int = 2
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return self.n
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Slide(FunDecl):
+    """``slide(size, step)``: ``[T]n -> [[T]size](n-size)//step+1``.
+
+    The strict variant (tiling) needs ``(n - size) % step == 0`` and uses exact division.
+    """
+
+    size: Expr
+    step: Expr
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", sym(self.size))
+        object.__setattr__(self, "step", sym(self.step))
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Pad(FunDecl):
+    """``pad(l, r, value)``: ``[T]n -> [T]l+n+r``; negative amounts crop."""
+
+    left: Expr
+    right: Expr
+    value: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "left", sym(self.left))
+        object.__setattr__(self, "right", sym(self.right))
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Transpose(FunDecl):
+    """``transpose``: ``[[T]n]m -> [[T]m]n``."""
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class ReorderStride(FunDecl):
+    """``reorder(stride(s))``: element ``a*(n/s) + b`` moves to position ``a + s*b``.
+
+    Needs ``n % s == 0``."""
+
+    stride: Expr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stride", sym(self.stride))
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Get(FunDecl):
+    """``get(i)``: projection of a tuple."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Id(FunDecl):
+    """``id``: the identity (a copy when lowered, e.g. ``toPrivate(id)``)."""
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class AsVector(FunDecl):
+    """``asVector(v)``: ``[T]n -> [Tv]n/v``; needs ``n % v == 0``."""
+
+    width: Expr
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "width", sym(self.width))
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class AsScalar(FunDecl):
+    """``asScalar``: ``[Tv]n -> [T]n*v``."""
+
+
+ADDRESS_SPACES = ("global", "local", "private")
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class ToMem(FunDecl):
+    """``toGlobal(f)``, ``toLocal(f)``, ``toPrivate(f)``: f writes its result into that space."""
+
+    f: FunDecl
+    space: str
+
+    def __post_init__(self) -> None:
+        if self.space not in ADDRESS_SPACES:
+            raise ValueError(f"unknown address space {self.space!r}")
+
+    @property
+    def arity(self) -> int:  # type: ignore[override]
+        return self.f.arity
+
+
+# -------------------------------------------------------------------- traversal
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """All nodes, pre-order (a node before its children, children left to right)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(list(n.children())))
+
+
+def maps_in(node: Node) -> list[Map]:
+    """Every map node, pre-order."""
+    return [n for n in walk(node) if isinstance(n, Map)]
+
+
+def rebuild(node: Node, fn: Callable[[Node], Node | None]) -> Node:
+    """Bottom-up rewrite: ``fn`` returns a replacement for a node (children already
+    rewritten) or None to keep it. Map uids survive."""
+    changes = {}
+    for f in fields(node):  # type: ignore[arg-type]
+        v = getattr(node, f.name)
+        if isinstance(v, Node):
+            nv = rebuild(v, fn)
+            if nv is not v:
+                changes[f.name] = nv
+        elif isinstance(v, tuple) and any(isinstance(x, Node) for x in v):
+            nv = tuple(rebuild(x, fn) if isinstance(x, Node) else x for x in v)
+            if any(a is not b for a, b in zip(nv, v)):
+                changes[f.name] = nv
+    if changes:
+        node = _replace(node, changes)
+    out = fn(node)
+    return node if out is None else out
+
+
+def _replace(node: Node, changes: dict) -> Node:
+    kwargs = {f.name: getattr(node, f.name) for f in fields(node)}  # type: ignore[arg-type]
+    kwargs.update(changes)
+    return type(node)(**kwargs)
+
+
+def replace(node: Node, **changes) -> Node:
+    """A copy of ``node`` with some fields changed (a map keeps its uid unless given)."""
+    return _replace(node, changes)

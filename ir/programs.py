@@ -1,0 +1,471 @@
+"""Example programs from the two papers, and the VGG-16 layer table.
+
+Every builder returns a fresh program (new map uids) with symbolic sizes.
+Maps are free (plain ``map``) unless the name says otherwise: choosing their
+parallel mapping is the mapper's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ir.builders import (
+    add,
+    as_vector,
+    compose,
+    dot,
+    get,
+    join,
+    lam,
+    let,
+    lit,
+    map_,
+    mult,
+    pad2d,
+    param,
+    reduce_,
+    reorder_stride,
+    slide2d,
+    split,
+    to_global,
+    to_local,
+    to_private,
+    transpose,
+    userfun,
+    zip_,
+)
+from ir.nodes import FunCall, Id, Lambda, Literal
+from ir.sym import Var
+from ir.types import Float, array
+
+# ------------------------------------------------------------------ CC'22 examples
+
+
+def cc22_listing3(local: bool = False, private: bool = False) -> Lambda:
+    """CC'22 Listing 3: ``X * y + z``, multiplication double-tiled, addition single-tiled.
+
+    ``join o mapA(mapB(_ + z) o join o mapC(mapD(_ * y)) o split(s1)) o split(s0) $ X``.
+    ``local=True`` writes the multiplication's result to local memory (``toLocal``),
+    ``private=True`` to private memory, as in the paper's memory-scoping examples.
+    """
+    X = param("X", array(Float, "N"))
+    y, z = param("y", Float), param("z", Float)
+    mul = lam(lambda e: FunCall(mult, (e, y)))
+    if local:
+        mul = to_local(mul)
+    elif private:
+        mul = to_private(mul)
+    addz = to_global(lam(lambda e: FunCall(add, (e, z))))
+    body = compose(
+        join(),
+        map_(
+            compose(
+                map_(addz, "B"),
+                join(),
+                map_(map_(mul, "D"), "C"),
+                split("s1"),
+            ),
+            "A",
+        ),
+        split("s0"),
+    )(X)
+    return Lambda((X, y, z), body)
+
+
+def cc22_listing1() -> Lambda:
+    """CC'22 Listing 1: ``f`` into a local buffer, ``g`` out of it; loops A-E.
+
+    ``mapA(transpose o mapD(mapE(toGlobal(g))) o transpose o mapB(mapC(toLocal(f))))``
+    over ``input: [[[float]K]J]I``: loops B (j), C (k) write ``local_buf[j][k]``; loops
+    D (k), E (j) read it transposed.
+    """
+    f = userfun("f", ("x",), (Float,), Float, "return x * 2.0f + 1.0f;", lambda x: x * 2 + 1)
+    g = userfun("g", ("x",), (Float,), Float, "return x * x;", lambda x: x * x)
+    inp = param("input", array(Float, "I", "J", "K"))
+    body = map_(
+        compose(
+            transpose(),
+            map_(map_(to_global(g), "E"), "D"),
+            transpose(),
+            map_(map_(to_local(f), "C"), "B"),
+        ),
+        "A",
+    )(inp)
+    return Lambda((inp,), body)
+
+
+# --------------------------------------------------------------- GPGPU'20 examples
+
+
+def mult_add_lambda():
+    """``(acc, (x, w)) -> acc + x * w`` for reductions over zipped pairs."""
+    return lam(
+        lambda acc, xw: FunCall(
+            add, (acc, FunCall(mult, (FunCall(get(0), (xw,)), FunCall(get(1), (xw,)))))
+        ),
+        arity=2,
+    )
+
+
+def gpgpu20_stencil2d() -> Lambda:
+    """GPGPU'20 Listing 1: 3x3 stencil ``[[float]W]H -> [[float]W-2]H-2`` (maps free)."""
+    weights = param("weights", array(Float, 3, 3))
+    data = param("inputData", array(Float, "H", "W"))
+    acc0 = FunCall(to_private(Id()), (lit(0.0),))
+
+    def window(nbh):
+        return FunCall(
+            reduce_(mult_add_lambda()),
+            (acc0, zip_(FunCall(join(), (nbh,)), FunCall(join(), (weights,)))),
+        )
+
+    body = map_(compose(join(), map_(lam(window), "B")), "A")(
+        FunCall(slide2d(3, 1, 3, 1), (data,))
+    )
+    return Lambda((weights, data), body)
+
+
+def conv_reference_sizes(layer: Mapping[str, int]) -> dict[str, int]:
+    """Output height and width of a layer with keys H, W, K, S, P (PyTorch's formula)."""
+    H, W, K, S, P = (layer[k] for k in ("H", "W", "K", "S", "P"))
+    return {"outH": (H + 2 * P - K) // S + 1, "outW": (W + 2 * P - K) // S + 1}
+
+
+def gpgpu20_conv_highlevel() -> Lambda:
+    """GPGPU'20 Listing 3: a convolution layer with bias, padding and stride (maps free).
+
+    Inputs (HWC layout): ``kernelsWeights: [[[[float]C]KW]KH]M``, ``kernelsBiases:
+    [float]M``, ``inputData: [[[float]C]W]H``. Sizes ``padT, padB, padL, padR``,
+    ``strideY, strideX``. Result ``[[[float]M]outW]outH``.
+    """
+    weights = param("kernelsWeights", array(Float, "M", "KH", "KW", "C"))
+    biases = param("kernelsBiases", array(Float, "M"))
+    data = param("inputData", array(Float, "H", "W", "C"))
+    padded = FunCall(pad2d("padT", "padB", "padL", "padR"), (data,))
+    windows = FunCall(slide2d("KH", "strideY", "KW", "strideX"), (padded,))
+
+    def per_kernel(window):
+        def body(wb):
+            flat_w = FunCall(compose(join(), join()), (window,))
+            flat_k = FunCall(compose(join(), join()), (FunCall(get(0), (wb,)),))
+            return FunCall(
+                reduce_(mult_add_lambda()), (FunCall(get(1), (wb,)), zip_(flat_w, flat_k))
+            )
+
+        return FunCall(compose(join(), map_(lam(body), "K")), (zip_(weights, biases),))
+
+    body = map_(map_(lam(per_kernel), "X"), "Y")(windows)
+    return Lambda((weights, biases, data), body)
+
+
+# ------------------------------------------- GPGPU'20 Listing 4: the low-level pipeline
+
+TUNING_SYMBOLS = {
+    "theta": "input tile size (θ)",
+    "rho": "optimisational padding (ρ)",
+    "kappa": "kernels per work-group (κ)",
+    "sigma": "sliding windows per thread (σ)",
+    "omega": "sequentially processed input elements (ω)",
+    "v": "vector width",
+}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kernel of a pipeline: a program and where each of its inputs comes from.
+
+    ``sources`` maps each input name to a pipeline input name or ``"<previous>"``.
+    """
+
+    name: str
+    program: Lambda
+    sources: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A chain of kernels (stages) computing one result."""
+
+    name: str
+    inputs: tuple[str, ...]
+    stages: tuple[Stage, ...]
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+
+def _sz(name: str):
+    return Var(name, 1, None)
+
+
+def conv_sizes() -> dict:
+    """Symbolic sizes of the low-level convolution: layer sizes and derived ones."""
+    H, W, C, M, K, S, P = (_sz(n) for n in ("H", "W", "C", "M", "K", "S", "P"))
+    theta, rho, kappa, sigma, omega, v = (
+        Var("theta", 1, None), Var("rho", 0, None), _sz("kappa"), _sz("sigma"), _sz("omega"),
+        _sz("v"),
+    )
+    Hp, Wp = H + 2 * P + rho, W + 2 * P + rho
+    tile_stride = theta - (K - S)
+    nWT = (theta - K) / S + 1  # windows per tile side (the in-tile slide is strict)
+    nTH = (Hp - theta) / tile_stride + 1  # tiles per column (strict)
+    nTW = (Wp - theta) / tile_stride + 1
+    ws = C * K * K
+    return dict(H=H, W=W, C=C, M=M, K=K, S=S, P=P, theta=theta, rho=rho, kappa=kappa,
+                sigma=sigma, omega=omega, v=v, Hp=Hp, Wp=Wp, tile_stride=tile_stride,
+                nWT=nWT, nTH=nTH, nTW=nTW, nW=nWT * nWT, nC=ws / omega, ws=ws,
+                outPH=nTH * nWT, outPW=nTW * nWT,
+                outH=(H + 2 * P - K) // S + 1, outW=(W + 2 * P - K) // S + 1)
+
+
+def _chunk_vectorise(s) -> object:
+    """Flatten a ``[[[float]C]K]K`` window, reorder with stride ``ws/ω`` (coalescing), split
+    into chunks of ω and vectorise each chunk: ``-> [[float<v>]ω/v]ws/ω``."""
+    return compose(
+        map_(as_vector(s["v"])),
+        split(s["omega"]),
+        reorder_stride(s["ws"] / s["omega"]),
+        join(),
+        join(),
+    )
+
+
+def conv_pad_stage() -> Lambda:
+    """Pads the input by P on every side plus ρ on the bottom and right (a copying kernel)."""
+    s = conv_sizes()
+    data = param("inputData", array(Float, s["H"], s["W"], s["C"]))
+    P, rho = s["P"], s["rho"]
+    body = map_(map_(map_(to_global(Id()), "Pc"), "Pw"), "Ph")(
+        FunCall(pad2d(P, P + rho, P, P + rho), (data,))
+    )
+    return Lambda((data,), body)
+
+
+def conv_partial_stage() -> Lambda:
+    """GPGPU'20 Listing 4, partial convolution, maps free.
+
+    Tiles ``θ x θ`` (stride ``θ-(K-S)``, strict), windows per tile grouped by σ,
+    kernels grouped by κ, windows and kernels flattened, coalesced, chunked by ω
+    and vectorised by v. Result ``[[[[[[float]nC]σ]nW/σ]κ]M/κ]nTiles``: the
+    partial sums of every (tile, kernel group, kernel, window group, window, chunk).
+
+    Differences from the printed listing, which does not type-check as printed: the
+    window groups are transposed to chunk-major before zipping with the kernel
+    chunks, and the accumulator is ``[[float]κ]σ`` (σ windows by κ kernels), which
+    is what one thread computes; the output transposes produce the declared layout.
+    """
+    s = conv_sizes()
+    weights = param("kernelsWeights", array(Float, s["M"], s["K"], s["K"], s["C"]))
+    padded = param("paddedInput", array(Float, s["Hp"], s["Wp"], s["C"]))
+    theta, K, S = s["theta"], s["K"], s["S"]
+    kappa, sigma = s["kappa"], s["sigma"]
+
+    tiles = FunCall(
+        compose(join(), slide2d(theta, s["tile_stride"], theta, s["tile_stride"], strict=True)),
+        (padded,),
+    )
+    windows = FunCall(map_(compose(join(), slide2d(K, S, K, S, strict=True))), (tiles,))
+    # per tile: [[ [[floatv]ω/v]σ ] nC ] nW/σ  (window groups, chunk-major)
+    tiles_ready = FunCall(
+        map_(compose(map_(transpose()), split(sigma), map_(_chunk_vectorise(s)))), (windows,)
+    )
+    # [[ [[floatv]ω/v]κ ] nC ] M/κ (kernel groups, chunk-major)
+    kernels_ready = FunCall(
+        compose(map_(transpose()), split(kappa), map_(_chunk_vectorise(s))), (weights,)
+    )
+
+    zero = Literal(0.0, array(Float, sigma, kappa))
+    init = FunCall(map_(map_(to_private(Id()), "I2"), "I1"), (zero,))
+
+    def step(acc, pair):
+        # pair: ([floatv]σ inputs, [floatv]κ weights) at one vector position of the chunk
+        def body(ins_private):
+            def row(acc_in):
+                acc_row, in_vec = FunCall(get(0), (acc_in,)), FunCall(get(1), (acc_in,))
+                return FunCall(
+                    map_(
+                        lam(lambda a_w: FunCall(add, (
+                            FunCall(get(0), (a_w,)),
+                            FunCall(dot, (in_vec, FunCall(get(1), (a_w,)))),
+                        ))),
+                        "R2",
+                    ),
+                    (zip_(acc_row, FunCall(get(1), (pair,))),),
+                )
+
+            return FunCall(map_(lam(row), "R1"), (zip_(acc, ins_private),))
+
+        private_ins = FunCall(map_(to_private(Id()), "P"), (FunCall(get(0), (pair,)),))
+        return let(private_ins, body)
+
+    def thread(chunk_pair):
+        ins, ks = FunCall(get(0), (chunk_pair,)), FunCall(get(1), (chunk_pair,))
+        reduced = FunCall(
+            reduce_(lam(step, arity=2)),
+            (init, zip_(FunCall(transpose(), (ins,)), FunCall(transpose(), (ks,)))),
+        )
+        return FunCall(
+            compose(map_(map_(to_global(Id()), "S2"), "S1"), join()), (reduced,)
+        )
+
+    def window_group(wg, kgroup):
+        per_chunk = FunCall(map_(lam(thread), "C"), (zip_(wg, kgroup),))  # [[[float]κ]σ]nC
+        # -> [[[float]nC]σ]κ
+        return FunCall(compose(transpose(), map_(transpose()), transpose()), (per_chunk,))
+
+    def kernel_group(tile):
+        def body(kgroup):
+            per_wg = FunCall(map_(lam(lambda wg: window_group(wg, kgroup)), "W"), (tile,))
+            return FunCall(transpose(), (per_wg,))  # [[[[float]nC]σ]nW/σ]κ
+
+        return FunCall(map_(lam(body), "G"), (kernels_ready,))
+
+    body = FunCall(map_(lam(kernel_group), "T"), (tiles_ready,))
+    return Lambda((weights, padded), body)
+
+
+def conv_final_stage() -> Lambda:
+    """Sums the partial results over chunks and lays the outputs out as
+    ``[[[float]M]outPW]outPH`` (HWC), maps free."""
+    s = conv_sizes()
+    part = param(
+        "partial",
+        array(Float, s["nTH"] * s["nTW"], s["M"] / s["kappa"], s["kappa"],
+              s["nW"] / s["sigma"], s["sigma"], s["nC"]),
+    )
+    summed = FunCall(
+        map_(map_(map_(map_(
+            compose(join(), map_(lam(lambda x: FunCall(reduce_(add), (lit(0.0), x))), "F5")),
+            "F4"), "F3"), "F2"), "F1"),
+        (part,),
+    )  # [nT², M/κ, κ, nW/σ, σ]
+    layout = compose(
+        map_(join()),  # (ty, wy, tx, wx, m) -> (ty, wy, outPW, m)
+        join(),  # -> (outPH, outPW, m)
+        map_(transpose()),  # (ty, tx, wy, wx, m) -> (ty, wy, tx, wx, m)
+        map_(map_(split(s["nWT"]))),  # (ty, tx, nW, m) -> (ty, tx, wy, wx, m)
+        split(s["nTW"]),  # (nT², nW, m) -> (ty, tx, nW, m)
+        map_(transpose()),  # (nT², M, nW) -> (nT², nW, M)
+        map_(compose(join(), map_(map_(join())))),  # (nT², M/κ, κ, nW/σ, σ) -> (nT², M, nW)
+    )
+    out = map_(map_(map_(to_global(Id()), "Oc"), "Ow"), "Oh")(FunCall(layout, (summed,)))
+    return Lambda((part,), out)
+
+
+def conv_crop_stage() -> Lambda:
+    """Crops the extra outputs caused by ρ: ``[[[float]M]outPW]outPH -> [[[float]M]outW]outH``."""
+    s = conv_sizes()
+    x = param("paddedOutput", array(Float, s["outPH"], s["outPW"], s["M"]))
+    cropH, cropW = s["outPH"] - s["outH"], s["outPW"] - s["outW"]
+    body = map_(map_(map_(to_global(Id()), "Cc"), "Cw"), "Ch")(
+        FunCall(pad2d(0, -cropH, 0, -cropW), (x,))
+    )
+    return Lambda((x,), body)
+
+
+def gpgpu20_conv_pipeline() -> Pipeline:
+    """The four kernels of GPGPU'20 Section 4.2: pad, partial convolution, final
+    reduction, crop. Inputs ``inputData: [[[float]C]W]H`` and
+    ``kernelsWeights: [[[[float]C]K]K]M`` (no bias, as in the paper's listing)."""
+    return Pipeline(
+        "conv",
+        ("inputData", "kernelsWeights"),
+        (
+            Stage("pad", conv_pad_stage(), (("inputData", "inputData"),)),
+            Stage("partial", conv_partial_stage(),
+                  (("kernelsWeights", "kernelsWeights"), ("paddedInput", "<previous>"))),
+            Stage("final", conv_final_stage(), (("partial", "<previous>"),)),
+            Stage("crop", conv_crop_stage(), (("paddedOutput", "<previous>"),)),
+        ),
+    )
+
+
+def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mapping[str, int],
+                 evaluate=None):
+    """Evaluates the stages in order with the reference interpreter (or ``evaluate``)."""
+    if evaluate is None:
+        from ir.interp import evaluate
+    prev = None
+    for st in pipeline.stages:
+        args = {}
+        for name, src in st.sources:
+            args[name] = prev if src == "<previous>" else inputs[src]
+        prev = evaluate(st.program, args, sizes)
+    return prev
+
+
+# ------------------------------------------------------------------------- VGG-16
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """A convolution layer: input ``C x H x W``, ``M`` kernels ``K x K``, stride S, pad P."""
+
+    name: str
+    C: int
+    H: int
+    W: int
+    M: int
+    K: int = 3
+    S: int = 1
+    P: int = 1
+
+    @property
+    def out_h(self) -> int:
+        return (self.H + 2 * self.P - self.K) // self.S + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.W + 2 * self.P - self.K) // self.S + 1
+
+    @property
+    def flops(self) -> int:
+        """2 * multiply-adds, as the papers count a layer's work."""
+        return 2 * self.out_h * self.out_w * self.M * self.C * self.K * self.K
+
+    def sizes(self) -> dict[str, int]:
+        return {"H": self.H, "W": self.W, "C": self.C, "M": self.M, "K": self.K,
+                "S": self.S, "P": self.P}
+
+
+# GPGPU'20 Table 3: the nine unique VGG-16 convolution layer configurations.
+VGG16_LAYERS: tuple[ConvLayer, ...] = (
+    ConvLayer("0", 3, 224, 224, 64),
+    ConvLayer("2", 64, 224, 224, 64),
+    ConvLayer("5", 64, 112, 112, 128),
+    ConvLayer("7", 128, 112, 112, 128),
+    ConvLayer("10", 128, 56, 56, 256),
+    ConvLayer("12,14", 256, 56, 56, 256),
+    ConvLayer("17", 256, 28, 28, 512),
+    ConvLayer("19,21", 512, 28, 28, 512),
+    ConvLayer("24,26,28", 512, 14, 14, 512),
+)
+
+
+def vgg16_layer(name: str) -> ConvLayer:
+    """A VGG-16 layer by its number, e.g. ``vgg16_layer("19")``."""
+    for layer in VGG16_LAYERS:
+        if name == layer.name or name in layer.name.split(","):
+            return layer
+    raise KeyError(f"no VGG-16 layer {name!r}; layers: {[la.name for la in VGG16_LAYERS]}")
+
+
+# Hand-picked tuning values of GPGPU'20 Table 4 (layer 7) and the paper's hand mapping.
+PAPER_TUNING_LAYER7 = {"theta": 5, "kappa": 4, "sigma": 3, "omega": 144, "rho": 11, "v": 4}
+PAPER_HAND_MAPPING = {"T": "mapWrg(1)", "G": "mapWrg(0)", "W": "mapLcl(1)", "C": "mapLcl(0)"}
+
+PROGRAMS = {
+    "cc22_listing1": cc22_listing1,
+    "cc22_listing3": cc22_listing3,
+    "gpgpu20_stencil2d": gpgpu20_stencil2d,
+    "gpgpu20_conv_highlevel": gpgpu20_conv_highlevel,
+    "gpgpu20_conv_partial": conv_partial_stage,
+    "gpgpu20_conv_final": conv_final_stage,
+    "gpgpu20_conv_pad": conv_pad_stage,
+    "gpgpu20_conv_crop": conv_crop_stage,
+}
+

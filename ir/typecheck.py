@@ -1,0 +1,380 @@
+"""Type inference: a type for every expression node, and the algorithmic constraints.
+
+The constraints are the ones the types impose (GPGPU'20 Section 5.2): ``split(m)``
+needs ``n % m == 0``, ``asVector(v)`` needs ``n % v == 0``, a strict slide needs
+``(n - size) % step == 0``, a reorder by stride needs divisibility, sizes are
+positive. Each records where it comes from ("split(s0) at node 12 ...").
+With concrete ``sizes``, a constraint that fails is a ``ConstraintViolation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ir.errors import ConstraintViolation, IRTypeError, UnboundParameterError
+from ir.nodes import (
+    AsScalar,
+    AsVector,
+    ExprNode,
+    FunCall,
+    FunDecl,
+    Get,
+    Id,
+    Join,
+    Lambda,
+    Literal,
+    Map,
+    Node,
+    Pad,
+    Param,
+    Reduce,
+    ReorderStride,
+    Slide,
+    Split,
+    ToMem,
+    Transpose,
+    UserFun,
+    Vectorize,
+    Zip,
+    walk,
+)
+from ir.sym import Expr, Rel, assume_divisible, sym
+from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
+
+
+@dataclass(frozen=True)
+class AlgConstraint:
+    """A constraint the types impose, with its origin."""
+
+    rel: Rel
+    kind: str  # split | asVector | slideStrict | slide | reorder | pad | positive | zip
+    origin: str
+
+    def __str__(self) -> str:
+        return f"{self.rel}    ({self.origin})"
+
+    def free_vars(self) -> frozenset[str]:
+        return self.rel.free_vars()
+
+
+@dataclass
+class TypeInfo:
+    """Result of type inference over one program."""
+
+    root: Node
+    type: Type
+    types: dict[int, Type] = field(default_factory=dict)
+    constraints: list[AlgConstraint] = field(default_factory=list)
+    node_index: dict[int, int] = field(default_factory=dict)
+    map_types: dict[int, tuple[Type, Type]] = field(default_factory=dict)
+
+    def type_of(self, node: ExprNode) -> Type:
+        try:
+            return self.types[id(node)]
+        except KeyError:
+            raise KeyError(f"no type recorded for {type(node).__name__} node") from None
+
+    def size_vars(self) -> frozenset[str]:
+        out: frozenset[str] = frozenset()
+        for c in self.constraints:
+            out |= c.free_vars()
+        return out
+
+
+def program_params(root: Node) -> tuple[Param, ...]:
+    """The declared inputs of a program (a top-level lambda), else ()."""
+    return root.params if isinstance(root, Lambda) else ()
+
+
+class _Checker:
+    def __init__(self, root: Node, sizes: Mapping[str, int] | None):
+        self.root = root
+        self.sizes = dict(sizes or {})
+        self.info = TypeInfo(root, None)  # type: ignore[arg-type]
+        self.facts: list[tuple[Expr, Expr]] = []
+        self._seen: set[tuple] = set()
+        for i, n in enumerate(walk(root)):
+            self.info.node_index.setdefault(id(n), i)
+
+    # ------------------------------------------------------------------ helpers
+    def where(self, node: Node) -> str:
+        return f"node {self.info.node_index.get(id(node), '?')}"
+
+    def context(self, node: Node) -> str | None:
+        try:
+            from ir.syntax import show  # lazy: syntax depends on this module's types
+
+            return show(node, max_len=160)
+        except Exception:  # printing must never hide the real error
+            return None
+
+    def error(self, msg: str, node: Node, cls=IRTypeError):
+        return cls(f"{msg} ({self.where(node)})", node, self.context(node))
+
+    def simp(self, e: Expr) -> Expr:
+        return assume_divisible(e, self.facts) if self.facts else e
+
+    def add(self, rel: Rel, kind: str, origin: str, node: Node) -> None:
+        if rel.is_trivially_true:
+            return
+        if rel.is_trivially_false:
+            raise self.error(f"{origin} needs {rel}, which can never hold", node,
+                             ConstraintViolation)
+        key = (rel, kind)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        origin = f"{origin} needs {rel}"
+        self.info.constraints.append(AlgConstraint(rel, kind, origin))
+        if self.sizes and rel.free_vars() <= self.sizes.keys():
+            if not rel.evaluate(self.sizes):
+                vals = ", ".join(f"{k}={self.sizes[k]}" for k in sorted(rel.free_vars()))
+                raise self.error(f"{origin}, which does not hold for {vals}", node,
+                                 ConstraintViolation)
+
+    def positive(self, e: Expr, what: str, node: Node) -> None:
+        self.add(e.ge(1), "positive", what, node)
+
+    def same_size(self, a: Expr, b: Expr) -> bool:
+        a, b = self.simp(a), self.simp(b)
+        if a == b:
+            return True
+        d = a - b
+        if d.is_const:
+            return False
+        if self.sizes and d.free_vars() <= self.sizes.keys():
+            return d.evaluate(self.sizes) == 0
+        return True  # symbolic: recorded as a constraint by the caller
+
+    def compatible(self, t: Type, u: Type) -> bool:
+        if isinstance(t, ArrayType) and isinstance(u, ArrayType):
+            return self.same_size(t.size, u.size) and self.compatible(t.elem, u.elem)
+        if isinstance(t, TupleType) and isinstance(u, TupleType):
+            return len(t.elems) == len(u.elems) and all(
+                self.compatible(a, b) for a, b in zip(t.elems, u.elems)
+            )
+        if isinstance(t, VectorType) and isinstance(u, VectorType):
+            return t.elem == u.elem and self.same_size(t.width, u.width)
+        return t == u
+
+    # --------------------------------------------------------------- inference
+    def expr(self, e: ExprNode, env: dict[str, Type]) -> Type:
+        if isinstance(e, Param):
+            if e.name in env:
+                t = env[e.name]
+            elif e.type is not None:
+                t = e.type
+            else:
+                raise self.error(
+                    f"parameter {e.name!r} is not bound by a lambda and has no declared type; "
+                    f"declare it (e.g. '{e.name}: [float]N')",
+                    e,
+                    UnboundParameterError,
+                )
+        elif isinstance(e, Literal):
+            t = e.type
+        elif isinstance(e, FunCall):
+            arg_types = [self.expr(a, env) for a in e.args]
+            t = self.apply(e.f, arg_types, e, env)
+        else:
+            raise self.error(f"{type(e).__name__} is not an expression", e)
+        self.info.types[id(e)] = t
+        return t
+
+    def apply(self, f: FunDecl, args: list[Type], call: Node, env: dict[str, Type]) -> Type:
+        name = type(f).__name__.lower()
+        if len(args) != f.arity:
+            raise self.error(
+                f"{describe(f)} takes {f.arity} argument(s) but is given {len(args)}", call
+            )
+        if isinstance(f, Reduce):
+            return self.reduce(f, args, call, env)
+        if isinstance(f, Lambda):
+            inner = dict(env)
+            for p, t in zip(f.params, args):
+                inner[p.name] = t
+            return self.expr(f.body, inner)
+        if isinstance(f, UserFun):
+            return self.userfun(f, args, call, None)
+        if isinstance(f, Vectorize):
+            return self.userfun(f.f, args, call, f.width)
+        if isinstance(f, ToMem):
+            return self.apply(f.f, args, call, env)
+        if isinstance(f, Id):
+            return args[0]
+        if isinstance(f, Zip):
+            n = None
+            elems = []
+            for i, a in enumerate(args):
+                if not isinstance(a, ArrayType):
+                    raise self.error(f"zip argument {i + 1} is {a}, not an array", call)
+                if n is None:
+                    n = a.size
+                elif not self.same_size(n, a.size):
+                    raise self.error(
+                        f"zip of arrays of unequal lengths: {n} and {a.size}", call
+                    )
+                elif self.simp(n) != self.simp(a.size):
+                    self.add(n.eq(a.size), "zip", f"zip at {self.where(call)}", call)
+                elems.append(a.elem)
+            return ArrayType(TupleType(tuple(elems)), n)
+        if isinstance(f, Get):
+            (t,) = args
+            if not isinstance(t, TupleType):
+                raise self.error(f"get({f.index}) needs a tuple, got {t}", call)
+            if not 0 <= f.index < len(t.elems):
+                raise self.error(f"get({f.index}) out of range for {t}", call)
+            return t.elems[f.index]
+        # the rest take one array
+        (t,) = args
+        if not isinstance(t, ArrayType):
+            raise self.error(f"{describe(f)} expects an array, got {t}", call)
+        n = t.size
+        if isinstance(f, Map):
+            out_elem = self.apply(f.f, [t.elem], call, env)
+            out = ArrayType(out_elem, n)
+            self.info.map_types[id(f)] = (t, out)
+            return out
+        if isinstance(f, Split):
+            m = f.chunk
+            self.positive(m, f"split chunk {m}", call)
+            self.add((n % m).eq(0), "split",
+                     f"split({m}) at {self.where(call)}", call)
+            self.facts.append((n, m))
+            return ArrayType(ArrayType(t.elem, m), n / m)
+        if isinstance(f, Join):
+            if not isinstance(t.elem, ArrayType):
+                raise self.error(f"join expects an array of arrays, got {t}", call)
+            return ArrayType(t.elem.elem, t.elem.size * n)
+        if isinstance(f, Transpose):
+            if not isinstance(t.elem, ArrayType):
+                raise self.error(f"transpose expects an array of arrays, got {t}", call)
+            return ArrayType(ArrayType(t.elem.elem, n), t.elem.size)
+        if isinstance(f, Slide):
+            size, step = f.size, f.step
+            self.positive(size, f"slide size {size}", call)
+            self.positive(step, f"slide step {step}", call)
+            self.add(n.ge(size), "slide",
+                     f"slide({size}, {step}) at {self.where(call)}", call)
+            if f.strict:
+                self.add(((n - size) % step).eq(0), "slideStrict",
+                         f"slideStrict({size}, {step}) at {self.where(call)}", call)
+                self.facts.append((n - size, step))
+                count = (n - size) / step + 1
+            else:
+                count = (n - size) // step + 1
+            return ArrayType(ArrayType(t.elem, size), count)
+        if isinstance(f, Pad):
+            out = n + f.left + f.right
+            self.positive(out, f"padded length {out}", call)
+            return ArrayType(t.elem, out)
+        if isinstance(f, ReorderStride):
+            s = f.stride
+            self.positive(s, f"reorder stride {s}", call)
+            self.add((n % s).eq(0), "reorder",
+                     f"reorder(stride {s}) at {self.where(call)}", call)
+            self.facts.append((n, s))
+            return t
+        if isinstance(f, AsVector):
+            v = f.width
+            if not isinstance(t.elem, ScalarType):
+                raise self.error(f"asVector({v}) expects an array of scalars, got {t}", call)
+            self.positive(v, f"vector width {v}", call)
+            self.add((n % v).eq(0), "asVector",
+                     f"asVector({v}) at {self.where(call)}", call)
+            self.facts.append((n, v))
+            return ArrayType(VectorType(t.elem, v), n / v)
+        if isinstance(f, AsScalar):
+            if not isinstance(t.elem, VectorType):
+                raise self.error(f"asScalar expects an array of vectors, got {t}", call)
+            return ArrayType(t.elem.elem, n * t.elem.width)
+        raise self.error(f"unknown function declaration {name}", call)
+
+    def reduce(self, f: Reduce, args: list[Type], call: Node, env) -> Type:
+        init, arr = args
+        if not isinstance(arr, ArrayType):
+            raise self.error(f"reduce expects an array as its second argument, got {arr}", call)
+        acc = self.apply(f.f, [init, arr.elem], call, env)
+        if not self.compatible(acc, init):
+            raise self.error(
+                f"reduce function returns {acc} but the accumulator is {init}", call
+            )
+        self.info.map_types[id(f)] = (arr, ArrayType(init, sym(1)))
+        return ArrayType(init, sym(1))
+
+    def userfun(self, f: UserFun, args: list[Type], call: Node, width: Expr | None) -> Type:
+        bind: dict[str, Expr] = {}
+        for i, (decl, actual) in enumerate(zip(f.in_types, args)):
+            want = decl
+            if width is not None and isinstance(decl, ScalarType):
+                want = VectorType(decl, width)
+            if not self.match(want, actual, bind):
+                raise self.error(
+                    f"user function {f.name} argument {i + 1} ({f.param_names[i]}) expects "
+                    f"{want}, got {actual}",
+                    call,
+                )
+        out = f.out_type
+        if width is not None and isinstance(out, ScalarType):
+            out = VectorType(out, width)
+        if bind:
+            out = out.subs(bind)
+        return out
+
+    def match(self, want: Type, actual: Type, bind: dict[str, Expr]) -> bool:
+        if isinstance(want, VectorType) and isinstance(actual, VectorType):
+            if want.elem != actual.elem:
+                return False
+            w = want.width
+            generic = [v for v in w.free_vars() if v.startswith("_")]
+            if generic:
+                (g,) = generic
+                if g in bind:
+                    return self.same_size(bind[g], actual.width)
+                bind[g] = actual.width
+                return True
+            return self.same_size(w, actual.width)
+        return self.compatible(want, actual)
+
+
+def describe(f: FunDecl) -> str:
+    if isinstance(f, Map):
+        return f"map{f.label or ''}" if f.kind == "map" else f.kind_text()
+    if isinstance(f, UserFun):
+        return f"user function {f.name}"
+    return type(f).__name__[0].lower() + type(f).__name__[1:]
+
+
+def _array_lengths(t: Type) -> list[Expr]:
+    if isinstance(t, ArrayType):
+        return [t.size, *_array_lengths(t.elem)]
+    if isinstance(t, TupleType):
+        return [n for e in t.elems for n in _array_lengths(e)]
+    return []
+
+
+def typecheck(program: Node, sizes: Mapping[str, int] | None = None) -> TypeInfo:
+    """Infer types for ``program`` (a top-level lambda with typed params, or an expression).
+
+    Collects the algorithmic constraints; with ``sizes``, checks those whose variables
+    are all given and raises ``ConstraintViolation`` on the first that fails.
+    """
+    ch = _Checker(program, sizes)
+    if isinstance(program, Lambda):
+        env = {}
+        for p in program.params:
+            if p.type is None:
+                raise ch.error(
+                    f"program input {p.name!r} has no type; declare it (e.g. "
+                    f"'{p.name}: [float]N')", p, UnboundParameterError)
+            env[p.name] = p.type
+            for n in _array_lengths(p.type):
+                ch.positive(n, f"length {n} of input {p.name}", p)
+        t = ch.expr(program.body, env)
+    elif isinstance(program, ExprNode):
+        t = ch.expr(program, {})
+    else:
+        raise IRTypeError(f"cannot typecheck a bare {describe(program)}; apply it to an input")
+    ch.info.type = t
+    return ch.info
