@@ -37,7 +37,7 @@ class ParseError(IRError):
     """Text syntax error, with line and column."""
 
     def __init__(self, message: str, line: int, column: int, source_line: str = ""):
-        self.line, self.column, self.source_line = line, column, source_line
+        self.message, self.line, self.column, self.source_line = message, line, column, source_line
         text = f"line {line}, column {column}: {message}"
         if source_line:
             text += f"\n  {source_line}\n  {' ' * (column - 1)}^"

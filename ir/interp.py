@@ -297,7 +297,7 @@ def evaluate(
         if check_types:
             typecheck(program, env_sizes)
         out = Interpreter(env_sizes, dtype).expr(program, {}, 0)
-    return _tmap(np.ascontiguousarray, out)
+    return _tmap(lambda a: np.array(a, order="C"), out)
 
 
 def _scalar_of(t: Type) -> str:

@@ -156,7 +156,7 @@ PARALLEL_KINDS = ("mapGlb", "mapWrg", "mapLcl")
 
 @dataclass(frozen=True, slots=True, eq=True)
 class Map(FunDecl):
-    """``map(f)`` and its low-level variants ``mapSeq``, ``mapGlb(d)``, ``mapWrg(d)``, ``mapLcl(d)``.
+    """``map(f)`` and its low-level variants: mapSeq, mapGlb(d), mapWrg(d), mapLcl(d).
 
     ``label`` names the map for users ("map C"); ``uid`` is a stable identity kept
     by rewrites (not part of equality).

@@ -95,6 +95,8 @@ class TupleType(Type):
         return TupleType(tuple(e.subs(mapping) for e in self.elems))
 
     def __str__(self) -> str:
+        if len(self.elems) == 1:
+            return f"({self.elems[0]},)"
         return "(" + ", ".join(str(e) for e in self.elems) + ")"
 
 
