@@ -1,0 +1,237 @@
+"""Public API: enumerate, count, check and explain parallel mappings of an expression."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+from collections.abc import Mapping as AbcMapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from constraints import bruteforce, cp_backend, z3_backend
+from constraints.model import Constraint, Model, Parameter
+from ir.nodes import Node
+from mapper.apply import apply_mapping
+from mapper.encoding import CODES, FUSED, Mapping, code_name, parse_code
+from mapper.errors import ContradictoryFixedError, InvalidMappingError, MappingError
+from mapper.nesting import MapNestingTree, label_maps
+from mapper.rules import FUSION_STRATEGIES, RULES, generate
+
+BACKENDS = {"cp": cp_backend, "z3": z3_backend, "brute": bruteforce}
+
+
+def _program(expr) -> Node:
+    if isinstance(expr, str):
+        from ir.syntax import parse
+
+        expr = parse(expr)
+    return label_maps(expr)
+
+
+@dataclass
+class MappingProblem:
+    """A program, its map-nesting tree and its constraint model."""
+
+    program: Node
+    tree: MapNestingTree
+    fusion: str
+    constraints: list[Constraint]
+
+    @cached_property
+    def model(self) -> Model:
+        params = []
+        for m in self.tree.labels:
+            dom = [c for c in CODES if c != FUSED or (
+                self.fusion != "never" and self.tree.maps[m].perfectly_nested)]
+            params.append(Parameter(m, tuple(dom)))
+        return Model(params, self.constraints)
+
+    @property
+    def labels(self) -> list[str]:
+        return self.tree.labels
+
+    def per_rule(self) -> dict[str, int]:
+        """Constraint instances per rule, in rule order (CC'22 Table 4 style)."""
+        counts = Counter(c.rule for c in self.constraints)
+        return {r.name: counts[r.name] for r in RULES if counts[r.name]}
+
+    def mapping(self, m) -> Mapping:
+        """Validate and normalise a mapping given as text, dict or Mapping."""
+        if isinstance(m, str):
+            m = Mapping.parse(m)
+        elif not isinstance(m, Mapping):
+            m = Mapping({k: parse_code(str(v)) if not isinstance(v, int) else v
+                         for k, v in dict(m).items()})
+        unknown = [k for k in m if k not in self.tree.maps]
+        if unknown:
+            raise MappingError(f"unknown map(s) {', '.join(unknown)}; the maps are "
+                               f"{', '.join(self.labels)}")
+        for k, v in m.items():
+            if v not in self.model.param(k).domain:
+                why = ("it is not perfectly nested in its parent" if v == FUSED and
+                       self.fusion != "never" else "fusion is 'never'" if v == FUSED else "")
+                raise MappingError(f"map {k} cannot be {code_name(v)}" + (f": {why}" if why
+                                                                        else ""))
+        return Mapping({k: m[k] for k in self.labels if k in m})
+
+
+def problem(expr, *, fusion: str = "always") -> MappingProblem:
+    """Build the mapping problem of ``expr`` (a program node or its text)."""
+    if fusion not in FUSION_STRATEGIES:
+        raise ValueError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
+    if isinstance(expr, MappingProblem):
+        return expr
+    prog = _program(expr)
+    tree = MapNestingTree(prog)
+    return MappingProblem(prog, tree, fusion, generate(tree, fusion))
+
+
+def _backend(name: str):
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {name!r}") from None
+
+
+def _fixed(p: MappingProblem, fixed) -> dict[str, int]:
+    if not fixed:
+        return {}
+    f = dict(p.mapping(fixed))
+    if not z3_backend.is_satisfiable(p.model, fixed=f):
+        core = z3_backend.unsat_core(p.model, f)
+        lines = "\n".join(f"  - {c}" for c in core)
+        raise ContradictoryFixedError(
+            f"no valid mapping has {Mapping(f)}; these constraints cannot all hold:\n{lines}",
+            core,
+        )
+    return f
+
+
+def enumerate_mappings(
+    expr,
+    *,
+    backend: str = "cp",
+    order: str = "solver",
+    seed: int | None = None,
+    limit: int | None = None,
+    fusion: str = "always",
+    fixed=None,
+) -> Iterator[Mapping]:
+    """Yield every valid mapping of ``expr`` (or the first ``limit``).
+
+    ``order="random"`` yields them in a seeded uniformly random order (the valid set is
+    enumerated first). ``fixed`` pins some maps (``"A=20"`` or ``{"A": 20}``); a
+    contradictory ``fixed`` raises ``ContradictoryFixedError`` with the reason.
+    """
+    if order not in ("solver", "random"):
+        raise ValueError(f"order must be 'solver' or 'random', got {order!r}")
+    p = problem(expr, fusion=fusion)
+    f = _fixed(p, fixed)
+    solver = _backend(backend)
+    sols = solver.iter_solutions(p.model, fixed=f or None)
+    if order == "random":
+        sols = list(sols)
+        random.Random(seed).shuffle(sols)
+    n = 0
+    for s in sols:
+        if limit is not None and n >= limit:
+            return
+        n += 1
+        yield Mapping({m: s[m] for m in p.labels})
+
+
+def count_mappings(expr, *, backend: str = "cp", fusion: str = "always", fixed=None) -> int:
+    """The number of valid mappings."""
+    p = problem(expr, fusion=fusion)
+    return _backend(backend).count(p.model, fixed=_fixed(p, fixed) or None)
+
+
+def check_mapping(expr, mapping, *, fusion: str = "always") -> list[Constraint]:
+    """The constraint instances ``mapping`` violates (empty when it is valid)."""
+    p = problem(expr, fusion=fusion)
+    m = p.mapping(mapping)
+    missing = [k for k in p.labels if k not in m]
+    if missing:
+        raise MappingError(f"the mapping gives no code for map(s) {', '.join(missing)}")
+    return p.model.violated(dict(m))
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a partial mapping is impossible: a minimal set of rule instances."""
+
+    partial: Mapping
+    core: tuple[Constraint, ...]
+    example: Mapping | None  # a valid completion when the partial mapping is possible
+
+    @property
+    def possible(self) -> bool:
+        return not self.core
+
+    def __str__(self) -> str:
+        if self.possible:
+            return f"{self.partial} is possible, e.g. {self.example}"
+        lines = [f"{self.partial} is impossible because of these rule instances:"]
+        lines += [f"  [{c.rule}] {c.description}: {c.predicate}" for c in self.core]
+        return "\n".join(lines)
+
+
+def explain(expr, partial, *, fusion: str = "always") -> Explanation:
+    """Why can't ``partial`` (e.g. ``"A=20 C=30"``) be part of a valid mapping?
+
+    Returns a minimal set of constraint instances (a Z3 unsat core, minimised) or, when
+    the partial mapping is possible, an example completion.
+    """
+    p = problem(expr, fusion=fusion)
+    part = p.mapping(partial)
+    core = z3_backend.unsat_core(p.model, dict(part))
+    example = None
+    if not core:
+        sol = next(z3_backend.iter_solutions(p.model, fixed=dict(part)), None)
+        example = Mapping({m: sol[m] for m in p.labels}) if sol else None
+    return Explanation(part, tuple(core), example)
+
+
+def constraints_of(expr, *, fusion: str = "always") -> MappingProblem:
+    """The constraint instances of ``expr`` (``.constraints``) with ``.per_rule()`` counts."""
+    return problem(expr, fusion=fusion)
+
+
+def lower_mapping(expr, mapping, *, fusion: str = "always", check: bool = True) -> Node:
+    """Apply a valid mapping to ``expr``: the low-level program (raises if invalid)."""
+    p = problem(expr, fusion=fusion)
+    m = p.mapping(mapping)
+    if check:
+        bad = p.model.violated(dict(m)) if len(m) == len(p.labels) else None
+        if bad is None:
+            raise MappingError("the mapping must give a code to every map: "
+                               + ", ".join(p.labels))
+        if bad:
+            raise InvalidMappingError(
+                f"{m} is not valid:\n" + "\n".join(f"  - {c}" for c in bad), bad)
+    return apply_mapping(p.program, m, p.tree)
+
+
+def random_assignment_validity(expr, samples: int = 100_000, *, seed: int = 0,
+                               fusion: str = "always") -> tuple[int, int]:
+    """How many of ``samples`` uniformly random code assignments are valid (the paper's
+    random baseline). Returns (valid, samples)."""
+    p = problem(expr, fusion=fusion)
+    rng = random.Random(seed)
+    doms = [(m, p.model.param(m).domain) for m in p.labels]
+    funcs = [(c.predicate.compile(tuple(sorted(c.params))), tuple(sorted(c.params)))
+             for c in p.constraints]
+    ok = 0
+    for _ in range(samples):
+        a = {m: rng.choice(d) for m, d in doms}
+        if all(fn(*(a[x] for x in names)) for fn, names in funcs):
+            ok += 1
+    return ok, samples
+
+
+__all__ = [
+    "MappingProblem", "problem", "enumerate_mappings", "count_mappings", "check_mapping",
+    "explain", "Explanation", "constraints_of", "lower_mapping", "random_assignment_validity",
+    "AbcMapping", "Model",
+]

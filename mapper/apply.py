@@ -1,0 +1,87 @@
+"""Applying a mapping: free maps become mapSeq/mapLcl/mapWrg/mapGlb, fused maps merge.
+
+Fusion of a perfectly nested map with its parent (code 1) follows CC'22 4.1:
+``p(m(f))`` becomes ``split(n) o p'(f) o join`` where ``p'`` keeps p's code and
+``n`` is the length of m's input. Fusions are applied outermost first, so a
+chain of fused maps collapses into one loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping as AbcMapping
+
+from ir.builders import compose, join, split
+from ir.nodes import Lambda, Map, Node, rebuild, replace
+from ir.typecheck import typecheck
+from ir.types import ArrayType
+from mapper.encoding import FUSED, SEQ
+from mapper.errors import MappingError
+from mapper.nesting import MapNestingTree, _direct_map
+
+_KIND = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
+
+
+def apply_mapping(program: Node, codes: AbcMapping[str, int],
+                  tree: MapNestingTree | None = None) -> Node:
+    """The low-level program for ``codes`` (map label -> code). Maps must be labelled."""
+    tree = tree or MapNestingTree(program)
+    missing = [m for m in tree.labels if m not in codes]
+    if missing:
+        raise MappingError(f"the mapping gives no code for map(s) {', '.join(missing)}")
+    unknown = [m for m in codes if m not in tree.maps]
+    if unknown:
+        raise MappingError(f"unknown map(s) {', '.join(unknown)}; the maps are "
+                           f"{', '.join(tree.labels)}")
+    for m, code in codes.items():
+        if code == FUSED and not tree.maps[m].perfectly_nested:
+            raise MappingError(f"map {m} cannot be fused (code 1): it is not perfectly nested "
+                               "in its parent map")
+    by_uid = {tree.maps[m].uid: code for m, code in codes.items() if code != FUSED}
+
+    def set_kind(n: Node):
+        if isinstance(n, Map) and n.uid in by_uid:
+            code = by_uid[n.uid]
+            if code == SEQ:
+                return replace(n, kind="mapSeq", dim=None)
+            return replace(n, kind=_KIND[code // 10], dim=code % 10)
+        return None
+
+    out = rebuild(program, set_kind)
+    for m in tree.labels:  # pre-order: parents before children
+        if codes[m] == FUSED:
+            out = _fuse(out, tree.maps[m].uid)
+    return out
+
+
+def _fuse(program: Node, child_uid: int) -> Node:
+    parent = None
+    for n in _maps(program):
+        inner = _direct_map(n.f)
+        if inner is not None and inner.uid == child_uid:
+            parent = n
+            break
+    if parent is None:
+        raise MappingError("internal: fused map has no perfectly nesting parent")
+    info = typecheck(program)
+    in_type = info.map_types[id(parent)][0]
+    assert isinstance(in_type, ArrayType) and isinstance(in_type.elem, ArrayType)
+    n_inner = in_type.elem.size
+    child = _direct_map(parent.f)
+    merged = Map(child.f, parent.kind, parent.dim, parent.label, uid=parent.uid)
+    replacement = compose(split(n_inner), merged, join())
+
+    def fn(n: Node):
+        if isinstance(n, Map) and n.uid == parent.uid:
+            return replacement
+        return None
+
+    return rebuild(program, fn)
+
+
+def _maps(program: Node):
+    from ir.nodes import walk
+
+    return [n for n in walk(program) if isinstance(n, Map)]
+
+
+__all__ = ["apply_mapping", "Lambda"]

@@ -1,0 +1,107 @@
+"""The map encoding of CC'22 Table 2 and the ``Mapping`` value.
+
+0 mapSeq, 1 fused with the outer map, 10-12 mapLcl(0-2), 20-22 mapWrg(0-2),
+30-32 mapGlb(0-2). Division by 10 gives the level, modulo 10 the dimension.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from collections.abc import Mapping as AbcMapping
+
+from mapper.errors import MappingError
+
+SEQ, FUSED = 0, 1
+CODES: tuple[int, ...] = (0, 1, 10, 11, 12, 20, 21, 22, 30, 31, 32)
+PARALLEL_CODES = (10, 11, 12, 20, 21, 22, 30, 31, 32)
+_LEVEL = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
+_KIND_CODE = {"mapLcl": 10, "mapWrg": 20, "mapGlb": 30}
+
+
+def code_name(code: int) -> str:
+    """``20`` -> ``mapWrg(0)``; ``0`` -> ``mapSeq``; ``1`` -> ``fused``."""
+    if code == SEQ:
+        return "mapSeq"
+    if code == FUSED:
+        return "fused"
+    if code in PARALLEL_CODES:
+        return f"{_LEVEL[code // 10]}({code % 10})"
+    raise MappingError(f"{code} is not a map code; codes are {', '.join(map(str, CODES))}")
+
+
+def parse_code(text: str) -> int:
+    """``"20"``, ``"mapWrg(0)"``, ``"W0"``, ``"seq"``, ``"fused"`` -> the code."""
+    t = text.strip()
+    if re.fullmatch(r"\d+", t):
+        c = int(t)
+        if c not in CODES:
+            raise MappingError(f"{c} is not a map code; codes are {', '.join(map(str, CODES))}")
+        return c
+    low = t.lower()
+    if low in ("s", "seq", "mapseq", "0"):
+        return SEQ
+    if low in ("f", "fused", "1"):
+        return FUSED
+    m = re.fullmatch(r"(mapLcl|mapWrg|mapGlb|L|W|G)\(?([0-2])\)?", t)
+    if m:
+        kind = {"L": "mapLcl", "W": "mapWrg", "G": "mapGlb"}.get(m.group(1), m.group(1))
+        return _KIND_CODE[kind] + int(m.group(2))
+    raise MappingError(
+        f"cannot read {text!r} as a map code: use a number (0, 1, 10-12, 20-22, 30-32), "
+        "mapSeq, fused, mapLcl(d), mapWrg(d), mapGlb(d) or the short forms S, F, L0, W1, G2"
+    )
+
+
+class Mapping(AbcMapping):
+    """An assignment of codes to map labels; prints as ``A=mapWrg(0) B=mapLcl(0) ...``."""
+
+    __slots__ = ("_codes",)
+
+    def __init__(self, codes: AbcMapping[str, int] | None = None, **kw: int):
+        d = dict(codes or {}, **kw)
+        for k, v in d.items():
+            if v not in CODES:
+                raise MappingError(f"map {k}: {v!r} is not a map code "
+                                   f"({', '.join(map(str, CODES))})")
+        self._codes = dict(d)
+
+    @classmethod
+    def parse(cls, text: str) -> Mapping:
+        """``"A=20 B=10 C=mapLcl(0) D=S"`` (separated by spaces or commas)."""
+        codes = {}
+        for part in re.split(r"[\s,]+", text.strip()):
+            if not part:
+                continue
+            if "=" not in part:
+                raise MappingError(f"expected LABEL=CODE, got {part!r} (e.g. 'A=20 B=mapLcl(0)')")
+            k, v = part.split("=", 1)
+            codes[k.strip()] = parse_code(v)
+        return cls(codes)
+
+    def __getitem__(self, k: str) -> int:
+        return self._codes[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._codes)
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._codes.items()))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, AbcMapping):
+            return dict(self._codes) == dict(other)
+        return NotImplemented
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={code_name(v)}" for k, v in self._codes.items())
+
+    def __repr__(self) -> str:
+        return f"Mapping({self})"
+
+    def short(self) -> str:
+        """``A=20 B=10 C=10 D=0``."""
+        return " ".join(f"{k}={v}" for k, v in self._codes.items())

@@ -1,0 +1,327 @@
+"""The map-nesting tree and the contextual functions of CC'22 Table 3.
+
+Only maps that compute (their function contains a user function, a copy or a
+reduction) are parallelisation choices; maps that only rearrange data
+(``map(transpose)``, ``map(split(4))``) are views and generate no loop.
+
+Address spaces are inferred destination-first: a value is written where its
+consumer says (``toLocal``, ``toPrivate``, a reduction's accumulator), else to
+global memory. ``uses_private``/``uses_local`` are true for a map that writes
+into or reads from that space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import count
+
+from ir.nodes import (
+    ExprNode,
+    FunCall,
+    FunDecl,
+    Get,
+    Id,
+    Lambda,
+    Literal,
+    Map,
+    Node,
+    Param,
+    Reduce,
+    ToMem,
+    UserFun,
+    Vectorize,
+    Zip,
+    rebuild,
+    replace,
+    valid_label,
+    walk,
+)
+from ir.typecheck import TypeInfo, typecheck
+from mapper.errors import NoMapsError
+
+
+def computes(f: Node) -> bool:
+    """True if evaluating ``f`` computes values (not only rearranges them)."""
+    return any(isinstance(n, (UserFun, Vectorize, Id, Reduce, Literal)) for n in walk(f))
+
+
+@dataclass
+class MapInfo:
+    """One computing map: its place in the tree and its memory use."""
+
+    label: str
+    uid: int
+    node: Map
+    parent: str | None = None
+    children: list[str] = field(default_factory=list)
+    perfectly_nested: bool = False  # its parent's function is exactly this map
+    writes: str = "global"
+    reads: set[str] = field(default_factory=set)
+    depends_on: set[str] = field(default_factory=set)  # sibling maps whose output it reads
+    identity_from: set[str] = field(default_factory=set)  # ... read element-for-element
+
+    @property
+    def uses_private(self) -> bool:
+        return self.writes == "private" or "private" in self.reads
+
+    @property
+    def uses_local(self) -> bool:
+        return self.writes == "local" or "local" in self.reads
+
+
+class MapNestingTree:
+    """Maps of a program, their nesting, chains and memory use (CC'22 Table 3)."""
+
+    def __init__(self, program: Node, info: TypeInfo | None = None):
+        self.program = program
+        self.info = info or typecheck(program)
+        self.maps: dict[str, MapInfo] = {}
+        self._by_uid: dict[int, str] = {}
+        self._collect(program, None)
+        if not self.maps:
+            raise NoMapsError(
+                "the expression has no map that computes: there is nothing to parallelise "
+                "(maps that only rearrange data, like map(transpose), are views)"
+            )
+        _Spaces(self).run()
+
+    # ------------------------------------------------------------ construction
+    def _collect(self, node: Node, parent: str | None) -> None:
+        if isinstance(node, Map) and computes(node.f):
+            label = node.label
+            if label is None or label in self.maps:
+                raise ValueError("maps must be labelled uniquely; use label_maps(program)")
+            mi = MapInfo(label, node.uid, node, parent)
+            mi.perfectly_nested = parent is not None and _direct_map(
+                self.maps[parent].node.f) is node
+            self.maps[label] = mi
+            self._by_uid[node.uid] = label
+            if parent is not None:
+                self.maps[parent].children.append(label)
+            self._collect(node.f, label)
+            return
+        for c in node.children():
+            self._collect(c, parent)
+
+    # ------------------------------------------------------ contextual functions
+    @property
+    def labels(self) -> list[str]:
+        return list(self.maps)
+
+    def label_of(self, m: Map) -> str:
+        return self._by_uid[m.uid]
+
+    def roots(self) -> list[str]:
+        return [m for m, i in self.maps.items() if i.parent is None]
+
+    def nested(self, m: str) -> list[str]:
+        """NestedMaps(m): every map inside m, at any depth."""
+        out, stack = [], list(reversed(self.maps[m].children))
+        while stack:
+            c = stack.pop()
+            out.append(c)
+            stack.extend(reversed(self.maps[c].children))
+        return out
+
+    def outer(self, m: str) -> list[str]:
+        """OuterMaps(m): the maps wrapping m, outermost first."""
+        out = []
+        p = self.maps[m].parent
+        while p is not None:
+            out.append(p)
+            p = self.maps[p].parent
+        return out[::-1]
+
+    def chains(self) -> list[tuple[str, ...]]:
+        """MapNestingChains: every path from an outermost map to an innermost one."""
+        out: list[tuple[str, ...]] = []
+
+        def go(m: str, path: tuple[str, ...]) -> None:
+            path = path + (m,)
+            kids = self.maps[m].children
+            if not kids:
+                out.append(path)
+            for k in kids:
+                go(k, path)
+
+        for r in self.roots():
+            go(r, ())
+        return out
+
+    def perfectly_nested_in(self, inner: str, outer: str) -> bool:
+        return self.maps[inner].parent == outer and self.maps[inner].perfectly_nested
+
+    def concrete(self) -> list[str]:
+        """ConcreteMaps: maps that write memory (every computing map)."""
+        return self.labels
+
+    def siblings(self, m: str) -> list[str]:
+        p = self.maps[m].parent
+        return [x for x in (self.maps[p].children if p else self.roots()) if x != m]
+
+    def render(self) -> str:
+        """The tree as indented text with memory use, e.g. ``A\\n  B [writes global]``."""
+        lines: list[str] = []
+
+        def go(m: str, depth: int) -> None:
+            i = self.maps[m]
+            notes = [f"writes {i.writes}"]
+            if i.reads:
+                notes.append("reads " + ",".join(sorted(i.reads)))
+            if i.perfectly_nested:
+                notes.append("perfectly nested")
+            if i.depends_on:
+                notes.append("after " + ",".join(sorted(i.depends_on)))
+            lines.append("  " * depth + f"map{m}  [{'; '.join(notes)}]")
+            for c in i.children:
+                go(c, depth + 1)
+
+        for r in self.roots():
+            go(r, 0)
+        return "\n".join(lines)
+
+
+def _direct_map(f: FunDecl) -> Map | None:
+    """``f`` is exactly a map (``map(g)`` or ``\\x -> map(g)(x)``): that map."""
+    if isinstance(f, Map):
+        return f
+    if (
+        isinstance(f, Lambda)
+        and len(f.params) == 1
+        and isinstance(f.body, FunCall)
+        and isinstance(f.body.f, Map)
+        and len(f.body.args) == 1
+        and f.body.args[0] == f.params[0]
+    ):
+        return f.body.f
+    return None
+
+
+class _Spaces:
+    """Address-space and producer inference over the program (destination-first)."""
+
+    def __init__(self, tree: MapNestingTree):
+        self.t = tree
+
+    def run(self) -> None:
+        root = self.t.program
+        env: dict[str, tuple[str, frozenset[str], bool]] = {}
+        if isinstance(root, Lambda):
+            for p in root.params:
+                env[p.name] = ("global", frozenset(), False)
+            self.expr(root.body, "global", env)
+        else:
+            self.expr(root, "global", env)
+
+    # value: (space, producers (labels of maps whose output this is), direct)
+    def expr(self, e: ExprNode, dest: str, env) -> tuple[str, frozenset[str], bool]:
+        if isinstance(e, Param):
+            sp, prod, _ = env.get(e.name, ("global", frozenset(), False))
+            return sp, prod, False
+        if isinstance(e, Literal):
+            return "const", frozenset(), False
+        assert isinstance(e, FunCall)
+        return self.call(e.f, e.args, dest, env)
+
+    def call(self, f: FunDecl, args, dest: str, env):
+        if isinstance(f, ToMem):
+            return self.call(f.f, args, f.space, env)
+        if isinstance(f, Reduce):
+            init = self.expr(args[0], "private", env)
+            acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
+            arr = self.expr(args[1], dest, env)
+            acc = (acc_space, init[1], False)
+            self.fun(f.f, [acc, arr], acc_space, env)
+            return acc_space, init[1] | arr[1], False
+        vals = [self.expr(a, dest, env) for a in args]
+        if isinstance(f, Map) and computes(f.f):
+            label = self.t.label_of(f)
+            info = self.t.maps[label]
+            sp, prod, direct = vals[0]
+            info.reads.add(sp) if sp != "const" else None
+            sibs = set(self.t.siblings(label))
+            info.depends_on |= set(prod) & sibs
+            if direct:
+                info.identity_from |= set(prod) & sibs
+            free_prod = self.free_producers(f.f, env) & sibs
+            info.depends_on |= free_prod
+            out = self.fun(f.f, [(sp, prod, False)], dest, env)
+            info.writes = out[0] if out[0] in ("global", "local", "private") else dest
+            return info.writes, frozenset({label}), True
+        if isinstance(f, (Lambda,)):
+            return self.fun(f, vals, dest, env)
+        if isinstance(f, (UserFun, Vectorize, Id)):
+            return dest, frozenset().union(*(v[1] for v in vals)), False
+        if isinstance(f, Zip):
+            spaces = {v[0] for v in vals if v[0] != "const"}
+            sp = _strongest(spaces)
+            return sp, frozenset().union(*(v[1] for v in vals)), False
+        if isinstance(f, Get):
+            return vals[0][0], vals[0][1], False
+        if isinstance(f, Map):  # a view map
+            sp, prod, _ = vals[0]
+            self.fun(f.f, [(sp, prod, False)], dest, env)
+            return sp, prod, False
+        # layout primitives: a view of the argument
+        sp, prod, _ = vals[0]
+        return sp, prod, False
+
+    def fun(self, f: FunDecl, vals, dest: str, env):
+        if isinstance(f, Lambda):
+            inner = dict(env)
+            for p, v in zip(f.params, vals):
+                inner[p.name] = v
+            return self.expr(f.body, dest, inner)
+        # a declaration applied to values already computed: reuse call with Params bound
+        names = [f"__arg{i}" for i in range(len(vals))]
+        inner = dict(env)
+        for n, v in zip(names, vals):
+            inner[n] = v
+        return self.call(f, [Param(n) for n in names], dest, inner)
+
+    def free_producers(self, f: FunDecl, env) -> set[str]:
+        bound = {p.name for n in walk(f) if isinstance(n, Lambda) for p in n.params}
+        out: set[str] = set()
+        for n in walk(f):
+            if isinstance(n, Param) and n.name not in bound and n.name in env:
+                out |= env[n.name][1]
+        return out
+
+
+def _strongest(spaces: set[str]) -> str:
+    for s in ("private", "local", "global"):
+        if s in spaces:
+            return s
+    return "const"
+
+
+def label_maps(program: Node) -> Node:
+    """Gives every computing map a unique label (keeps existing ones): A, B, ..., Z, A1, ..."""
+    used = {m.label for m in walk(program) if isinstance(m, Map) and m.label}
+    fresh = (lab for lab in _label_names() if lab not in used)
+    seen: set[str] = set()
+    todo: dict[int, str] = {}
+    for n in walk(program):
+        if isinstance(n, Map) and computes(n.f):
+            if n.label is None or n.label in seen:
+                todo[n.uid] = next(fresh)
+            seen.add(n.label or todo[n.uid])
+    if not todo:
+        return program
+
+    def fn(n: Node):
+        if isinstance(n, Map) and n.uid in todo:
+            return replace(n, label=todo[n.uid])
+        return None
+
+    return rebuild(program, fn)
+
+
+def _label_names():
+    letters = [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+    yield from letters
+    for k in count(1):
+        for a in letters:
+            lab = f"{a}{k}"
+            if valid_label(lab):
+                yield lab

@@ -1,0 +1,217 @@
+"""Mapping constraints: the papers' examples, bad input, and three independent witnesses."""
+
+import numpy as np
+import pytest
+from witness import brute_force_solutions, product_size
+
+from ir.interp import evaluate
+from ir.programs import (
+    PAPER_HAND_MAPPING,
+    cc22_listing1,
+    cc22_listing3,
+    conv_final_stage,
+    conv_partial_stage,
+    gpgpu20_conv_highlevel,
+)
+from ir.randprog import random_program, sizes_for
+from mapper import (
+    ContradictoryFixedError,
+    InvalidMappingError,
+    Mapping,
+    MappingError,
+    NoMapsError,
+    check_mapping,
+    count_mappings,
+    enumerate_mappings,
+    explain,
+    lower_mapping,
+    problem,
+)
+from mapper.encoding import code_name, parse_code
+
+# CC'22 Table 1 (V = vectorised sequential loop, a mapSeq here; see test_vectorisation)
+TABLE1 = {
+    "M1": "A=G0 B=S C=S D=S E=S",
+    "M2": "A=G1 B=G0 C=S D=G0 E=S",
+    "M3": "A=S B=W0 C=L0 D=W0 E=L0",
+    "M4": "A=W0 B=L0 C=S D=L0 E=S",
+    "M5": "A=W0 B=L0 C=S D=L0 E=S",
+    "M6": "A=W0 B=L0 C=S D=S E=L0",
+}
+
+
+def rules_of(violations):
+    return {c.rule for c in violations}
+
+
+def test_table1_classification():
+    p = cc22_listing1()
+    # rule 8 would force fusing perfectly nested sequential pairs: Table 1 predates it
+    for name in ("M1", "M4", "M5", "M6"):
+        assert check_mapping(p, TABLE1[name], fusion="free") == [], name
+    m2 = rules_of(check_mapping(p, TABLE1["M2"], fusion="free"))
+    assert "cross-thread-dependency" in m2  # cannot synchronise across global threads
+    m3 = rules_of(check_mapping(p, TABLE1["M3"], fusion="free"))
+    assert "local-memory" in m3  # out-of-scope reads of local memory
+
+
+def test_listing1_tree_and_memory():
+    pr = problem(cc22_listing1())
+    assert set(pr.tree.chains()) == {("A", "B", "C"), ("A", "D", "E")}
+    assert pr.tree.maps["C"].writes == "local" and pr.tree.maps["E"].reads == {"local"}
+    assert pr.tree.perfectly_nested_in("C", "B")
+    assert pr.tree.maps["D"].depends_on == {"B"}
+    assert "mapA" in pr.tree.render()
+
+
+def test_listing3_full_set():
+    ms = list(enumerate_mappings(cc22_listing3()))
+    assert len(ms) == len(set(ms)) == count_mappings(cc22_listing3()) == 13
+    legal = Mapping.parse("A=W0 B=L0 C=L0 D=S")
+    assert legal in ms
+    local = cc22_listing3(local=True)
+    assert legal in set(enumerate_mappings(local))
+    bad = check_mapping(local, "A=G1 B=G0 C=G0 D=S")
+    assert "local-memory" in rules_of(bad)
+
+
+def test_listing3_hole_is_closed():
+    """Rules (1)-(8) alone accept this; the cross-thread rule rejects it."""
+    bad = check_mapping(cc22_listing3(), "A=G1 B=G0 C=G0 D=S")
+    assert rules_of(bad) == {"cross-thread-dependency"}
+
+
+def test_private_memory_rule():
+    p = cc22_listing3(private=True)
+    pr = problem(p)
+    assert pr.tree.maps["D"].uses_private and pr.tree.maps["B"].uses_private
+    for m in enumerate_mappings(p):
+        assert m["D"] in (0, 1) and m["C"] in (0, 1, 10, 11, 12) and m["B"] == 0
+
+
+def test_backends_agree_on_papers_examples():
+    for p in (cc22_listing1(), cc22_listing3(), cc22_listing3(local=True)):
+        for fusion in ("always", "never", "free"):
+            a = set(enumerate_mappings(p, fusion=fusion))
+            b = set(enumerate_mappings(p, backend="z3", fusion=fusion))
+            c = set(enumerate_mappings(p, backend="brute", fusion=fusion))
+            assert a == b == c
+
+
+def test_fusion_strategies():
+    p = cc22_listing3()
+    never = set(enumerate_mappings(p, fusion="never"))
+    free = set(enumerate_mappings(p, fusion="free"))
+    always = set(enumerate_mappings(p, fusion="always"))
+    assert all(1 not in m.values() for m in never)
+    assert always <= free and never <= free
+    assert not any(m["C"] == 0 and m["D"] == 0 for m in always)
+
+
+def test_random_order_and_limit():
+    p = cc22_listing3()
+    a = list(enumerate_mappings(p, order="random", seed=1))
+    b = list(enumerate_mappings(p, order="random", seed=1))
+    c = list(enumerate_mappings(p, order="random", seed=2))
+    assert a == b and set(a) == set(c) and a != c
+    assert len(list(enumerate_mappings(p, limit=3))) == 3
+
+
+def test_fixed_and_explain():
+    p = cc22_listing3()
+    fixed = list(enumerate_mappings(p, fixed="A=W0"))
+    assert fixed and all(m["A"] == 20 for m in fixed)
+    e = explain(p, "A=W0 C=G0")
+    assert not e.possible
+    assert {c.rule for c in e.core} <= {"global-xor-groups", "cross-thread-dependency",
+                                         "local-memory", "local-dimensionality"}
+    assert 1 <= len(e.core) <= 2
+    assert "impossible" in str(e)
+    ok = explain(p, "A=W0")
+    assert ok.possible and ok.example["A"] == 20
+    with pytest.raises(ContradictoryFixedError, match="no valid mapping has"):
+        list(enumerate_mappings(p, fixed="A=W0 B=G0"))
+
+
+def test_bad_input():
+    from ir.builders import join, param, split
+    from ir.nodes import Lambda
+    from ir.types import Float, array
+
+    X = param("X", array(Float, "N"))
+    with pytest.raises(NoMapsError, match="no map that computes"):
+        problem(Lambda((X,), join()(split(4)(X))))
+    with pytest.raises(MappingError, match="unknown map"):
+        check_mapping(cc22_listing3(), "A=20 Z=10 B=0 C=0 D=1")
+    with pytest.raises(MappingError, match="not a map code"):
+        Mapping.parse("A=13")
+    with pytest.raises(MappingError, match="cannot read"):
+        parse_code("mapFoo(0)")
+    with pytest.raises(MappingError, match="cannot be fused"):
+        check_mapping(cc22_listing3(), "A=1 B=0 C=0 D=0")
+    with pytest.raises(MappingError, match="no code for map"):
+        check_mapping(cc22_listing3(), "A=20")
+    with pytest.raises(InvalidMappingError, match="not valid"):
+        lower_mapping(cc22_listing3(), "A=G1 B=G0 C=G0 D=S")
+    assert code_name(21) == "mapWrg(1)"
+
+
+def test_apply_mapping_and_fusion_semantics():
+    p = cc22_listing3()
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal(64).astype(np.float32)
+    sizes = {"s0": 16, "s1": 4}
+    for m in enumerate_mappings(p, fusion="free"):
+        low = lower_mapping(p, m, fusion="free")
+        got = evaluate(low, {"X": X, "y": 2.0, "z": 1.0}, sizes)
+        np.testing.assert_allclose(got, X * 2 + 1, rtol=1e-6)
+    low = lower_mapping(p, "A=W0 B=L0 C=L0 D=F")
+    from ir.nodes import Map, walk
+
+    kinds = {(n.label, n.kind, n.dim) for n in walk(low) if isinstance(n, Map) and n.label}
+    assert ("C", "mapLcl", 0) in kinds and not any(k[0] == "D" for k in kinds)
+
+
+def test_gpgpu20_conv_hand_mapping_is_valid():
+    p = conv_partial_stage()
+    pr = problem(p)
+    hand = {lab: 0 for lab in pr.labels}
+    hand.update({k: parse_code(v) for k, v in PAPER_HAND_MAPPING.items()})
+    # perfectly nested sequential pairs are fused under fusion="always"
+    assert check_mapping(p, hand, fusion="free") == []
+    assert Mapping(hand) in set(enumerate_mappings(p, fusion="free", fixed=PAPER_HAND_MAPPING))
+    assert count_mappings(p) > 0
+    assert {"private-memory", "duplicate-scheduling"} <= set(pr.per_rule())
+    for m in ("R1", "R2", "I1", "I2", "P", "S1", "S2"):
+        assert pr.tree.maps[m].uses_private, m
+
+
+def test_conv_highlevel_and_final_have_mappings():
+    assert count_mappings(gpgpu20_conv_highlevel()) > 0
+    assert count_mappings(conv_final_stage()) > 0
+
+
+@pytest.mark.parametrize("chunk", range(5))
+def test_three_witnesses_on_random_programs(chunk):
+    """cp, z3 and a brute force over all 10^n-11^n code assignments give the same sets
+    (40 random programs of up to 7 maps per chunk, 200 in all)."""
+    for seed in range(chunk * 40, chunk * 40 + 40):
+        p = random_program(seed, max_maps=7)
+        pr = problem(p)
+        assert product_size(pr.model) <= 11**7
+        cp = {frozenset(m.items()) for m in enumerate_mappings(p)}
+        z3s = {frozenset(m.items()) for m in enumerate_mappings(p, backend="z3")}
+        brute = brute_force_solutions(pr.model)
+        assert cp == z3s == brute, (seed, str(pr.tree.render()))
+
+
+def test_random_programs_evaluate_under_every_mapping():
+    """Applying any valid mapping keeps the meaning (interpreter witness)."""
+    for seed in range(30):
+        p = random_program(seed, max_maps=5)
+        s = sizes_for(p)
+        X = np.arange(s["N"], dtype=np.float32)
+        ref = evaluate(p, {"X": X}, s)
+        for m in enumerate_mappings(p, fusion="free", order="random", seed=seed, limit=6):
+            np.testing.assert_allclose(evaluate(lower_mapping(p, m, fusion="free"), {"X": X}, s),
+                                       ref, rtol=1e-6)
