@@ -330,17 +330,23 @@ def conv_partial_stage() -> Lambda:
 
 def conv_final_stage() -> Lambda:
     """Sums the partial results over chunks and lays the outputs out as
-    ``[[[float]M]outPW]outPH`` (HWC), maps free."""
+    ``[[[float]M]outPW]outPH`` (HWC), maps free.
+
+    Each sum is copied out of its private accumulator by ``map(toGlobal(id))`` (map F6);
+    the layout after the maps is a write view (no second copy)."""
     s = conv_sizes()
     part = param(
         "partial",
         array(Float, s["nTH"] * s["nTW"], s["M"] / s["kappa"], s["kappa"],
               s["nW"] / s["sigma"], s["sigma"], s["nC"]),
     )
+
+    def sum_chunks(x):
+        return FunCall(map_(to_global(Id()), "F6"), (FunCall(reduce_(add), (lit(0.0), x)),))
+
     summed = FunCall(
-        map_(map_(map_(map_(
-            compose(join(), map_(lam(lambda x: FunCall(reduce_(add), (lit(0.0), x))), "F5")),
-            "F4"), "F3"), "F2"), "F1"),
+        map_(map_(map_(map_(compose(join(), map_(lam(sum_chunks), "F5")), "F4"), "F3"), "F2"),
+             "F1"),
         (part,),
     )  # [nT², M/κ, κ, nW/σ, σ]
     layout = compose(
@@ -352,8 +358,7 @@ def conv_final_stage() -> Lambda:
         map_(transpose()),  # (nT², M, nW) -> (nT², nW, M)
         map_(compose(join(), map_(map_(join())))),  # (nT², M/κ, κ, nW/σ, σ) -> (nT², M, nW)
     )
-    out = map_(map_(map_(to_global(Id()), "Oc"), "Ow"), "Oh")(FunCall(layout, (summed,)))
-    return Lambda((part,), out)
+    return Lambda((part,), FunCall(layout, (summed,)))
 
 
 def conv_crop_stage() -> Lambda:

@@ -1,0 +1,243 @@
+"""The ``mapper`` command line: show, constraints, enumerate, check, explain, space, run, demo.
+
+Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
+mistakes (bad files, bad mappings, contradictory constraints) print one clear error
+and exit with status 2; nothing prints a traceback for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def parse_sizes(text: str | None) -> dict[str, int]:
+    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``."""
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        if "=" not in part:
+            raise ValueError(f"sizes are NAME=VALUE pairs separated by commas, got {part!r}")
+        k, v = part.split("=", 1)
+        try:
+            out[k.strip()] = int(v)
+        except ValueError:
+            raise ValueError(f"size {k.strip()} must be an integer, got {v!r}") from None
+    return out
+
+
+def load(path: str):
+    from ir.syntax import parse_file
+
+    return parse_file(path)
+
+
+# ------------------------------------------------------------------------ commands
+
+
+def cmd_show(args) -> int:
+    from ir.syntax import print_program
+    from ir.typecheck import typecheck
+
+    prog = load(args.file)
+    sizes = parse_sizes(args.sizes)
+    info = typecheck(prog, None)
+    console.print(f"[bold]{args.file}[/bold]")
+    console.print(print_program(prog), markup=False)
+    console.print()
+    if hasattr(prog, "params"):
+        for p in prog.params:
+            console.print(f"  input {p.name} : {escape(str(p.type))}")
+    console.print(f"  result : [bold]{escape(str(info.type))}[/bold]")
+    t = Table(title="Algorithmic constraints (from the types)")
+    t.add_column("constraint")
+    t.add_column("kind")
+    t.add_column("origin")
+    if sizes:
+        t.add_column(f"with {args.sizes}")
+    for c in info.constraints:
+        row = [escape(str(c.rel)), c.kind, escape(c.origin)]
+        if sizes:
+            if c.free_vars() <= sizes.keys():
+                row.append("[green]holds[/green]" if c.rel.evaluate(sizes) else "[red]FAILS[/red]")
+            else:
+                row.append("needs " + ", ".join(sorted(c.free_vars() - sizes.keys())))
+        t.add_row(*row)
+    console.print(t)
+    if sizes:
+        typecheck(prog, sizes)  # raises the first violation with its origin
+    return 0
+
+
+def cmd_constraints(args) -> int:
+    from mapper.api import problem
+    from mapper.rules import RULES
+
+    p = problem(load(args.file), fusion=args.fusion)
+    console.print("[bold]Map-nesting tree[/bold]")
+    console.print(p.tree.render(), markup=False)
+    console.print("chains: " + "  ".join("-".join(c) for c in p.tree.chains()))
+    t = Table(title=f"Constraint instances per rule (fusion={args.fusion})")
+    t.add_column("rule")
+    t.add_column("source")
+    t.add_column("instances", justify="right")
+    src = {r.name: r.source for r in RULES}
+    for rule, n in p.per_rule().items():
+        t.add_row(rule, src[rule], str(n))
+    t.add_row("[bold]total[/bold]", "", f"[bold]{len(p.constraints)}[/bold]")
+    console.print(t)
+    if args.list:
+        lst = Table(title="Instances")
+        lst.add_column("rule")
+        lst.add_column("maps")
+        lst.add_column("description")
+        lst.add_column("predicate")
+        for c in p.constraints:
+            lst.add_row(c.rule, ",".join(c.subjects), escape(c.description),
+                        escape(str(c.predicate)))
+        console.print(lst)
+    return 0
+
+
+def cmd_enumerate(args) -> int:
+    from mapper.api import count_mappings, enumerate_mappings, problem
+
+    prog = load(args.file)
+    p = problem(prog, fusion=args.fusion)
+    if args.count:
+        t0 = time.perf_counter()
+        n = count_mappings(p, backend=args.backend, fusion=args.fusion, fixed=args.fixed)
+        console.print(f"{n} valid mappings ({args.backend}, fusion={args.fusion}, "
+                      f"{time.perf_counter() - t0:.3f} s)")
+        return 0
+    t = Table(title=f"Valid mappings of {args.file}")
+    t.add_column("#", justify="right")
+    for m in p.labels:
+        t.add_column(m)
+    n = 0
+    for mp in enumerate_mappings(p, backend=args.backend, fusion=args.fusion,
+                                 order="random" if args.random else "solver", seed=args.seed,
+                                 limit=args.limit, fixed=args.fixed):
+        n += 1
+        from mapper.encoding import code_name
+
+        t.add_row(str(n), *(code_name(mp[m]) for m in p.labels))
+    console.print(t)
+    console.print(f"{n} mapping(s) shown")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from mapper.api import check_mapping, problem
+
+    p = problem(load(args.file), fusion=args.fusion)
+    m = p.mapping(args.mapping)
+    bad = check_mapping(p, m, fusion=args.fusion)
+    if not bad:
+        console.print(f"[green]valid[/green]: {m}")
+        return 0
+    console.print(f"[red]invalid[/red]: {m} violates {len(bad)} constraint instance(s):")
+    t = Table()
+    t.add_column("rule")
+    t.add_column("maps")
+    t.add_column("why")
+    for c in bad:
+        t.add_row(c.rule, ",".join(c.subjects), escape(c.description))
+    console.print(t)
+    return 1
+
+
+def cmd_explain(args) -> int:
+    from mapper.api import explain, problem
+
+    p = problem(load(args.file), fusion=args.fusion)
+    console.print(str(explain(p, args.partial, fusion=args.fusion)), markup=False)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from mapper.demo import run_demo
+
+    return run_demo(console, quick=args.quick)
+
+
+COMMANDS = {
+    "show": cmd_show,
+    "constraints": cmd_constraints,
+    "enumerate": cmd_enumerate,
+    "check": cmd_check,
+    "explain": cmd_explain,
+    "demo": cmd_demo,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="mapper",
+        description="Valid parallel mappings of functional array programs onto OpenCL, "
+        "found by constraint satisfaction.",
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def prog_cmd(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("file", help="program file in the text syntax (e.g. examples/*.lift)")
+        return p
+
+    def fusion(p):
+        p.add_argument("--fusion", choices=("always", "never", "free"), default="always",
+                       help="sequential map fusion strategy (CC'22 Section 4.5)")
+
+    p = prog_cmd("show", "parse a program, print it typed with its algorithmic constraints")
+    p.add_argument("--sizes", help="check the constraints for sizes, e.g. N=64,s0=16,s1=4")
+    p = prog_cmd("constraints", "the map-nesting tree and the mapping constraints per rule")
+    fusion(p)
+    p.add_argument("--list", action="store_true", help="list every constraint instance")
+    p = prog_cmd("enumerate", "enumerate (or count) the valid mappings")
+    fusion(p)
+    p.add_argument("--count", action="store_true", help="only count them")
+    p.add_argument("--limit", type=int, help="show at most N mappings")
+    p.add_argument("--random", action="store_true", help="uniformly random order")
+    p.add_argument("--seed", type=int, default=None, help="seed of the random order")
+    p.add_argument("--backend", choices=("cp", "z3", "brute"), default="cp")
+    p.add_argument("--fixed", help="pin some maps, e.g. 'A=W0 B=L0'")
+    p = prog_cmd("check", "check one mapping and say which rules it violates")
+    fusion(p)
+    p.add_argument("--mapping", required=True, help="e.g. 'A=20 B=10 C=10 D=0' or 'A=W0 B=L0'")
+    p = prog_cmd("explain", "why a partial mapping is impossible (minimal rule instances)")
+    fusion(p)
+    p.add_argument("--partial", required=True, help="e.g. 'A=W0 C=G0'")
+    p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
+                       "and a convolution on the OpenCL device")
+    p.add_argument("--quick", action="store_true", help="smaller sizes")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from constraints.errors import ConstraintError
+    from ir.errors import IRError
+    from mapper.errors import MapperError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (IRError, MapperError, ConstraintError, ValueError, FileNotFoundError,
+            IsADirectoryError) as e:
+        err_console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
