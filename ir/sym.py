@@ -516,6 +516,24 @@ class Expr:
         _set(self, "_fv", fv)
         return fv
 
+    def var_ranges(self) -> dict[str, tuple[int | None, int | None]]:
+        """The declared range ``(lo, hi)`` of every variable in the expression."""
+        out: dict[str, tuple[int | None, int | None]] = {}
+
+        def visit(a) -> None:
+            if a.kind == _VAR:
+                out.setdefault(a.name, (a.lo, a.hi))
+                return
+            for sub in (a.p, a.q):
+                if isinstance(sub, Expr):
+                    for v, r in sub.var_ranges().items():
+                        out.setdefault(v, r)
+
+        for m in self._t:
+            for a, _ in m:
+                visit(a)
+        return out
+
     def bounds(self) -> tuple[int | None, int | None]:
         """Interval ``(lo, hi)`` (inclusive; None = unbounded) from the variables' ranges."""
         try:

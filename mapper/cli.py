@@ -167,6 +167,60 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def parse_domains(items) -> dict[str, range]:
+    """``["theta=3..20", "v=1,2,4"]`` -> domains."""
+    out: dict = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ValueError(f"a domain is NAME=LO..HI or NAME=a,b,c, got {item!r}")
+        k, v = item.split("=", 1)
+        if ".." in v:
+            lo, hi = v.split("..", 1)
+            out[k.strip()] = range(int(lo), int(hi) + 1)
+        else:
+            out[k.strip()] = tuple(int(x) for x in v.split(","))
+    return out
+
+
+def cmd_space(args) -> int:
+    from mapper.api import lower_mapping, problem
+    from mapper.tuning import infer_tuning
+
+    prog = load(args.file)
+    if args.mapping:
+        prog = lower_mapping(problem(prog), args.mapping)
+    t0 = time.perf_counter()
+    tp = infer_tuning(prog, parse_sizes(args.sizes), domains=parse_domains(args.domain),
+                      max_value=args.max)
+    sp = tp.space
+    n = sp.count()
+    dt = time.perf_counter() - t0
+    t = Table(title="Tuning parameters")
+    t.add_column("parameter")
+    t.add_column("domain")
+    t.add_column("why")
+    for p in tp.params.values():
+        dom = ", ".join(map(str, p.domain[:10])) + (" ..." if len(p.domain) > 10 else "")
+        t.add_row(p.name, f"{dom}  ({len(p.domain)} values)", escape(p.why))
+    console.print(t)
+    by_origin: dict[str, list[str]] = {}
+    for src, origin in tp.restrictions:
+        by_origin.setdefault(origin, []).append(src)
+    c = Table(title="Constraints by origin")
+    c.add_column("origin")
+    c.add_column("restriction")
+    for origin, srcs in by_origin.items():
+        for src in srcs:
+            c.add_row(escape(origin), escape(src if len(src) < 160 else src[:157] + "..."))
+    console.print(c)
+    console.print("independent groups: " + "  ".join("{" + ", ".join(g) + "}"
+                                                      for g in sp.groups))
+    console.print("dependency order: " + " -> ".join(sp.order))
+    console.print(f"[bold]{n:,}[/bold] valid configurations of {sp.cartesian_size():,} "
+                  f"(built and counted in {dt:.2f} s)")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from mapper.demo import run_demo
 
@@ -179,6 +233,7 @@ COMMANDS = {
     "enumerate": cmd_enumerate,
     "check": cmd_check,
     "explain": cmd_explain,
+    "space": cmd_space,
     "demo": cmd_demo,
 }
 
@@ -219,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = prog_cmd("explain", "why a partial mapping is impossible (minimal rule instances)")
     fusion(p)
     p.add_argument("--partial", required=True, help="e.g. 'A=W0 C=G0'")
+    p = prog_cmd("space", "tuning parameters, their constraints and the exact count")
+    p.add_argument("--sizes", required=True, help="the fixed sizes, e.g. H=28,W=28,C=64,...")
+    p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
+    p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
+    p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes)")
     p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
                        "and a convolution on the OpenCL device")
     p.add_argument("--quick", action="store_true", help="smaller sizes")

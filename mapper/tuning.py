@@ -1,0 +1,338 @@
+"""Tuning parameters inferred from a program, its mapping and the device (GPGPU'20 5.1-5.3).
+
+Every size variable of the program that the caller does not fix is a tuning parameter.
+Its natural domain comes from how the types use it: the chunk of a ``split`` of a
+length known from the sizes ranges over that length's divisors, an ``asVector`` width
+over powers of two, anything else over a range. The constraints are the types'
+algorithmic constraints (``split(s0) at node 12 needs N % s0 == 0``), the launch
+constraints of a mapping (work-group size within the device's limits) and the device's
+memory limits; each keeps its origin. The result is a ``constraints.space.SearchSpace``:
+counted exactly, iterated, sampled uniformly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from constraints.space import SearchSpace
+from ir.nodes import AsVector, FunCall, Map, Node, Split, walk
+from ir.sym import Expr
+from ir.typecheck import TypeInfo, typecheck
+from ir.types import ArrayType, Type, VectorType, shape_of
+
+VECTOR_WIDTHS = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """The limits that become constraints (defaults: a generic small GPU-like device)."""
+
+    max_work_group_size: int = 1024
+    max_work_item_sizes: tuple[int, int, int] = (1024, 1024, 1024)
+    local_mem_size: int = 32 * 1024
+    max_mem_alloc_size: int = 1 << 30
+    max_private_bytes: int = 16 * 1024
+    name: str = "generic"
+
+    @classmethod
+    def from_limits(cls, limits: Mapping) -> DeviceModel:
+        """From ``codegen.device.device_limits(...)``-style dicts."""
+        return cls(
+            max_work_group_size=int(limits.get("max_work_group_size", 1024)),
+            max_work_item_sizes=tuple(limits.get("max_work_item_sizes", (1024,) * 3))[:3],
+            local_mem_size=int(limits.get("local_mem_size", 32 * 1024)),
+            max_mem_alloc_size=int(limits.get("max_mem_alloc_size", 1 << 30)),
+            max_private_bytes=int(limits.get("max_private_bytes", 16 * 1024)),
+            name=str(limits.get("name", "device")),
+        )
+
+
+@dataclass
+class TuningParam:
+    """A tuning parameter, its domain and why it has that domain."""
+
+    name: str
+    domain: tuple[int, ...]
+    why: str
+
+
+@dataclass
+class TuningProblem:
+    """Tuning parameters and their restrictions (text, origin) for one program."""
+
+    program: Node
+    sizes: dict[str, int]
+    params: dict[str, TuningParam]
+    restrictions: list[tuple[str, str]] = field(default_factory=list)
+    _space: SearchSpace | None = None
+
+    @property
+    def space(self) -> SearchSpace:
+        if self._space is None:
+            if not self.params:
+                raise ValueError("the program has no tuning parameter: every size is given")
+            self._space = SearchSpace(
+                {p.name: p.domain for p in self.params.values()},
+                [src for src, _ in self.restrictions],
+                origins={i: o for i, (_, o) in enumerate(self.restrictions)},
+            )
+        return self._space
+
+    def count(self) -> int:
+        return self.space.count()
+
+    def sizes_for(self, config: Mapping[str, int]) -> dict[str, int]:
+        """Layer sizes plus one tuning configuration: what lowering needs."""
+        return {**self.sizes, **{k: int(v) for k, v in config.items()}}
+
+
+# ----------------------------------------------------------------------- translation
+
+
+def to_restriction(rel) -> str:
+    """A ``Rel`` as a restriction string with integer semantics: exact divisions become
+    ``//`` guarded by divisibility, and every divisor is guarded against zero."""
+    guards: list[str] = []
+    lhs = _py(rel.lhs.to_tree(), guards)
+    rhs = _py(rel.rhs.to_tree(), guards)
+    body = f"{lhs} {rel.op} {rhs}"
+    seen: list[str] = []
+    for g in guards:
+        if g not in seen:
+            seen.append(g)
+    return " and ".join([*seen, body]) if seen else body
+
+
+def _py(t, guards: list[str]) -> str:
+    k = t[0]
+    if k == "int":
+        return str(t[1])
+    if k == "var":
+        return t[1]
+    if k == "neg":
+        return f"(-{_py(t[1], guards)})"
+    if k == "add":
+        return "(" + " + ".join(_py(x, guards) for x in t[1]) + ")"
+    if k == "mul":
+        return "(" + " * ".join(_py(x, guards) for x in t[1]) + ")"
+    if k in ("div", "floordiv", "mod"):
+        a, b = _py(t[1], guards), _py(t[2], guards)
+        guards.append(f"{b} != 0")
+        if k == "div":
+            guards.append(f"{a} % {b} == 0")
+            return f"({a} // {b})"
+        return f"({a} {'//' if k == 'floordiv' else '%'} {b})"
+    if k in ("min", "max"):
+        return f"{k}({_py(t[1], guards)}, {_py(t[2], guards)})"
+    raise ValueError(f"unknown expression node {k!r}")
+
+
+# -------------------------------------------------------------------------- inference
+
+
+def _divisors(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
+def _known(e: Expr, sizes: Mapping[str, int]) -> int | None:
+    if e.free_vars() <= sizes.keys():
+        try:
+            return e.evaluate(sizes)
+        except Exception:  # a non-integral or undefined value: not a usable length
+            return None
+    return None
+
+
+def _elements(t: Type) -> Expr | None:
+    dims, inner = shape_of(t)
+    n: Expr | None = None
+    for d in dims:
+        n = d if n is None else n * d
+    if isinstance(inner, VectorType):
+        n = inner.width if n is None else n * inner.width
+    return n
+
+
+def infer_tuning(
+    program: Node,
+    sizes: Mapping[str, int],
+    *,
+    device: DeviceModel | None = None,
+    domains: Mapping[str, tuple[int, ...] | range] | None = None,
+    max_value: int | None = None,
+    info: TypeInfo | None = None,
+) -> TuningProblem:
+    """The tuning problem of ``program`` for the given (layer) sizes.
+
+    ``domains`` overrides inferred domains; ``max_value`` bounds the ranges of parameters
+    with no better domain (default: twice the largest given size).
+    """
+    sizes = {k: int(v) for k, v in sizes.items()}
+    info = info or typecheck(program)
+    device = device or DeviceModel()
+    domains = dict(domains or {})
+    free = sorted(set().union(*(c.free_vars() for c in info.constraints)) - sizes.keys(),
+                  key=str)
+    if isinstance(program, Node) and hasattr(program, "params"):
+        for p in program.params:
+            free += [v for v in sorted(p.type.free_vars()) if v not in sizes and v not in free]
+    unknown = sorted(set(domains) - set(free) - sizes.keys())
+    if unknown:
+        raise ValueError(f"domains given for unknown parameter(s) {', '.join(unknown)}; "
+                         f"the tuning parameters are {', '.join(free) or 'none'}")
+    hi = max_value or 2 * max([*sizes.values(), 1])
+    params: dict[str, TuningParam] = {}
+    # natural domains from the primitives that use each variable
+    uses: dict[str, list[tuple[str, int | None]]] = {v: [] for v in free}
+    for decl, in_type in _applications(program, info):
+        if isinstance(decl, Split) and decl.chunk.is_var and decl.chunk.name in uses:
+            length = _known(in_type.size, sizes) if isinstance(in_type, ArrayType) else None
+            uses[decl.chunk.name].append(("split", length))
+        if isinstance(decl, AsVector) and decl.width.is_var and decl.width.name in uses:
+            uses[decl.width.name].append(("vector", None))
+    ranges = _declared_ranges(program)
+    for v in free:
+        if v in domains:
+            dom = tuple(sorted(set(int(x) for x in domains[v])))
+            params[v] = TuningParam(v, dom, "given")
+            continue
+        kinds = uses[v]
+        lengths = [n for k, n in kinds if k == "split" and n]
+        if any(k == "vector" for k, _ in kinds):
+            dom, why = VECTOR_WIDTHS, "asVector width: powers of two up to 16"
+        elif lengths:
+            dom = _divisors(math.gcd(*lengths))
+            why = f"split chunk: divisors of {math.gcd(*lengths)}"
+        else:
+            lo = 0 if ranges.get(v, (None, None))[0] == 0 else 1
+            dom, why = tuple(range(lo, hi + 1)), f"range {lo}..{hi}"
+        params[v] = TuningParam(v, dom, why)
+    problem = TuningProblem(program, sizes, params)
+    for c in info.constraints:
+        rel = c.rel.subs(sizes)
+        if rel.is_trivially_true:
+            continue
+        if rel.is_trivially_false:
+            problem.restrictions.append(("False", c.origin))
+            continue
+        problem.restrictions.append((to_restriction(rel), c.origin))
+    _launch_and_memory(problem, info, device)
+    return problem
+
+
+def _applications(program: Node, info: TypeInfo):
+    """(declaration, input type) for every split/asVector, applied directly or as a map's
+    function."""
+    for n in walk(program):
+        if isinstance(n, FunCall) and isinstance(n.f, (Split, AsVector)) and n.args:
+            yield n.f, info.types.get(id(n.args[0]))
+        elif isinstance(n, Map) and isinstance(n.f, (Split, AsVector)) and id(n) in info.map_types:
+            yield n.f, info.map_types[id(n)][0].elem
+
+
+def _declared_ranges(program: Node) -> dict[str, tuple[int | None, int | None]]:
+    """The ranges size variables were declared with (e.g. ρ in ``Var("rho", 0, None)``)."""
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for n in walk(program):
+        exprs = [getattr(n, a) for a in ("chunk", "size", "step", "left", "right", "width",
+                                          "stride") if isinstance(getattr(n, a, None), Expr)]
+        t = getattr(n, "type", None)
+        if t is not None:
+            exprs += shape_of(t)[0]
+        for e in exprs:
+            for v, r in e.var_ranges().items():
+                out.setdefault(v, r)
+    return out
+
+
+def _launch_and_memory(problem: TuningProblem, info: TypeInfo, device: DeviceModel) -> None:
+    """Work-group size and memory constraints of a mapped program."""
+    sizes = problem.sizes
+    local_dims: dict[int, Expr] = {}
+    for n in walk(problem.program):
+        if isinstance(n, Map) and n.kind == "mapLcl" and id(n) in info.map_types:
+            length = info.map_types[id(n)][0].size.subs(sizes)
+            local_dims.setdefault(n.dim, length)
+    for d, e in sorted(local_dims.items()):
+        if not e.is_const:
+            problem.restrictions.append((
+                to_restriction(e.le(device.max_work_item_sizes[d])),
+                f"mapLcl({d}) work-items {e} within the device's max work-item size "
+                f"{device.max_work_item_sizes[d]}"))
+    if len(local_dims) > 1 or (local_dims and not next(iter(local_dims.values())).is_const):
+        total = None
+        for e in local_dims.values():
+            total = e if total is None else total * e
+        if total is not None and not total.is_const:
+            problem.restrictions.append((
+                to_restriction(total.le(device.max_work_group_size)),
+                f"work-group size {total} within the device's max {device.max_work_group_size}"))
+    # memory: outputs written to local/private memory and the program's result
+    for n in walk(problem.program):
+        if isinstance(n, FunCall) and id(n) in info.types:
+            f = n.f
+            space = getattr(f, "space", None)
+            if space in ("local", "private") and isinstance(info.types[id(n)], ArrayType):
+                elems = _elements(info.types[id(n)])
+                if elems is not None and not elems.subs(sizes).is_const:
+                    limit = (device.local_mem_size if space == "local"
+                             else device.max_private_bytes)
+                    problem.restrictions.append((
+                        to_restriction((elems.subs(sizes) * 4).le(limit)),
+                        f"{space} buffer of {elems} floats within the device's {limit} bytes"))
+    out_elems = _elements(info.type)
+    if out_elems is not None and not out_elems.subs(sizes).is_const:
+        problem.restrictions.append((
+            to_restriction((out_elems.subs(sizes) * 4).le(device.max_mem_alloc_size)),
+            f"the output buffer within the device's max allocation of "
+            f"{device.max_mem_alloc_size} bytes"))
+
+
+class JointSpace:
+    """Mapping x tuning: every valid mapping of a program and, for each, its tuning space.
+
+    ``count()`` is exact (the sum over mappings); ``sample`` draws uniformly over the joint
+    space (a mapping with probability proportional to its tuning count, then a uniform
+    configuration of it) or, with ``per_mapping=True``, a uniform mapping first.
+    """
+
+    def __init__(self, program: Node, sizes: Mapping[str, int], *, fusion: str = "always",
+                 device: DeviceModel | None = None, domains=None, max_value: int | None = None):
+        from mapper.api import enumerate_mappings, problem
+
+        self.problem = problem(program, fusion=fusion)
+        self.sizes = dict(sizes)
+        self.options = dict(device=device, domains=domains, max_value=max_value)
+        self.mappings = list(enumerate_mappings(self.problem, fusion=fusion))
+        self._tuning: dict = {}
+
+    def tuning(self, mapping) -> TuningProblem:
+        from mapper.api import lower_mapping
+
+        key = frozenset(dict(mapping).items())
+        if key not in self._tuning:
+            low = lower_mapping(self.problem, mapping, fusion=self.problem.fusion)
+            self._tuning[key] = infer_tuning(low, self.sizes, **self.options)
+        return self._tuning[key]
+
+    def counts(self) -> list[int]:
+        return [self.tuning(m).count() for m in self.mappings]
+
+    def count(self) -> int:
+        return sum(self.counts())
+
+    def sample(self, k: int, seed: int | None = None, per_mapping: bool = False):
+        """``k`` (mapping, configuration) pairs."""
+        import random
+
+        rng = random.Random(seed)
+        weights = None if per_mapping else self.counts()
+        out = []
+        for _ in range(k):
+            m = rng.choices(self.mappings, weights=weights)[0]
+            cfg = self.tuning(m).space.sample(1, seed=rng.randrange(2**31))[0]
+            out.append((m, cfg))
+        return out

@@ -1,0 +1,116 @@
+"""Tuning-parameter inference: domains, constraints with origins, counts against brute force."""
+
+import itertools
+
+import numpy as np
+import pytest
+from conv_reference import conv2d_hwc
+from ir.interp import evaluate
+from ir.programs import ConvLayer, cc22_listing3, conv_partial_stage, gpgpu20_conv_pipeline, \
+    run_pipeline
+from ir.typecheck import typecheck
+from mapper.tuning import DeviceModel, JointSpace, infer_tuning, to_restriction
+
+
+def brute_force(program, sizes, tp):
+    """Filter the Cartesian product with the IR's own relations, evaluated by ir.sym."""
+    rels = [c.rel for c in typecheck(program).constraints]
+    names = list(tp.params)
+    out = set()
+    for vals in itertools.product(*(tp.params[n].domain for n in names)):
+        env = {**sizes, **dict(zip(names, vals))}
+        ok = True
+        for r in rels:
+            try:
+                ok = r.evaluate(env)
+            except Exception:  # undefined (division by zero, non-integral): not valid
+                ok = False
+            if not ok:
+                break
+        if ok:
+            out.add(tuple(vals))
+    return names, out
+
+
+@pytest.mark.parametrize("layer", [ConvLayer("a", C=2, H=6, W=6, M=4, K=3, S=1, P=1),
+                                   ConvLayer("b", C=1, H=7, W=7, M=2, K=3, S=2, P=1)],
+                         ids=["small", "stride2"])
+def test_conv_space_equals_brute_force(layer):
+    prog = conv_partial_stage()
+    tp = infer_tuning(prog, layer.sizes(), max_value=10,
+                      device=DeviceModel(max_mem_alloc_size=1 << 40))
+    names, expected = brute_force(prog, layer.sizes(), tp)
+    got = {tuple(int(c[n]) for n in names) for c in tp.space}
+    assert tp.count() == len(expected) == len(got) > 50
+    assert got == expected
+
+
+def test_domains_and_origins():
+    layer = ConvLayer("a", C=2, H=6, W=6, M=4, K=3, S=1, P=1)
+    tp = infer_tuning(conv_partial_stage(), layer.sizes(), max_value=10)
+    assert tp.params["kappa"].domain == (1, 2, 4)
+    assert tp.params["omega"].domain == (1, 2, 3, 6, 9, 18)  # divisors of C*K*K
+    assert tp.params["v"].domain == (1, 2, 4, 8, 16)
+    assert tp.params["rho"].domain[0] == 0  # declared Var("rho", 0, None)
+    origins = [o for _, o in tp.restrictions]
+    assert any(o.startswith("split(kappa) at node") and "M % kappa == 0" in o for o in origins)
+    assert any("asVector(v)" in o for o in origins)
+
+
+def test_sampled_configurations_compute_correctly():
+    layer = ConvLayer("a", C=2, H=6, W=6, M=4, K=3, S=1, P=1)
+    tp = infer_tuning(conv_partial_stage(), layer.sizes(), max_value=9)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 6, 2)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    ref = conv2d_hwc(x, w, None, 1, (1, 1, 1, 1))
+    for cfg in tp.space.sample(25, seed=1):
+        out = run_pipeline(gpgpu20_conv_pipeline(), {"inputData": x, "kernelsWeights": w},
+                           tp.sizes_for(cfg))
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+def test_guarded_translation():
+    from ir.sym import Var
+
+    rel = ((Var("n") - Var("k")) / Var("s") + 1).ge(2)
+    src = to_restriction(rel)
+    assert "s != 0" in src and "% s == 0" in src and "//" in src
+    from constraints.space import SearchSpace
+
+    sp = SearchSpace({"n": range(0, 9), "k": [3], "s": range(0, 4)}, [src])
+    for c in sp:
+        assert c["s"] and (c["n"] - c["k"]) % c["s"] == 0 and (c["n"] - c["k"]) // c["s"] >= 1
+
+
+def test_listing3_tuning_and_launch_limits():
+    from mapper.api import lower_mapping
+
+    low = lower_mapping(cc22_listing3(), "A=W0 B=L0 C=L0 D=S")
+    tp = infer_tuning(low, {"N": 1024}, device=DeviceModel(max_work_group_size=64,
+                                                           max_work_item_sizes=(64, 64, 64)))
+    assert set(tp.params) == {"s0", "s1"}
+    assert any("work-items" in o for _, o in tp.restrictions)
+    for c in tp.space:
+        assert c["s0"] <= 64  # mapLcl(0) runs s0 work-items
+        assert 1024 % c["s0"] == 0 and c["s0"] % c["s1"] == 0
+
+
+def test_joint_space():
+    js = JointSpace(cc22_listing3(), {"N": 64})
+    assert len(js.mappings) == 13
+    assert js.count() == sum(js.counts()) > 13
+    for m, cfg in js.sample(10, seed=3):
+        low_sizes = {"N": 64, **cfg}
+        from mapper.api import lower_mapping
+
+        X = np.arange(64, dtype=np.float32)
+        out = evaluate(lower_mapping(cc22_listing3(), m), {"X": X, "y": 2.0, "z": 1.0},
+                       low_sizes)
+        np.testing.assert_allclose(out, X * 2 + 1)
+
+
+def test_bad_domains():
+    with pytest.raises(ValueError, match="unknown parameter"):
+        infer_tuning(conv_partial_stage(), ConvLayer("a", 2, 6, 6, 4).sizes(),
+                     domains={"zeta": (1, 2)})
