@@ -221,6 +221,12 @@ def cmd_space(args) -> int:
     return 0
 
 
+def cmd_repl(args) -> int:
+    from mapper.repl import run_repl
+
+    return run_repl(args.file, console)
+
+
 def cmd_demo(args) -> int:
     from mapper.demo import run_demo
 
@@ -234,6 +240,7 @@ COMMANDS = {
     "check": cmd_check,
     "explain": cmd_explain,
     "space": cmd_space,
+    "repl": cmd_repl,
     "demo": cmd_demo,
 }
 
@@ -279,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
     p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes)")
+    p = sub.add_parser("repl", help="interactive shell to debug a program's mapping constraints")
+    p.add_argument("file", nargs="?", help="program to load first")
     p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
                        "and a convolution on the OpenCL device")
     p.add_argument("--quick", action="store_true", help="smaller sizes")

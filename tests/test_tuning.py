@@ -5,9 +5,15 @@ import itertools
 import numpy as np
 import pytest
 from conv_reference import conv2d_hwc
+
 from ir.interp import evaluate
-from ir.programs import ConvLayer, cc22_listing3, conv_partial_stage, gpgpu20_conv_pipeline, \
-    run_pipeline
+from ir.programs import (
+    ConvLayer,
+    cc22_listing3,
+    conv_partial_stage,
+    gpgpu20_conv_pipeline,
+    run_pipeline,
+)
 from ir.typecheck import typecheck
 from mapper.tuning import DeviceModel, JointSpace, infer_tuning, to_restriction
 

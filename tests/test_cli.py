@@ -1,0 +1,80 @@
+"""The mapper command line and REPL, driven in-process."""
+
+import io
+import os
+
+from rich.console import Console
+
+from mapper.cli import main, parse_sizes
+
+EX = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_show_prints_types_and_constraints(capsys):
+    rc, out, _ = run(capsys, "show", f"{EX}/cc22_listing3.lift", "--sizes", "N=64,s0=16,s1=4")
+    assert rc == 0
+    assert "X : [float]N" in out and "N % s0 == 0" in out and "holds" in out
+
+
+def test_show_reports_violation(capsys):
+    rc, _, err = run(capsys, "show", f"{EX}/cc22_listing3.lift", "--sizes", "N=60,s0=16,s1=4")
+    assert rc == 2 and "N % s0 == 0" in err and "N=60" in err
+
+
+def test_constraints_enumerate_check_explain(capsys):
+    rc, out, _ = run(capsys, "constraints", f"{EX}/cc22_listing1.lift", "--list")
+    assert rc == 0 and "duplicate-scheduling" in out and "chains:" in out
+    rc, out, _ = run(capsys, "enumerate", f"{EX}/cc22_listing3.lift", "--count")
+    assert rc == 0 and out.startswith("13 valid mappings")
+    rc, out, _ = run(capsys, "enumerate", f"{EX}/cc22_listing3.lift", "--limit", "2",
+                     "--random", "--seed", "3")
+    assert rc == 0 and "2 mapping(s) shown" in out
+    rc, out, _ = run(capsys, "check", f"{EX}/cc22_listing3.lift", "--mapping",
+                     "A=W0 B=L0 C=L0 D=S")
+    assert rc == 0 and "valid" in out
+    rc, out, _ = run(capsys, "check", f"{EX}/cc22_listing3.lift", "--mapping",
+                     "A=G1 B=G0 C=G0 D=S")
+    assert rc == 1 and "cross-thread-dependency" in out
+    rc, out, _ = run(capsys, "explain", f"{EX}/cc22_listing3.lift", "--partial", "A=W0 C=G0")
+    assert rc == 0 and "impossible" in out
+
+
+def test_space(capsys):
+    rc, out, _ = run(capsys, "space", f"{EX}/gpgpu20_conv_partial.lift", "--sizes",
+                     "H=6,W=6,C=2,M=4,K=3,S=1,P=1", "--max", "10")
+    assert rc == 0 and "valid configurations" in out and "kappa" in out
+
+
+def test_user_errors_exit_2_without_traceback(capsys):
+    rc, _, err = run(capsys, "show", "no/such/file.lift")
+    assert rc == 2 and "No such file" in err and "Traceback" not in err
+    rc, _, err = run(capsys, "check", f"{EX}/cc22_listing3.lift", "--mapping", "A=99")
+    assert rc == 2 and "not a map code" in err
+    rc, _, err = run(capsys, "space", f"{EX}/cc22_listing3.lift", "--sizes", "N=x")
+    assert rc == 2 and "integer" in err
+
+
+def test_parse_sizes():
+    assert parse_sizes("N=64, s0=16") == {"N": 64, "s0": 16}
+
+
+def test_repl_session():
+    from mapper.repl import MapperShell
+
+    buf = io.StringIO()
+    sh = MapperShell(Console(file=buf, width=200, highlight=False))
+    for line in (f"load {EX}/cc22_listing3.lift", "tree", "pin A=W0", "count", "why C=G0",
+                 "pin B=G0", "enumerate 2", "unpin", "count", "bogus"):
+        sh.onecmd(line)
+    out = buf.getvalue()
+    assert "4 maps (A, B, C, D)" in out and "mapA" in out
+    assert "3 valid mapping(s)" in out and "13 valid mapping(s)" in out
+    assert "global-xor-groups" in out
+    assert "no valid mapping has A=mapWrg(0) B=mapGlb(0)" in out  # contradiction explained
+    assert "unknown command 'bogus'" in out
