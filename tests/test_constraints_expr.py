@@ -1,0 +1,261 @@
+"""The constraint language: printing, evaluation, compilers (Z3, Python), simplification."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+import z3
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from constraints import (
+    FALSE,
+    TRUE,
+    And,
+    BinOp,
+    Cmp,
+    Const,
+    Implies,
+    In,
+    InvalidAssignmentError,
+    Not,
+    Or,
+    Param,
+    Pred,
+    UnknownParameterError,
+    conjuncts,
+    eq,
+    ne,
+)
+
+A, B, C, D = (Param(n) for n in "ABCD")
+NAMES = ("A", "B", "C")
+
+
+# --- printing -------------------------------------------------------------------------------
+
+
+def test_paper_style_printing():
+    assert str(A // 10 < 1) == "A/10 < 1"
+    assert str(Or(A // 10 < 1, ne(A, B))) == "A/10 < 1 or A != B"
+    rule6 = Not(And(eq(A // 10, 1), eq(B // 10, 2), eq(B % 10, A % 10)))
+    assert str(rule6) == "not (A/10 == 1 and B/10 == 2 and B%10 == A%10)"
+    assert str(Or(eq(C, 11), eq(D, 11))) == "C == 11 or D == 11"
+    assert str(Implies(eq(A, 0), ne(B, 0))) == "A == 0 => B != 0"
+    assert str(In(A, [12, 10, 11, 10])) == "A in {10, 11, 12}"
+    assert (str(TRUE), str(FALSE)) == ("true", "false")
+
+
+def test_printing_precedence():
+    assert str((A + 1) * (B - C)) == "(A + 1)*(B - C)"
+    assert str(A - (B - C)) == "A - (B - C)"
+    assert str(A - B - C) == "A - B - C"
+    assert str(A * B // C) == "A*B/C"
+    assert str(A * (B // C)) == "A*(B/C)"
+    assert str(A - -3) == "A - (-3)"
+    assert str(2 - A >= B % 4) == "2 - A >= B%4"
+    assert str(Or(And(eq(A, 1), eq(B, 2)), eq(C, 3))) == "(A == 1 and B == 2) or C == 3"
+    assert str(And(Or(eq(A, 1), eq(B, 2)), Not(eq(C, 3)))) == "(A == 1 or B == 2) and not (C == 3)"
+    assert str(Implies(Implies(eq(A, 1), eq(B, 1)), eq(C, 1))) == "(A == 1 => B == 1) => C == 1"
+
+
+def test_to_python():
+    assert Or(A // 10 < 1, ne(A, B)).to_python() == "(A // 10 < 1) or (A != B)"
+    assert Implies(eq(A, 0), ne(B, 0)).to_python() == "(not (A == 0)) or (B != 0)"
+    assert In(A % 10, [1, 0]).to_python() == "A % 10 in {0, 1}"
+    assert (A - -3 < (B + 1) * 2).to_python() == "A - (-3) < (B + 1) * 2"
+    assert TRUE.to_python() == "True"
+
+
+def test_repr_round_trips():
+    p = Not(And(eq(A // 10, 1), In(B, [1, 2]), Implies(A < B, Or(eq(C, 1), ne(C, 2)))))
+    assert eval(repr(p)) == p  # noqa: S307
+    assert pickle.loads(pickle.dumps(p)) == p
+    assert copy.deepcopy(p) is p
+
+
+# --- structure ------------------------------------------------------------------------------
+
+
+def test_structural_equality_and_hashing():
+    assert Param("A") == A and hash(Param("A")) == hash(A)
+    assert (A == B) is False  # == on terms is structural, not a constraint
+    assert eq(A + 1, B) == eq(A + 1, B)
+    assert eq(A + 1, B) != eq(B, A + 1)
+    assert len({Or(A < 1, ne(A, B)), Or(A < 1, ne(A, B)), A < 1}) == 2
+    with pytest.raises(AttributeError):
+        A.name = "Z"
+
+
+def test_params():
+    p = Implies(In(A % 3, [1]), Or(eq(B * 2, C), TRUE))
+    assert p is TRUE and p.params() == frozenset()  # Or(.., TRUE) is TRUE, so is Implies(.., TRUE)
+    q = Implies(In(A % 3, [1]), Or(eq(B * 2, C), D > 1))
+    assert q.params() == frozenset("ABCD")
+    assert Const(3).params() == frozenset() and TRUE.params() == frozenset()
+
+
+def test_flattening_and_simplification():
+    a, b, c = eq(A, 1), eq(B, 2), eq(C, 3)
+    assert And(And(a, b), c).parts == (a, b, c)
+    assert Or(a, Or(b, Or(c))).parts == (a, b, c)
+    assert And(a, Or(b, c)).parts == (a, Or(b, c))
+    assert And() is TRUE and Or() is FALSE
+    assert And(a) is a and Or(a) is a
+    assert And(a, TRUE, b) == And(a, b)
+    assert And(a, FALSE) is FALSE and Or(a, TRUE) is TRUE
+    assert Or(FALSE, a) is a
+    assert And(a, b, a).parts == (a, b)
+    assert And([a, b], c) == And(a, b, c)
+    assert And(x for x in (a, b)) == And(a, b)
+    assert Not(Not(a)) is a and Not(TRUE) is FALSE and Not(FALSE) is TRUE
+    assert eq(1, 1) is TRUE and ne(1, 1) is FALSE and (Const(2) < 1) is FALSE
+    assert Const(2) + 3 == Const(5) and (Const(-7) // 2) == Const(-4) and Const(-7) % 3 == Const(2)
+    assert In(A, []) is FALSE and In(Const(3), [1, 3]) is TRUE
+    assert Implies(TRUE, a) is a and Implies(FALSE, a) is TRUE
+    assert Implies(a, TRUE) is TRUE and Implies(a, FALSE) == Not(a)
+    assert (3 > A) == Cmp("<", A, 3) and (3 + A) == BinOp("+", 3, A)
+    assert (a & b) == And(a, b) and (a | b) == Or(a, b) and ~a == Not(a)
+
+
+def test_conjuncts():
+    a, b, c = eq(A, 1), eq(B, 2), Or(eq(C, 3), eq(C, 4))
+    assert conjuncts(And(a, b, c)) == [a, b, c]
+    assert conjuncts(c) == [c]
+    assert conjuncts(Not(And(a, b))) == [Not(And(a, b))]
+    assert conjuncts(TRUE) == [] and conjuncts(FALSE) == [FALSE]
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="eq"):
+        And(A == 1, B < 2)  # a structural bool instead of a predicate
+    with pytest.raises(TypeError):
+        Or(A)
+    with pytest.raises(TypeError, match="truth value"):
+        bool(A < B)
+    with pytest.raises(TypeError):
+        A < B < C  # noqa: B015 - chained comparison needs bool()
+    with pytest.raises(TypeError):
+        Const(True)
+    with pytest.raises(TypeError):
+        A + 1.5
+    with pytest.raises(TypeError):
+        (A < 1) + 1
+    with pytest.raises(TypeError):
+        Param("")
+    with pytest.raises(ZeroDivisionError):
+        A // 0
+    with pytest.raises(ValueError):
+        Cmp("=", A, 1)
+    with pytest.raises(UnknownParameterError, match="B"):
+        eq(A, B).compile(("A",))
+    with pytest.raises(InvalidAssignmentError, match="B"):
+        eq(A, B).evaluate({"A": 1})
+    with pytest.raises(UnknownParameterError):
+        eq(A, B).to_z3({"A": z3.Int("A")})
+    with pytest.raises(TypeError):
+        In(A, [1, "x"])
+
+
+# --- evaluation and compilers ---------------------------------------------------------------
+
+
+def test_evaluate_examples():
+    rule6 = Not(And(eq(A // 10, 1), eq(B // 10, 2), eq(B % 10, A % 10)))
+    assert rule6.evaluate({"A": 10, "B": 20}) is False
+    assert rule6.evaluate({"A": 10, "B": 21}) is True
+    assert rule6.evaluate({"A": 20, "B": 10}) is True
+    assert (A // 10).evaluate({"A": -1}) == -1  # floor semantics
+    assert (A % 10).evaluate({"A": -1}) == 9
+    assert (A // -3).evaluate({"A": 7}) == -3 and (A % -3).evaluate({"A": 7}) == -2
+    assert In(A + B, [3, 5]).evaluate({"A": 1, "B": 2}) is True
+    assert Implies(eq(A, 0), ne(B, 0)).evaluate({"A": 0, "B": 0}) is False
+
+
+def test_compile_is_cached_and_positional():
+    p = Or(A // 10 < 1, ne(A, B))
+    f = p.compile(("B", "A"))
+    assert f is p.compile(("B", "A"))
+    assert f(20, 20) is False and f(21, 20) is True and f(20, 1) is True
+    assert TRUE.compile(())() is True
+    weird = Param("map-A.0")  # not an identifier: fine, arguments are renamed
+    assert (weird < 3).compile(("map-A.0",))(2) is True
+
+
+def _terms(names, divisors):
+    leaves = st.one_of(st.sampled_from(names).map(Param), st.integers(-6, 35).map(Const))
+
+    def extend(children):
+        return st.one_of(
+            st.builds(BinOp, st.sampled_from(["+", "-", "*"]), children, children),
+            st.builds(BinOp, st.sampled_from(["//", "%"]), children, divisors(children)),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=5)
+
+
+def _preds(terms):
+    atoms = st.one_of(
+        st.builds(Cmp, st.sampled_from(["==", "!=", "<", "<=", ">", ">="]), terms, terms),
+        st.builds(In, terms, st.lists(st.integers(-6, 35), max_size=4)),
+        st.sampled_from([TRUE, FALSE]),
+    )
+
+    def extend(children):
+        return st.one_of(
+            st.lists(children, max_size=3).map(lambda ps: And(*ps)),
+            st.lists(children, max_size=3).map(lambda ps: Or(*ps)),
+            children.map(Not),
+            st.builds(Implies, children, children),
+        )
+
+    return st.recursive(atoms, extend, max_leaves=6)
+
+
+# divisors: any non-zero constant, or an arbitrary term (zero divisions are skipped)
+_divisors = lambda children: st.one_of(  # noqa: E731
+    st.integers(1, 12), st.integers(-12, -1), children.filter(lambda t: t != Const(0))
+)
+TERMS = _terms(NAMES, _divisors)
+PREDS = _preds(TERMS)
+ASSIGNMENTS = st.fixed_dictionaries({n: st.integers(-40, 40) for n in NAMES})
+
+
+def _z3_value(node, assignment):
+    e = z3.simplify(node.to_z3({n: z3.IntVal(v) for n, v in assignment.items()}))
+    return z3.is_true(e) if isinstance(node, Pred) else e.as_long()
+
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(TERMS, ASSIGNMENTS)
+def test_terms_agree_across_compilers(t, assignment):
+    try:
+        value = t.evaluate(assignment)
+    except ZeroDivisionError:
+        assume(False)
+    assert _z3_value(t, assignment) == value
+    assert eval(t.to_python(), {}, dict(assignment)) == value  # noqa: S307
+
+
+@FAST
+@given(PREDS, ASSIGNMENTS)
+def test_predicates_agree_across_compilers(p, assignment):
+    try:
+        value = p.evaluate(assignment)
+    except ZeroDivisionError:
+        assume(False)
+    assert isinstance(value, bool)
+    assert _z3_value(p, assignment) is value
+    assert eval(p.to_python(), {}, dict(assignment)) is value  # noqa: S307
+    assert p.compile(NAMES)(*(assignment[n] for n in NAMES)) is value
+    assert p.compile(NAMES[::-1])(*(assignment[n] for n in NAMES[::-1])) is value
+    assert And(*conjuncts(p)).evaluate(assignment) is value
+    assert p.params() <= set(NAMES)
