@@ -122,11 +122,19 @@ def test_fixed_and_explain():
     fixed = list(enumerate_mappings(p, fixed="A=W0"))
     assert fixed and all(m["A"] == 20 for m in fixed)
     e = explain(p, "A=W0 C=G0")
-    assert not e.possible
-    assert {c.rule for c in e.core} <= {"global-xor-groups", "cross-thread-dependency",
-                                         "local-memory", "local-dimensionality"}
-    assert 1 <= len(e.core) <= 2
+    assert not e.possible and 1 <= len(e.core) <= 3
     assert "impossible" in str(e)
+    # the core is unsatisfiable with the pins and minimal: dropping any instance frees it
+    from constraints import z3_backend
+    from constraints.model import Model
+
+    pr = problem(p)
+    params = [pr.model.param(m) for m in pr.labels]
+    pins = {"A": 20, "C": 30}
+    assert not z3_backend.is_satisfiable(Model(params, list(e.core)), fixed=pins)
+    for i in range(len(e.core)):
+        rest = [c for j, c in enumerate(e.core) if j != i]
+        assert z3_backend.is_satisfiable(Model(params, rest), fixed=pins)
     ok = explain(p, "A=W0")
     assert ok.possible and ok.example["A"] == 20
     with pytest.raises(ContradictoryFixedError, match="no valid mapping has"):
