@@ -19,6 +19,7 @@ from ir.programs import (
     PROGRAMS,
     cc22_listing1,
     cc22_listing3,
+    conv_partial_stage,
     gpgpu20_conv_highlevel,
     gpgpu20_stencil2d,
 )
@@ -34,6 +35,7 @@ EXAMPLE_BUILDERS = {
     "listing3_local": lambda: cc22_listing3(local=True),
     "gpgpu20_stencil2d": gpgpu20_stencil2d,
     "gpgpu20_conv_highlevel": gpgpu20_conv_highlevel,
+    "gpgpu20_conv_partial": conv_partial_stage,
 }
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.lift"))
 
