@@ -1,0 +1,363 @@
+"""Builds, runs, times and validates a ``CompiledProgram`` on one OpenCL device.
+
+``Runner.evaluate`` turns every failure of a candidate into an ``Outcome``. It runs in
+the calling process: a kernel that hangs or a compiler that aborts takes the process
+with it, so explorations go through ``codegen.worker``, which runs a ``Runner`` in a
+worker process with a time limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from codegen.device import (
+    DeviceFeatureError,
+    build_log_of,
+    check_features,
+    device_limits,
+    ensure_pocl_cache_dir,
+    select_device,
+)
+from codegen.program import DTYPES, CompiledProgram, Outcome
+
+_FILL = {"float": np.float32(np.nan), "int": np.int32(-0x7F7F7F7F)}
+
+
+def source_hash(source: str, options: tuple[str, ...] = ()) -> str:
+    """The build-cache key: SHA-256 of the source and the build options."""
+    h = hashlib.sha256(source.encode())
+    h.update(b"\0" + " ".join(options).encode())
+    return h.hexdigest()
+
+
+def program_hash(program: CompiledProgram) -> str:
+    """Hash of all kernel sources and the build options of ``program`` (16 hex digits)."""
+    h = hashlib.sha256()
+    for k in program.kernels:
+        h.update(source_hash(k.source, program.build_options).encode())
+    return h.hexdigest()[:16]
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= int(x)
+    return n
+
+
+def check_launch(program: CompiledProgram, limits: Mapping) -> tuple[str, str] | None:
+    """``(check, reason)`` if ``program`` cannot be launched on a device with ``limits``.
+
+    Checks, before any build: work-group size and shape (``work-group-size``), global size a
+    multiple of the local size (``global-size``), local memory per group
+    (``local-memory``), each buffer against the maximum allocation (``max-allocation``)
+    and all global buffers against the device memory (``global-memory``).
+    """
+    for k in program.kernels:
+        if len(k.global_size) > limits["max_work_item_dimensions"]:
+            return ("work-group-size",
+                    f"kernel {k.name}: {len(k.global_size)} dimensions > "
+                    f"{limits['max_work_item_dimensions']}")
+        if any(g <= 0 for g in k.global_size):
+            return "global-size", f"kernel {k.name}: global size {k.global_size} has a zero"
+        if k.local_size is not None:
+            if len(k.local_size) != len(k.global_size):
+                return ("global-size", f"kernel {k.name}: local size {k.local_size} and global "
+                        f"size {k.global_size} differ in dimensions")
+            wg = _prod(k.local_size)
+            if wg > limits["max_work_group_size"]:
+                return ("work-group-size", f"kernel {k.name}: work-group size {wg} "
+                        f"{tuple(k.local_size)} > device max {limits['max_work_group_size']}")
+            for d, (ls, mx) in enumerate(zip(k.local_size, limits["max_work_item_sizes"])):
+                if ls > mx:
+                    return ("work-group-size", f"kernel {k.name}: local size {ls} in dimension "
+                            f"{d} > device max {mx}")
+            for d, (g, ls) in enumerate(zip(k.global_size, k.local_size)):
+                if ls <= 0 or g % ls:
+                    return ("global-size", f"kernel {k.name}: global size {g} is not a multiple "
+                            f"of local size {ls} in dimension {d}")
+        local = sum(b.nbytes for b in k.local_buffers)
+        if local > limits["local_mem_size"]:
+            return ("local-memory", f"kernel {k.name}: {local} bytes of local memory > device "
+                    f"{limits['local_mem_size']}")
+    for b in program.buffers.values():
+        if b.space == "global" and b.nbytes > limits["max_mem_alloc_size"]:
+            return ("max-allocation", f"buffer {b.name}: {b.nbytes} bytes > max allocation "
+                    f"{limits['max_mem_alloc_size']}")
+    total = program.memory_report()["global_total"]
+    if total > limits["global_mem_size"]:
+        return ("global-memory", f"{total} bytes of global buffers > device memory "
+                f"{limits['global_mem_size']}")
+    return None
+
+
+class BuildError(RuntimeError):
+    """The OpenCL compiler rejected a kernel; ``log`` holds the build log."""
+
+    def __init__(self, kernel: str, log: str):
+        super().__init__(f"build of kernel {kernel} failed:\n{log}")
+        self.kernel = kernel
+        self.log = log
+
+
+@dataclass
+class RunResult:
+    """What one ``Runner.run`` measured: output, per-repeat kernel times, build time."""
+
+    output: np.ndarray
+    times_s: tuple[float, ...]  # per repeat: sum of all kernels' profiled times
+    kernel_times_s: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    build_s: float = 0.0  # time spent building now (0 when every kernel was cached)
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s) if self.times_s else float("nan")
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    more = f"\n... ({len(lines) - n} more lines)" if len(lines) > n else ""
+    return "\n".join(lines[:n]) + more
+
+
+class Runner:
+    """A context and a profiling queue on one device, with a build cache.
+
+    ``device`` is a ``pyopencl.Device``, a spec string (see ``codegen.device``) or ``None``
+    (``LIFTMAP_DEVICE``, else the default of ``select_device``). Builds are cached in memory
+    by source hash and options (the ``cache_size`` most recently used programs); PoCL also
+    keeps its own on-disk cache in ``POCL_CACHE_DIR``.
+    """
+
+    def __init__(self, device=None, *, cache_size: int = 512):
+        ensure_pocl_cache_dir()
+        import pyopencl as cl
+
+        self.cl = cl
+        self.device = device if isinstance(device, cl.Device) else select_device(device)
+        self.limits = device_limits(self.device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(
+            self.context, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE
+        )
+        self.cache_size = cache_size  # programs kept (least recently used dropped)
+        self._programs: OrderedDict[str, object] = OrderedDict()
+        self._kernels: dict[tuple[int, str], object] = {}
+        self.cache_hits = 0
+        self.cache_misses = 0
+
+    # ---------------------------------------------------------------- building
+
+    def build(self, source: str, options: tuple[str, ...] = ("-cl-mad-enable",)):
+        """Returns ``(cl.Program, seconds spent, cache hit)``; raises ``BuildError``."""
+        key = source_hash(source, tuple(options))
+        prg = self._programs.get(key)
+        if prg is not None:
+            self._programs.move_to_end(key)
+            self.cache_hits += 1
+            return prg, 0.0, True
+        cl = self.cl
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # CompilerWarning: ABI notes, etc.
+                prg = cl.Program(self.context, source).build(options=list(options))
+        except cl.RuntimeError as e:
+            raise BuildError("?", build_log_of(str(e))) from None
+        dt = time.perf_counter() - t0
+        self.cache_misses += 1
+        self._programs[key] = prg
+        while len(self._programs) > self.cache_size:
+            _, old = self._programs.popitem(last=False)
+            for kk in [kk for kk in self._kernels if kk[0] == id(old)]:
+                del self._kernels[kk]
+        return prg, dt, False
+
+    def _build_all(self, program: CompiledProgram):
+        kernels, build_s, hits, misses = [], 0.0, 0, 0
+        for k in program.kernels:
+            try:
+                prg, dt, hit = self.build(k.source, program.build_options)
+            except BuildError as e:
+                raise BuildError(k.name, e.log) from None
+            build_s += dt
+            hits, misses = hits + hit, misses + (not hit)
+            kkey = (id(prg), k.name)
+            kern = self._kernels.get(kkey)
+            if kern is None:
+                try:
+                    kern = self.cl.Kernel(prg, k.name)
+                except self.cl.Error:
+                    raise BuildError(k.name, f"source defines no kernel named {k.name!r}") from None
+                self._kernels[kkey] = kern
+            kernels.append(kern)
+        return kernels, build_s, hits, misses
+
+    # ---------------------------------------------------------------- running
+
+    def _buffers(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray]):
+        cl, mf = self.cl, self.cl.mem_flags
+        bufs = {}
+        for name, b in program.buffers.items():
+            if b.space != "global":
+                continue
+            dt = DTYPES[b.dtype]
+            if name in program.inputs:
+                if name not in inputs:
+                    raise ValueError(f"missing input {name!r}; given {sorted(inputs)}")
+                a = np.ascontiguousarray(inputs[name], dtype=dt).reshape(-1)
+                if a.size != b.count:
+                    raise ValueError(f"input {name!r} has {a.size} elements, buffer {b.count}")
+                bufs[name] = cl.Buffer(self.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+            else:
+                # outputs and temporaries start as NaN (or a sentinel): unwritten elements show
+                fill = np.full(b.count, _FILL[b.dtype], dtype=dt)
+                bufs[name] = cl.Buffer(self.context, mf.READ_WRITE | mf.COPY_HOST_PTR,
+                                       hostbuf=fill)
+        return bufs
+
+    def _enqueue_all(self, program: CompiledProgram, kernels, bufs, inputs):
+        events = []
+        for k, kern in zip(program.kernels, kernels):
+            args = []
+            for a in k.args:
+                if a in bufs:
+                    args.append(bufs[a])
+                else:  # a scalar argument given as a 0-d input
+                    v = np.asarray(inputs[a])
+                    args.append(v.astype(np.int32 if v.dtype.kind in "iu" else np.float32)[()])
+            kern.set_args(*args)
+            gs = tuple(int(g) for g in k.global_size)
+            ls = None if k.local_size is None else tuple(int(x) for x in k.local_size)
+            events.append(self.cl.enqueue_nd_range_kernel(self.queue, kern, gs, ls))
+        self.queue.finish()
+        return [(e.profile.end - e.profile.start) * 1e-9 for e in events]
+
+    def run(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray], *,
+            repeats: int = 5, warmup: int = 1) -> RunResult:
+        """Builds (cached), uploads ``inputs``, runs the kernels ``warmup + repeats`` times.
+
+        The output is read after the first execution; warm-up executions are not timed
+        (with ``warmup=0`` the first execution is timed too). Raises ``BuildError`` and
+        pyopencl errors; ``evaluate`` turns them into outcomes.
+        """
+        return self._run_built(program, self._build_all(program), inputs, repeats, warmup)
+
+    def _run_built(self, program: CompiledProgram, built, inputs, repeats: int,
+                   warmup: int) -> RunResult:
+        kernels, build_s, hits, misses = built
+        bufs = self._buffers(program, inputs)
+        out_b = program.buffers[program.output]
+        names = [k.name for k in program.kernels]
+        per_kernel: dict[str, list[float]] = {n: [] for n in names}
+        totals: list[float] = []
+        output = None
+        for i in range(max(warmup, 1) + repeats - (0 if warmup else 1)):
+            ts = self._enqueue_all(program, kernels, bufs, inputs)
+            if i == 0:
+                output = np.empty(out_b.count, dtype=DTYPES[out_b.dtype])
+                self.cl.enqueue_copy(self.queue, output, bufs[program.output])
+                self.queue.finish()
+            if i >= warmup:
+                totals.append(sum(ts))
+                for n, t in zip(names, ts):
+                    per_kernel[n].append(t)
+        assert output is not None
+        try:
+            output = output.reshape(program.output_shape)
+        except ValueError:
+            pass
+        return RunResult(output, tuple(totals), {n: tuple(v) for n, v in per_kernel.items()},
+                         build_s, hits, misses)
+
+    # ---------------------------------------------------------------- judging
+
+    def evaluate(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray],
+                 reference: np.ndarray | None = None, *, rtol: float = 1e-4,
+                 atol: float = 1e-4, repeats: int = 5, warmup: int = 1,
+                 flops: int | None = None) -> Outcome:
+        """Judges one candidate: launch checks, build, run, compare, time. Never raises for
+        the candidate's failures (missing inputs are the caller's error and do raise)."""
+        if repeats < 1:
+            raise ValueError("evaluate needs repeats >= 1")
+        cl = self.cl
+        h = program_hash(program)
+        memory = program.memory_report()
+        common = dict(memory=memory, source_hash=h)
+        bad = check_launch(program, self.limits)
+        if bad is not None:
+            return Outcome("rejected", bad[1], check=bad[0], **common)
+        try:
+            for k in program.kernels:
+                check_features(k.source, self.limits)
+        except DeviceFeatureError as e:
+            return Outcome("rejected", str(e), check=e.check, **common)
+        try:
+            built = self._build_all(program)
+            kernels, build_s = built[0], built[1]
+        except BuildError as e:
+            return Outcome("compile-error", f"kernel {e.kernel}: " + _first_lines(e.log),
+                           **common)
+        for k, kern in zip(program.kernels, kernels):
+            if k.local_size is None:
+                continue
+            kmax = kern.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
+                                            self.device)
+            if _prod(k.local_size) > kmax:
+                return Outcome("rejected", f"kernel {k.name}: work-group size "
+                               f"{_prod(k.local_size)} > this kernel's max {kmax}",
+                               check="work-group-size", **common)
+        try:
+            res = self._run_built(program, built, inputs, repeats, warmup)
+        except cl.Error as e:
+            return Outcome("rejected", f"launch failed: {e}", check="launch", **common)
+        med = res.median_s
+        fl = flops if flops is not None else program.flops
+        gflops = fl / med / 1e9 if fl and med > 0 else None
+        timing = dict(time_s=med, times_s=res.times_s, gflops=gflops, build_s=build_s)
+        if reference is not None:
+            ok, err, why = compare(res.output, reference, rtol=rtol, atol=atol)
+            if not ok:
+                return Outcome("wrong-result", why, max_abs_error=err, **timing, **common)
+            return Outcome("ok", f"max abs error {err:.3g}", max_abs_error=err, **timing,
+                           **common)
+        return Outcome("ok", "not compared (no reference)", **timing, **common)
+
+
+def compare(output: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-4,
+            atol: float = 1e-4) -> tuple[bool, float, str]:
+    """``(matches, max abs error, explanation)``: ``|out - ref| <= atol + rtol * |ref|``
+    everywhere, no NaN; shapes must agree up to a reshape of the same size."""
+    out = np.asarray(output)
+    ref = np.asarray(reference)
+    if isinstance(reference, tuple) or ref.dtype == object:
+        return False, float("inf"), "reference is not a single array"
+    if out.size != ref.size:
+        return (False, float("inf"),
+                f"output has {out.size} elements {out.shape}, reference {ref.size} {ref.shape}")
+    out = out.reshape(ref.shape).astype(np.float64)
+    ref = ref.astype(np.float64)
+    diff = np.abs(out - ref)
+    nan = ~np.isfinite(out) & np.isfinite(ref)
+    err = float(np.nanmax(np.where(nan, np.inf, diff))) if diff.size else 0.0
+    bad = nan | ~(diff <= atol + rtol * np.abs(ref))
+    if not bad.any():
+        return True, err, ""
+    n = int(bad.sum())
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    what = (f"{n} of {out.size} elements differ (first at {first}: got {out[first]:.6g}, "
+            f"expected {ref[first]:.6g}); max abs error {err:.3g} > tolerance "
+            f"atol={atol:g} + rtol={rtol:g}*|ref|")
+    if nan.any():
+        what += f"; {int(nan.sum())} elements not finite (unwritten?)"
+    return False, err, what

@@ -1,0 +1,416 @@
+"""Evaluates candidates in worker processes with a time limit.
+
+An LLVM abort inside the OpenCL compiler or a kernel that never ends must not take the
+caller down. A ``WorkerPool`` keeps persistent worker processes (started with ``spawn``:
+pyopencl contexts do not survive ``fork``), each holding one ``Runner`` whose build cache
+lasts across candidates. A worker that dies gives a ``crash`` outcome (with the signal and
+the last lines it printed, e.g. ``LLVM ERROR: ...``); one that exceeds the time limit is
+killed and gives ``timeout``. Either way the next candidate gets a fresh worker.
+
+Inputs and the reference travel once per data set, not per candidate: the worker keeps the
+last data set under a token and the pool sends it again only when the token changes.
+
+Callables sent to a worker (``lower_fn``) must be picklable: module-level functions or
+``functools.partial`` of them. Scripts that use a pool need the usual
+``if __name__ == "__main__":`` guard (``spawn`` imports the main module in the worker).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import multiprocessing as mp
+import os
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from codegen.device import ensure_pocl_cache_dir
+from codegen.program import CompiledProgram, Outcome
+
+STARTUP_TIMEOUT_S = 120.0
+
+
+class WorkerStartError(RuntimeError):
+    """A worker could not start (it died or hung while starting)."""
+
+
+class WorkerDeviceError(WorkerStartError):
+    """A worker started but could not open the device: a setup error, raised to the caller."""
+
+
+# ------------------------------------------------------------------ the worker process
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    return lines[-1].strip() if lines else repr(exc)
+
+
+def _truncate_log(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        pass
+
+
+def _judge(runner, kind: str, payload, inputs, reference, kw: dict) -> Outcome:
+    lower_s = None
+    if kind == "lower":
+        t0 = time.perf_counter()
+        try:
+            program = payload()
+        except Exception as e:  # the lowering's typed errors carry the check they fail
+            lower_s = time.perf_counter() - t0
+            check = getattr(e, "check", None)
+            if check:
+                return Outcome("rejected", str(e), check=str(check), lower_s=lower_s)
+            return Outcome("crash", f"lowering raised {_last_line(e)}", lower_s=lower_s)
+        lower_s = time.perf_counter() - t0
+        if not isinstance(program, CompiledProgram):
+            return Outcome("crash", f"lower_fn returned {type(program).__name__}, "
+                           "not a CompiledProgram", lower_s=lower_s)
+    else:
+        program = payload
+    try:
+        out = runner.evaluate(program, inputs, reference, **kw)
+    except Exception as e:
+        out = Outcome("crash", f"evaluation raised {_last_line(e)}")
+    return replace(out, lower_s=lower_s) if lower_s is not None else out
+
+
+def _worker_main(conn, spec: str | None, log_path: str) -> None:
+    """Entry point of a worker process: build a Runner, then serve requests."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    try:
+        from codegen.device import device_limits, device_spec
+        from codegen.runner import Runner
+
+        runner = Runner(spec)
+        conn.send(("ready", {"spec": device_spec(runner.device),
+                             "limits": device_limits(runner.device), "pid": os.getpid()}))
+    except Exception as e:
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    token, inputs, reference = None, None, None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        op = msg[0]
+        if op == "stop":
+            return
+        if op == "data":
+            _, token, inputs, reference = msg
+            conn.send(("data-ok", token))
+        elif op == "eval":
+            _, want, kind, payload, kw = msg
+            _truncate_log(fd)
+            if want != token:
+                conn.send(("outcome", Outcome("crash", "worker holds no data for this token")))
+                continue
+            conn.send(("outcome", _judge(runner, kind, payload, inputs, reference, kw)))
+        elif op == "ping":
+            conn.send(("pong", os.getpid()))
+
+
+# ------------------------------------------------------------------ the parent's side
+
+
+def data_token(inputs: Mapping[str, np.ndarray], reference: np.ndarray | None) -> str:
+    """A content hash of the inputs and the reference (names, shapes, dtypes, bytes)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(inputs):
+        a = np.ascontiguousarray(inputs[name])
+        h.update(f"{name}:{a.dtype}:{a.shape};".encode())
+        h.update(memoryview(a).cast("B"))
+    if reference is not None:
+        r = np.ascontiguousarray(reference)
+        h.update(f"ref:{r.dtype}:{r.shape};".encode())
+        h.update(memoryview(r).cast("B"))
+    return h.hexdigest()
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "unknown exit"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _tail(path: str, n: int = 6) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            lines = [ln.rstrip() for ln in f.read()[-8000:].splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+class _Worker:
+    """The parent's handle on one worker process."""
+
+    def __init__(self, ctx, spec: str | None, log_dir: str, n: int):
+        self.ctx, self.spec = ctx, spec
+        self.log_path = os.path.join(log_dir, f"worker-{n}.log")
+        self.proc = None
+        self.conn = None
+        self.token: str | None = None
+        self.info: dict[str, Any] = {}
+        self.started = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        parent, child = self.ctx.Pipe()
+        open(self.log_path, "w").close()
+        self.proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, self.log_path),
+                                     daemon=True, name="liftmap-worker")
+        self.proc.start()
+        child.close()
+        self.conn, self.token = parent, None
+        self.started += 1
+        if not parent.poll(timeout_s):
+            self.kill()
+            raise WorkerStartError(f"worker did not start within {timeout_s:g} s")
+        try:
+            kind, info = parent.recv()
+        except EOFError:
+            self.proc.join(5)
+            code = self.proc.exitcode
+            self.kill()
+            raise WorkerStartError(f"worker died while starting ({_signal_name(code)}): "
+                                   f"{_tail(self.log_path)}") from None
+        if kind != "ready":
+            self.kill()
+            raise WorkerDeviceError(f"worker could not open the device: {info}")
+        self.info = info
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.join(10)
+        if self.conn is not None:
+            self.conn.close()
+        self.conn, self.token = None, None
+
+    def stop(self) -> None:
+        if self.alive and self.conn is not None:
+            try:
+                self.conn.send(("stop",))
+                self.proc.join(5)
+            except (OSError, BrokenPipeError):
+                pass
+        self.kill()
+
+    def _died(self, what: str) -> Outcome:
+        self.proc.join(5)
+        code = self.proc.exitcode
+        tail = _tail(self.log_path)
+        self.kill()
+        reason = f"worker died {what} ({_signal_name(code)})"
+        return Outcome("crash", reason + (f": {tail}" if tail else ""))
+
+    def call(self, kind: str, payload, inputs, reference, token: str, timeout_s: float,
+             kw: dict) -> Outcome:
+        """Sends the data (if the worker lacks it) and one candidate; waits for the outcome."""
+        if not self.alive:
+            self.start()
+        if self.token != token:
+            try:
+                self.conn.send(("data", token, dict(inputs), reference))
+                if not self.conn.poll(STARTUP_TIMEOUT_S):
+                    self.kill()
+                    return Outcome("crash", "worker did not acknowledge the data")
+                self.conn.recv()
+            except (EOFError, OSError):
+                return self._died("while receiving the data")
+            self.token = token
+        t0 = time.perf_counter()
+        try:
+            self.conn.send(("eval", token, kind, payload, kw))
+        except (EOFError, OSError):
+            return self._died("before the candidate was sent")
+        ready = self.conn.poll(timeout_s)
+        if not ready:
+            self.kill()
+            return Outcome("timeout", f"no result within {timeout_s:g} s; worker killed "
+                           "(SIGKILL) and replaced")
+        try:
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            return self._died(f"after {time.perf_counter() - t0:.2f} s")
+        return msg[1]
+
+
+class WorkerPool:
+    """Persistent worker processes that judge candidates in isolation.
+
+    ``device`` is a spec string (``codegen.device``) or ``None`` for the default; the first
+    worker resolves it and later ones reuse the same spec. ``workers`` processes run side by
+    side (keep 1 when timing: they share the device). ``start_method`` is ``spawn`` or
+    ``forkserver``. Use as a context manager or call ``close``.
+    """
+
+    def __init__(self, device: str | None = None, *, workers: int = 1,
+                 start_method: str = "spawn", default_timeout_s: float = 60.0):
+        if start_method not in ("spawn", "forkserver"):
+            raise ValueError("start_method must be spawn or forkserver (not fork: pyopencl "
+                             "contexts do not survive fork)")
+        ensure_pocl_cache_dir()  # inherited by the workers: one shared on-disk build cache
+        self.spec = device
+        self.default_timeout_s = default_timeout_s
+        self._ctx = mp.get_context(start_method)
+        self._log_dir = tempfile.mkdtemp(prefix="liftmap-workers-")
+        self._workers = [_Worker(self._ctx, device, self._log_dir, i) for i in range(workers)]
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        for w in self._workers:
+            self._idle.put(w)
+        self._spec_lock = threading.Lock()
+        self._memo: tuple[tuple, str, tuple] | None = None
+        self.crashes = 0
+        self.timeouts = 0
+
+    # -------------------------------------------------------------- bookkeeping
+
+    @property
+    def restarts(self) -> int:
+        """How many worker processes were started in all (first starts included)."""
+        return sum(w.started for w in self._workers)
+
+    def device_info(self) -> dict[str, Any]:
+        """The device spec and limits as a worker sees them (starts one if needed)."""
+        w = self._idle.get()
+        try:
+            self._ensure(w)
+            return dict(w.info)
+        finally:
+            self._idle.put(w)
+
+    def _ensure(self, w: _Worker) -> None:
+        if w.alive:
+            return
+        with self._spec_lock:
+            w.spec = self.spec
+            w.start()
+            if self.spec is None:
+                self.spec = w.info["spec"]
+
+    def _token(self, inputs: Mapping[str, np.ndarray], reference) -> str:
+        ids = tuple((k, id(v)) for k, v in sorted(inputs.items())) + (id(reference),)
+        if self._memo is not None and self._memo[0] == ids:
+            return self._memo[1]
+        tok = data_token(inputs, reference)
+        # keep the arrays alive so that their ids cannot be reused by other arrays
+        self._memo = (ids, tok, (tuple(inputs.values()), reference))
+        return tok
+
+    # -------------------------------------------------------------- evaluation
+
+    def _run(self, kind: str, payload, inputs, reference, timeout_s, kw) -> Outcome:
+        timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
+        token = self._token(inputs, reference)
+        w = self._idle.get()
+        try:
+            try:
+                self._ensure(w)
+            except WorkerDeviceError:
+                raise
+            except WorkerStartError as e:
+                return Outcome("crash", str(e))
+            out = w.call(kind, payload, inputs, reference, token, timeout_s, kw)
+        finally:
+            self._idle.put(w)
+        if out.status == "timeout":
+            self.timeouts += 1
+        elif out.status == "crash" and not w.alive:
+            self.crashes += 1
+        return out
+
+    def evaluate(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray],
+                 reference: np.ndarray | None = None, *, timeout_s: float | None = None,
+                 **kw: Any) -> Outcome:
+        """``Runner.evaluate`` in a worker; ``kw`` goes to it (rtol, atol, repeats, flops...)."""
+        return self._run("program", program, inputs, reference, timeout_s, kw)
+
+    def evaluate_candidate(self, lower_fn: Callable[[], CompiledProgram],
+                           inputs: Mapping[str, np.ndarray],
+                           reference: np.ndarray | None = None, *,
+                           timeout_s: float | None = None, **kw: Any) -> Outcome:
+        """Lowers (``lower_fn()``) and evaluates in a worker: an exception with a ``check``
+        attribute becomes ``rejected:<check>``, any other exception or a dead worker
+        ``crash``; ``lower_s`` is set. The time limit covers lowering and evaluation."""
+        return self._run("lower", lower_fn, inputs, reference, timeout_s, kw)
+
+    def map_candidates(self, lower_fns: Iterable[Callable[[], CompiledProgram]],
+                       inputs: Mapping[str, np.ndarray], reference: np.ndarray | None = None,
+                       *, timeout_s: float | None = None, **kw: Any) -> list[Outcome]:
+        """``evaluate_candidate`` for each, spread over the pool's workers, in order."""
+        fns = list(lower_fns)
+        if len(self._workers) == 1:
+            return [self.evaluate_candidate(f, inputs, reference, timeout_s=timeout_s, **kw)
+                    for f in fns]
+        with ThreadPoolExecutor(len(self._workers)) as ex:
+            return list(ex.map(lambda f: self.evaluate_candidate(
+                f, inputs, reference, timeout_s=timeout_s, **kw), fns))
+
+    def close(self) -> None:
+        """Stops every worker and removes their logs."""
+        for w in self._workers:
+            w.stop()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_default_pool: WorkerPool | None = None
+
+
+def default_pool() -> WorkerPool:
+    """A process-wide pool on the default device (closed at exit)."""
+    global _default_pool
+    if _default_pool is None:
+        _default_pool = WorkerPool()
+        atexit.register(_default_pool.close)
+    return _default_pool
+
+
+def evaluate_isolated(program: CompiledProgram, inputs: Mapping[str, np.ndarray],
+                      reference: np.ndarray | None = None, *, timeout_s: float = 60.0,
+                      pool: WorkerPool | None = None, **kw: Any) -> Outcome:
+    """Judges ``program`` in a worker process of ``pool`` (default: ``default_pool()``)."""
+    return (pool or default_pool()).evaluate(program, inputs, reference,
+                                             timeout_s=timeout_s, **kw)
+
+
+def evaluate_candidate(lower_fn: Callable[[], CompiledProgram],
+                       inputs: Mapping[str, np.ndarray], reference: np.ndarray | None = None,
+                       *, timeout_s: float = 60.0, pool: WorkerPool | None = None,
+                       **kw: Any) -> Outcome:
+    """Lowers with ``lower_fn`` and judges the result, both inside a worker process."""
+    return (pool or default_pool()).evaluate_candidate(lower_fn, inputs, reference,
+                                                       timeout_s=timeout_s, **kw)
