@@ -123,6 +123,23 @@ class UserFun(FunDecl):
     def arity(self) -> int:  # type: ignore[override]
         return len(self.param_names)
 
+    def __reduce__(self):
+        # The numpy meaning is often a lambda: pickle the declaration and rebuild the
+        # meaning from the C body (as the text syntax does), so programs can go to workers.
+        return (_rebuild_userfun,
+                (self.name, self.param_names, self.in_types, self.out_type, self.c_body))
+
+
+def _rebuild_userfun(name, param_names, in_types, out_type, c_body) -> UserFun:
+    from ir.builders import USER_FUNS
+
+    builtin = USER_FUNS.get(name)
+    if builtin is not None and builtin.c_body == c_body and builtin.in_types == in_types:
+        return builtin
+    from ir.syntax import userfun_from_c
+
+    return userfun_from_c(name, param_names, in_types, out_type, c_body)
+
 
 @dataclass(frozen=True, slots=True, eq=True)
 class Vectorize(FunDecl):

@@ -1099,6 +1099,23 @@ _KEYWORDS = {
 # --------------------------------------------------------------------- public parsing
 
 
+def userfun_from_c(name: str, param_names, in_types, out_type, c_body: str) -> UserFun:
+    """A user function from its C body ``return <expr>;`` (its numpy meaning derived from the
+    expression, as for declarations in program files)."""
+    m = _RETURN_RE.fullmatch(c_body)
+    if not m:
+        raise ValueError(f"user function {name!r}: cannot derive a meaning from the C body "
+                         f"{c_body!r} (expected 'return <expression>;')")
+    params = ", ".join(f"{p}: {show_type(t)}" for p, t in zip(param_names, in_types))
+    args = ", ".join(param_names)
+    text = (f"userfun {name}({params}) : {show_type(out_type)} = {m.group(1)}\n"
+            f"\\{' '.join(param_names) or 'u'} -> {name}({args})")
+    for n in walk(parse(text)):
+        if isinstance(n, UserFun) and n.name == name:
+            return n
+    raise ValueError(f"user function {name!r} could not be rebuilt")
+
+
 def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None) -> Node:
     """Parse a program: with declarations a ``Lambda`` over the declared inputs, else the term.
 

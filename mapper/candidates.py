@@ -1,0 +1,80 @@
+"""From a mapping and tuning values to a compiled OpenCL program (one kernel or a pipeline).
+
+These functions are picklable entry points (``functools.partial`` of them), so a worker
+process can lower a candidate itself: a crash while lowering or compiling then costs a
+worker, not the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from codegen.program import CompiledProgram
+from ir.nodes import Node
+from ir.programs import Pipeline
+from mapper.api import enumerate_mappings, lower_mapping, problem
+
+
+def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
+                    fusion: str = "always", name: str = "kernel",
+                    flops: int | None = None) -> CompiledProgram:
+    """Apply ``mapping`` to ``program`` and lower it for ``sizes`` (layer + tuning values)."""
+    from codegen.lower import lower
+
+    cp = lower(lower_mapping(program, mapping, fusion=fusion), dict(sizes), name=name)
+    return replace(cp, flops=flops) if flops is not None else cp
+
+
+def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
+                   sizes: Mapping[str, int], *, flops: int | None = None,
+                   fusion: str = "free") -> CompiledProgram:
+    """Every stage of ``pipeline`` with its own mapping, chained into one program: a
+    stage's output buffer is the next stage's ``<previous>`` input."""
+    from codegen.lower import lower
+
+    kernels, buffers = [], {}
+    prev_out, out_shape = None, ()
+    for i, st in enumerate(pipeline.stages):
+        cp = lower(lower_mapping(st.program, mappings[st.name], fusion=fusion), dict(sizes),
+                   name=st.name)
+        rename = {name: (prev_out if src == "<previous>" else src) for name, src in st.sources}
+        for name, b in cp.buffers.items():
+            rename.setdefault(name, f"s{i}_{name}")
+            new = rename[name]
+            if new not in buffers:
+                buffers[new] = replace(b, name=new,
+                                       role="input" if new in pipeline.inputs else "temp")
+        kernels += [replace(k, args=tuple(rename[a] for a in k.args)) for k in cp.kernels]
+        prev_out, out_shape = rename[cp.output], cp.output_shape
+    buffers[prev_out] = replace(buffers[prev_out], role="output")
+    return CompiledProgram(tuple(kernels), buffers, tuple(pipeline.inputs), prev_out,
+                           out_shape, flops=flops)
+
+
+def first_mapping(program: Node, fixed: Mapping[str, str | int], *,
+                  rest_sequential: bool = True, fusion: str = "free") -> dict[str, int]:
+    """The first valid mapping with ``fixed`` maps pinned and (by default) every other map
+    sequential or fused."""
+    labels = problem(program, fusion=fusion).labels
+    for m in enumerate_mappings(program, fixed=fixed, fusion=fusion):
+        if not rest_sequential or all(m[k] in (0, 1) for k in labels if k not in fixed):
+            return dict(m)
+    raise ValueError(f"no valid mapping with {dict(fixed)} and the other maps sequential")
+
+
+def conv_stage_mappings(pipeline: Pipeline) -> dict[str, dict[str, int]]:
+    """The GPGPU'20 hand mapping for the partial convolution (mapWrg(1), mapWrg(0), mapLcl(1),
+    mapLcl(0), inner maps sequential); the copy and sum stages map their three outer maps to
+    mapGlb(2), mapGlb(1), mapGlb(0), inner maps sequential."""
+    from ir.programs import PAPER_HAND_MAPPING
+
+    out = {}
+    for st in pipeline.stages:
+        if st.name == "partial":
+            fixed = dict(PAPER_HAND_MAPPING)
+        else:
+            labels = problem(st.program, fusion="free").labels
+            fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
+        out[st.name] = first_mapping(st.program, fixed)
+    return out

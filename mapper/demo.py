@@ -1,0 +1,180 @@
+"""``mapper demo``: the main job, end to end on the OpenCL device.
+
+1. CC'22 Listing 3 (``X*y + z`` with the multiplication in local memory): every valid
+   mapping is lowered, compiled, run and checked against the reference interpreter.
+2. CC'22 Listing 1 / Table 1: the valid mappings run, the invalid ones are refused with
+   the rule that rejects them.
+3. The GPGPU'20 convolution pipeline (pad, partial convolution, final sum, crop) on a
+   scaled VGG-16 layer: the paper's hand mapping, then candidates drawn uniformly from the
+   joint mapping x tuning space of the partial convolution; every one ends in a typed
+   outcome, checked against an independent numpy convolution.
+
+Candidates run in worker processes with a time limit. The exit status is 1 if any valid
+candidate computed a wrong result or crashed (a bug), else 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def _conv_reference(x, w, stride, pad):
+    H, W, C = x.shape
+    M, K, _, _ = w.shape
+    xp = np.pad(x.astype(np.float64), ((pad, pad), (pad, pad), (0, 0)))
+    oh, ow = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
+    out = np.zeros((oh, ow, M))
+    for i in range(K):
+        for j in range(K):
+            patch = xp[i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride]
+            out += patch @ w[:, i, j, :].astype(np.float64).T
+    return out.astype(np.float32)
+
+
+def _short(m) -> str:
+    """The parallel maps of a mapping (the rest is sequential or fused)."""
+    from mapper.encoding import code_name
+
+    par = [f"{k}={code_name(v)}" for k, v in m.items() if v >= 10]
+    return " ".join(par) + " (rest seq.)" if par else "all sequential"
+
+
+def _outcome_cell(o) -> str:
+    colour = {"ok": "green", "rejected": "yellow"}.get(o.status, "red")
+    return f"[{colour}]{escape(o.label)}[/{colour}]"
+
+
+def run_demo(console: Console | None = None, quick: bool = False) -> int:
+    from codegen.worker import WorkerPool
+    from ir.interp import evaluate
+    from ir.programs import (
+        ConvLayer,
+        cc22_listing1,
+        cc22_listing3,
+        conv_partial_stage,
+        gpgpu20_conv_pipeline,
+    )
+    from mapper.api import check_mapping, enumerate_mappings
+    from mapper.candidates import conv_stage_mappings, lower_candidate, lower_pipeline
+    from mapper.tuning import JointSpace
+
+    console = console or Console(highlight=False)
+    bad = Counter()
+    t_start = time.perf_counter()
+    with WorkerPool() as pool:
+        info = pool.device_info()
+        console.print(f"[bold]OpenCL device:[/bold] {escape(str(info.get('name', '?')))} "
+                      f"({escape(str(info.get('platform_version', info.get('version', ''))))})")
+
+        # 1. Listing 3, every valid mapping ------------------------------------------------
+        n = 1024 if quick else 1 << 16
+        sizes = {"N": n, "s0": 64, "s1": 4}
+        prog = cc22_listing3(local=True)
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal(n).astype(np.float32)
+        inputs = {"X": X, "y": np.float32(3.0), "z": np.float32(-1.0)}
+        ref = evaluate(prog, inputs, sizes)
+        t = Table(title=f"CC'22 Listing 3 with toLocal, N={n}, s0=64, s1=4: every valid mapping")
+        for col in ("mapping", "outcome", "kernel time (us)", "global, local size"):
+            t.add_column(col)
+        for m in enumerate_mappings(prog):
+            o = pool.evaluate_candidate(
+                functools.partial(lower_candidate, prog, m, sizes, flops=2 * n),
+                {"X": X, "y": np.array([3.0], np.float32), "z": np.array([-1.0], np.float32)},
+                ref, timeout_s=60, repeats=3)
+            bad[o.status] += o.status in ("wrong-result", "crash", "timeout", "compile-error")
+            launch = ""
+            if o.ok:
+                cp = lower_candidate(prog, m, sizes)
+                launch = f"{cp.kernels[0].global_size}, {cp.kernels[0].local_size}"
+            t.add_row(str(m), _outcome_cell(o),
+                      f"{o.time_s * 1e6:.1f}" if o.time_s else "", launch)
+        console.print(t)
+
+        # 2. Listing 1, Table 1 -------------------------------------------------------------
+        from mapper.encoding import Mapping
+
+        table1 = {
+            "M1": "A=G0 B=S C=S D=S E=S", "M2": "A=G1 B=G0 C=S D=G0 E=S",
+            "M3": "A=S B=W0 C=L0 D=W0 E=L0", "M4": "A=W0 B=L0 C=S D=L0 E=S",
+            "M6": "A=W0 B=L0 C=S D=S E=L0",
+        }
+        p1 = cc22_listing1()
+        s1 = {"I": 8, "J": 16, "K": 16}
+        x1 = rng.standard_normal((8, 16, 16)).astype(np.float32)
+        ref1 = evaluate(p1, {"input": x1})
+        t = Table(title="CC'22 Table 1 on Listing 1 (I=8, J=16, K=16)")
+        for col in ("", "mapping", "constraints", "outcome on the device"):
+            t.add_column(col)
+        for name, text in table1.items():
+            m = Mapping.parse(text)
+            viol = check_mapping(p1, m, fusion="free")
+            if viol:
+                rules = ", ".join(sorted({c.rule for c in viol}))
+                t.add_row(name, str(m), f"[yellow]invalid: {rules}[/yellow]", "not run")
+                continue
+            o = pool.evaluate_candidate(
+                functools.partial(lower_candidate, p1, m, s1, fusion="free"),
+                {"input": x1}, ref1, timeout_s=60, repeats=3)
+            bad[o.status] += o.status in ("wrong-result", "crash", "timeout", "compile-error")
+            t.add_row(name, str(m), "[green]valid[/green]", _outcome_cell(o))
+        console.print(t)
+
+        # 3. Convolution ------------------------------------------------------------------
+        layer = (ConvLayer("17/8", C=32, H=14, W=14, M=32) if quick
+                 else ConvLayer("17/4", C=64, H=28, W=28, M=64))
+        xs = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
+        ws = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
+        ref_c = _conv_reference(xs, ws, layer.S, layer.P)
+        conv_in = {"inputData": xs, "kernelsWeights": ws}
+        pipe = gpgpu20_conv_pipeline()
+        hand = conv_stage_mappings(pipe)
+        tuning = {"theta": 5, "rho": 1, "kappa": 4, "sigma": 3, "omega": 32, "v": 1}
+        t = Table(title=f"GPGPU'20 convolution pipeline, VGG-16 layer {layer.name} "
+                        f"({layer.C}x{layer.H}x{layer.W}, {layer.M} kernels 3x3, "
+                        f"{layer.flops / 1e6:.1f} MFLOP)")
+        for col in ("candidate (partial convolution)", "outcome", "time (ms)", "GFLOP/s",
+                    "memory (KiB)"):
+            t.add_column(col, overflow="fold")
+
+        def row(label, o):
+            bad[o.status] += o.status in ("wrong-result", "crash", "timeout", "compile-error")
+            mem = o.memory.get("global_total") if o.memory else None
+            t.add_row(escape(label), _outcome_cell(o),
+                      f"{o.time_s * 1e3:.2f}" if o.time_s else "",
+                      f"{o.gflops:.2f}" if o.gflops else "",
+                      f"{mem / 1024:.0f}" if mem else "")
+
+        o = pool.evaluate_candidate(
+            functools.partial(lower_pipeline, pipe, hand, {**layer.sizes(), **tuning},
+                              flops=layer.flops),
+            conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops)
+        row(f"hand mapping {_short(hand['partial'])}; "
+            + " ".join(f"{k}={v}" for k, v in tuning.items()), o)
+        js = JointSpace(conv_partial_stage(), layer.sizes(), fusion="always",
+                        max_value=2 * layer.H)
+        console.print(f"partial convolution: {len(js.mappings)} valid mappings; "
+                      f"joint mapping x tuning space: {js.count():,} candidates")
+        for m, cfg in js.sample(4 if quick else 8, seed=7):
+            maps = dict(hand, partial=dict(m))
+            label = f"{_short(m)}; " + " ".join(f"{k}={v}" for k, v in sorted(cfg.items()))
+            o = pool.evaluate_candidate(
+                functools.partial(lower_pipeline, pipe, maps, {**layer.sizes(), **cfg},
+                                  flops=layer.flops),
+                conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops)
+            row(label, o)
+        console.print(t)
+
+    problems = sum(bad.values())
+    console.print(f"done in {time.perf_counter() - t_start:.0f} s: "
+                  + ("[green]every valid candidate computed the right result or was refused "
+                     "with a typed reason[/green]" if not problems else
+                     f"[red]{problems} valid candidate(s) failed (a bug)[/red]"))
+    return 1 if problems else 0
