@@ -105,57 +105,6 @@ def conv_tuning(layer: ConvLayer, theta: int = 5) -> dict[str, int]:
             "v": 1}
 
 
-def _stage_mapping(stage) -> dict:
-    """The paper's hand mapping for the partial stage, global maps for the copy/sum stages
-    (outermost three maps mapGlb(2), (1), (0)); every other map sequential or fused: the
-    first valid such mapping the solver gives."""
-    from ir.programs import PAPER_HAND_MAPPING
-    from mapper.api import enumerate_mappings, problem
-
-    labels = problem(stage.program).labels
-    if stage.name == "partial":
-        fixed = dict(PAPER_HAND_MAPPING)
-    else:
-        fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
-    for m in enumerate_mappings(stage.program, fixed=fixed):
-        if all(m[k] in (0, 1) for k in labels if k not in fixed):
-            return dict(m)
-    raise ValueError(f"no sequential completion of {fixed} for stage {stage.name}")
-
-
-def generated_conv_program(layer: ConvLayer, tuning: dict[str, int],
-                           mappings: dict[str, dict]) -> CompiledProgram:
-    """The four GPGPU'20 stages (pad, partial, final, crop), each with its mapping
-    (``stage_mappings``) applied and lowered by ``codegen.lower``, chained into one program
-    over ``inputData``/``kernelsWeights``."""
-    from codegen.lower import lower
-    from ir.programs import gpgpu20_conv_pipeline
-    from mapper.api import lower_mapping
-
-    sizes = {**layer.sizes(), **tuning}
-    kernels, buffers = [], {}
-    prev_out = None
-    for i, st in enumerate(gpgpu20_conv_pipeline().stages):
-        cp = lower(lower_mapping(st.program, mappings[st.name]), sizes, name=st.name)
-        rename = {}
-        for name, src in st.sources:
-            rename[name] = prev_out if src == "<previous>" else src
-        for name, b in cp.buffers.items():
-            if name not in rename:
-                rename[name] = f"s{i}_{name}"
-            new = rename[name]
-            if new not in buffers:
-                role = "input" if name in cp.inputs else "temp"
-                buffers[new] = replace(b, name=new, role=role)
-        for k in cp.kernels:
-            kernels.append(replace(k, name=k.name, args=tuple(rename[a] for a in k.args)))
-        prev_out = rename[cp.output]
-        out_shape = cp.output_shape
-    buffers[prev_out] = replace(buffers[prev_out], role="output")
-    return CompiledProgram(tuple(kernels), buffers, ("inputData", "kernelsWeights"), prev_out,
-                           out_shape, flops=layer.flops)
-
-
 def generated_program(layer: ConvLayer):
     """``(lower_fn, label)`` for the generated pipeline if ``codegen.lower`` exists."""
     try:
@@ -163,12 +112,15 @@ def generated_program(layer: ConvLayer):
     except ImportError:
         return None
     from ir.programs import gpgpu20_conv_pipeline
+    from mapper.candidates import conv_stage_mappings, lower_pipeline
 
     tuning = conv_tuning(layer)
-    mappings = {st.name: _stage_mapping(st) for st in gpgpu20_conv_pipeline().stages}
+    pipe = gpgpu20_conv_pipeline()
+    mappings = conv_stage_mappings(pipe)
     label = ("generated OpenCL, GPGPU'20 pipeline, hand mapping, "
              + " ".join(f"{k}={v}" for k, v in tuning.items()))
-    return functools.partial(generated_conv_program, layer, tuning, mappings), label
+    return functools.partial(lower_pipeline, pipe, mappings, {**layer.sizes(), **tuning},
+                             flops=layer.flops), label
 
 
 def _med(ts):
