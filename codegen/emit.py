@@ -1,0 +1,320 @@
+"""The statement tree of a kernel and its OpenCL C printer.
+
+Lowering builds a small tree per kernel: :class:`Loop` (``seq`` for mapSeq, reduce and
+copies; ``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg/mapLcl),
+:class:`Store` (a leaf written into memory), :class:`Decl` (a private array),
+:class:`Barrier`. The printer turns it into OpenCL C:
+
+* a distributed loop is ``for (int i = get_local_id(0); i < n; i += get_local_size(0))``,
+  an ``if (i < n)`` when each work-item has at most one iteration, and a plain declaration
+  when the trip count equals the number of threads (GPGPU'20 Listing 2);
+* a sequential loop of at most :data:`UNROLL_MAX` iterations that indexes a private array
+  with its variable is unrolled (so private arrays can live in registers);
+* user functions become C functions (``uf_<name>``; vectorised ones take ``floatN``);
+  vector accesses are ``vloadN``/``vstoreN``. No ``mad``/``fma`` is ever emitted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from codegen.errors import UnsupportedError
+from codegen.views import Call, Const, Lanes, Leaf, Mem, Sel, VecMem
+from ir.nodes import UserFun
+from ir.sym import Expr, Rel
+from ir.types import ScalarType, Type, VectorType
+
+UNROLL_MAX = 8
+
+THREAD_FUNS = {
+    "glb": ("get_global_id", "get_global_size"),
+    "wrg": ("get_group_id", "get_num_groups"),
+    "lcl": ("get_local_id", "get_local_size"),
+}
+
+
+# ------------------------------------------------------------------------ statements
+
+
+@dataclass(eq=False)
+class Loop:
+    """A loop: ``kind`` is seq, glb, wrg or lcl; ``threads`` is set by the launch."""
+
+    kind: str
+    dim: int | None
+    var: Expr
+    n: int
+    label: str
+    what: str
+    is_map: bool = False
+    body: list = field(default_factory=list)
+    parent: Loop | None = None
+    threads: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+
+@dataclass(eq=False)
+class Store:
+    """``dest = value`` (a scalar or a vector store)."""
+
+    dest: Leaf
+    value: Leaf
+    parent: Loop | None = None
+
+
+@dataclass(eq=False)
+class Decl:
+    """Declaration of a private buffer at this point."""
+
+    buf: object
+    parent: Loop | None = None
+
+
+@dataclass(eq=False)
+class Barrier:
+    """``barrier(fences)``; ``why`` becomes a comment."""
+
+    fences: frozenset
+    why: str = ""
+    parent: Loop | None = None
+
+
+def walk_stmts(stmts: list):
+    """Every statement, pre-order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, Loop):
+            yield from walk_stmts(s.body)
+
+
+# ------------------------------------------------------------------------- C text
+
+
+def c_type(t: Type) -> str:
+    """OpenCL C name of a scalar or vector type."""
+    if isinstance(t, ScalarType):
+        return t.name
+    if isinstance(t, VectorType):
+        w = t.width.as_int()
+        return t.elem.name if w == 1 else f"{t.elem.name}{w}"
+    raise UnsupportedError(f"type {t} has no OpenCL C equivalent for a user function")
+
+
+def c_literal(value: float | int, t: Type) -> str:
+    """A C literal (a vector literal broadcasts)."""
+    scalar = t.elem if isinstance(t, VectorType) else t
+    if isinstance(scalar, ScalarType) and scalar.name == "int":
+        text = str(int(value))
+    else:
+        v = float(value)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        else:
+            r = repr(v)
+            text = (r if ("." in r or "e" in r) else r + ".0") + "f"
+            if v < 0:
+                text = f"({text})"
+    if isinstance(t, VectorType) and t.width.as_int() > 1:
+        return f"(({c_type(t)})({text}))"
+    return text
+
+
+def user_fun_source(fname: str, uf: UserFun, arg_types: tuple[Type, ...], out: Type) -> str:
+    """A C function from ``UserFun.c_body`` for concrete (scalar or vector) argument types."""
+    params = ", ".join(f"{c_type(t)} {p}" for t, p in zip(arg_types, uf.param_names))
+    body = uf.c_body.strip()
+    if "return" not in body:
+        body = f"return {body.rstrip(';')};"
+    return f"{c_type(out)} {fname}({params}) {{ {body} }}"
+
+
+class Printer:
+    """Prints one kernel's statements (see the module docstring)."""
+
+    def __init__(self, indent: str = "  "):
+        self.lines: list[str] = []
+        self.ind = indent
+
+    def expr(self, e: Expr, env: dict) -> str:
+        if env:
+            e = e.subs(env)
+        return e.to_c()
+
+    def leaf(self, v: Leaf, env: dict) -> str:
+        if isinstance(v, Mem):
+            if v.buf.scalar:
+                return v.buf.cname
+            return f"{v.buf.cname}[{self.expr(v.idx, env)}]"
+        if isinstance(v, VecMem):
+            if v.width == 1:
+                return f"{v.buf.cname}[{self.expr(v.idx, env)}]"
+            off, base = self.vec_addr(v, env)
+            return f"vload{v.width}({off}, {base})"
+        if isinstance(v, Const):
+            return c_literal(v.value, v.type)
+        if isinstance(v, Call):
+            return f"{v.fname}({', '.join(self.leaf(a, env) for a in v.args)})"
+        if isinstance(v, Sel):
+            conds = [c.subs(env) if env else c for c in v.conds]
+            if any(c.is_trivially_false for c in conds):
+                return self.leaf(v.other, env)
+            conds = [c for c in conds if not c.is_trivially_true]
+            if not conds:
+                return self.leaf(v.then, env)
+            test = " && ".join(_rel_c(c) for c in conds)
+            return f"(({test}) ? {self.leaf(v.then, env)} : {self.leaf(v.other, env)})"
+        if isinstance(v, Lanes):
+            raise UnsupportedError("internal: unresolved vector lanes reached the printer")
+        raise UnsupportedError(f"internal: cannot print {type(v).__name__}")
+
+    def vec_addr(self, v: VecMem, env: dict) -> tuple[str, str]:
+        idx = v.idx.subs(env) if env else v.idx
+        w = v.width
+        q = idx // w
+        if q * w == idx:
+            return q.to_c(), v.buf.cname
+        if idx == 0:
+            return "0", v.buf.cname
+        return "0", f"{v.buf.cname} + {idx.to_c()}"
+
+    def emit(self, line: str, depth: int) -> None:
+        self.lines.append(self.ind * depth + line)
+
+    def stmts(self, stmts: list, depth: int, env: dict) -> None:
+        for s in stmts:
+            self.stmt(s, depth, env)
+
+    def stmt(self, s, depth: int, env: dict) -> None:
+        if isinstance(s, Store):
+            self.store(s, depth, env)
+        elif isinstance(s, Decl):
+            b = s.buf
+            if b.scalar:
+                self.emit(f"{b.dtype} {b.cname};", depth)
+            else:
+                self.emit(f"{b.dtype} {b.cname}[{b.count}];", depth)
+        elif isinstance(s, Barrier):
+            fences = " | ".join(sorted(f"CLK_{f.upper()}_MEM_FENCE" for f in s.fences))
+            why = f"  // {s.why}" if s.why else ""
+            self.emit(f"barrier({fences});{why}", depth)
+        elif isinstance(s, Loop):
+            self.loop(s, depth, env)
+        else:
+            raise UnsupportedError(f"internal: unknown statement {type(s).__name__}")
+
+    def store(self, s: Store, depth: int, env: dict) -> None:
+        value = self.leaf(s.value, env)
+        d = s.dest
+        if isinstance(d, Mem):
+            self.emit(f"{self.leaf(d, env)} = {value};", depth)
+        elif isinstance(d, VecMem) and d.width == 1:
+            self.emit(f"{d.buf.cname}[{self.expr(d.idx, env)}] = {value};", depth)
+        elif isinstance(d, VecMem):
+            off, base = self.vec_addr(d, env)
+            self.emit(f"vstore{d.width}({value}, {off}, {base});", depth)
+        else:
+            raise UnsupportedError(f"internal: cannot store into {type(d).__name__}")
+
+    def loop(self, lp: Loop, depth: int, env: dict) -> None:
+        v, n = lp.name, lp.n
+        if lp.kind == "seq":
+            if n == 1:
+                self.emit(f"{{ // {lp.what}: one iteration", depth)
+                self.stmts(lp.body, depth + 1, {**env, v: 0})
+                self.emit("}", depth)
+            elif n <= UNROLL_MAX and touches_private_array(lp):
+                self.emit(f"// {lp.what}: unrolled, {v} = 0..{n - 1}", depth)
+                scoped = any(isinstance(x, Decl) for x in lp.body)
+                for k in range(n):
+                    if scoped:
+                        self.emit("{", depth)
+                    self.stmts(lp.body, depth + scoped, {**env, v: k})
+                    if scoped:
+                        self.emit("}", depth)
+            else:
+                self.emit(f"for (int {v} = 0; {v} < {n}; {v} += 1) {{ // {lp.what}", depth)
+                self.stmts(lp.body, depth + 1, env)
+                self.emit("}", depth)
+            return
+        idf, sizef = THREAD_FUNS[lp.kind]
+        t = lp.threads
+        if t is None:
+            raise UnsupportedError(f"internal: {lp.what} has no thread count")
+        if t == n:
+            self.emit(f"{{ // {lp.what}: one iteration per thread", depth)
+            self.emit(f"int {v} = {idf}({lp.dim});", depth + 1)
+            self.stmts(lp.body, depth + 1, env)
+            self.emit("}", depth)
+        elif t > n:
+            self.emit(f"{{ // {lp.what}: at most one iteration per thread", depth)
+            self.emit(f"int {v} = {idf}({lp.dim});", depth + 1)
+            self.emit(f"if ({v} < {n}) {{", depth + 1)
+            self.stmts(lp.body, depth + 2, {**env, v: 0} if n == 1 else env)
+            self.emit("}", depth + 1)
+            self.emit("}", depth)
+        else:
+            self.emit(f"for (int {v} = {idf}({lp.dim}); {v} < {n}; {v} += {sizef}({lp.dim})) "
+                      f"{{ // {lp.what}", depth)
+            self.stmts(lp.body, depth + 1, env)
+            self.emit("}", depth)
+
+
+def _rel_c(r: Rel) -> str:
+    return f"{r.lhs.to_c()} {r.op} {r.rhs.to_c()}"
+
+
+def touches_private_array(lp: Loop) -> bool:
+    """True when the loop body indexes a private array with the loop's variable."""
+    name = lp.name
+    for s in walk_stmts(lp.body):
+        if isinstance(s, Store):
+            for leaf in (s.dest, *leaves_of(s.value)):
+                if isinstance(leaf, (Mem, VecMem)) and leaf.buf.space == "private" \
+                        and not leaf.buf.scalar and name in leaf.idx.free_vars():
+                    return True
+    return False
+
+
+def leaves_of(v: Leaf):
+    """Every memory leaf read by a value."""
+    if isinstance(v, (Mem, VecMem)):
+        yield v
+    elif isinstance(v, Call):
+        for a in v.args:
+            yield from leaves_of(a)
+    elif isinstance(v, Sel):
+        yield from leaves_of(v.then)
+        yield from leaves_of(v.other)
+
+
+def kernel_source(
+    name: str,
+    header: list[str],
+    functions: list[str],
+    args: list,
+    written: set,
+    local_bufs: list,
+    body: list,
+) -> str:
+    """The complete OpenCL C source of one kernel."""
+    p = Printer()
+    for h in header:
+        p.emit(f"// {h}", 0)
+    for f in functions:
+        p.emit(f, 0)
+    params = []
+    for b in args:
+        const = "" if b.name in written else "const "
+        params.append(f"{const}__global {b.dtype}* restrict {b.cname}")
+    p.emit(f"__kernel void {name}({', '.join(params)}) {{", 0)
+    for b in local_bufs:
+        p.emit(f"__local {b.dtype} {b.cname}[{b.count}];", 1)
+    p.stmts(body, 1, {})
+    p.emit("}", 0)
+    return "\n".join(p.lines) + "\n"

@@ -1,0 +1,192 @@
+"""Launch configuration: device limits, global and local sizes, thread counts of loops.
+
+For each OpenCL dimension d used by a kernel:
+
+* ``mapWrg(d)``/``mapLcl(d)`` (a *group* dimension): the local size is ``local_sizes[d]``
+  or the largest trip count of the ``mapLcl(d)`` loops, clamped to the device
+  (1 without ``mapLcl(d)``); the number of groups is the largest trip count of the
+  ``mapWrg(d)`` loops (1 without); global size = groups x local size.
+* ``mapGlb(d)`` only: the global size is the largest trip count of the ``mapGlb(d)``
+  loops, rounded up to a multiple of ``local_sizes[d]`` when that is given (OpenCL 1.2
+  needs it; the loops guard the extra work-items). Without local sizes the runtime picks
+  them (``local_size=None``), except in a kernel with local memory: then the local size
+  is 1 (the work-items of a group would share it; inside a ``mapGlb(d)`` loop a larger
+  given local size is a memory-scope error).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from codegen.emit import Loop
+from codegen.errors import LoweringError, MemoryScopeError, WorkGroupSizeError
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """Limits of an OpenCL device; the defaults are this machine's PoCL CPU device
+    (PoCL 3.0 and 3.1 report the same values; the allocation and memory sizes follow the
+    free memory, 2-4 GiB and 6.2-15 GiB were seen: the defaults are the lower ones)."""
+
+    max_work_group_size: int = 4096
+    max_work_item_sizes: tuple[int, ...] = (4096, 4096, 4096)
+    local_mem_size: int = 1 << 20  # 1 MiB
+    max_mem_alloc_size: int = 1 << 31  # 2 GiB
+    global_mem_size: int = 6671257600
+    name: str = "PoCL CPU (pthread)"
+    private_mem_size: int = 64 << 10  # our budget per work-item (not a device query)
+
+    @classmethod
+    def from_device(cls, device) -> DeviceLimits:
+        """The limits of a ``pyopencl.Device``."""
+        return cls(
+            max_work_group_size=int(device.max_work_group_size),
+            max_work_item_sizes=tuple(int(x) for x in device.max_work_item_sizes),
+            local_mem_size=int(device.local_mem_size),
+            max_mem_alloc_size=int(device.max_mem_alloc_size),
+            global_mem_size=int(device.global_mem_size),
+            name=str(device.name).strip(),
+        )
+
+
+POCL_CPU = DeviceLimits()
+
+
+@dataclass
+class LaunchConfig:
+    """Global/local sizes of one kernel and the thread counts its loops distribute over."""
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    modes: dict[int, str]  # d -> "glb" | "grp" | "mixed" | "none"
+    groups: dict[int, int]  # number of work-groups per group dimension
+    local: dict[int, int | None]  # local size per dimension (None: chosen by the runtime)
+    issues: list[LoweringError] = field(default_factory=list)
+
+    def describe(self) -> str:
+        loc = "runtime-chosen" if self.local_size is None else str(self.local_size)
+        return f"global size {self.global_size}, local size {loc}"
+
+
+def configure(
+    loops: list[Loop],
+    local_sizes: Mapping[int, int] | None,
+    limits: DeviceLimits,
+    local_under_glb: set[int],
+    uses_local: bool = False,
+) -> LaunchConfig:
+    """Sizes of one kernel from its parallel loops; sets ``loop.threads``.
+
+    Problems (a work-group too large for the device, local memory under ``mapGlb`` with
+    a local size above 1) are returned in ``issues``, not raised.
+    """
+    given = dict(local_sizes or {})
+    issues: list[LoweringError] = []
+    par = [lp for lp in loops if lp.kind in ("glb", "wrg", "lcl")]
+    ndims = max([lp.dim + 1 for lp in par] + [1])
+    modes: dict[int, str] = {}
+    trips: dict[tuple[str, int], list[int]] = {}
+    for lp in par:
+        trips.setdefault((lp.kind, lp.dim), []).append(lp.n)
+    for d in range(ndims):
+        g = (("wrg", d) in trips) or (("lcl", d) in trips)
+        if g:
+            modes[d] = "mixed" if ("glb", d) in trips else "grp"
+        else:
+            modes[d] = "glb" if ("glb", d) in trips else "none"
+
+    local: dict[int, int | None] = {}
+    defaulted: set[int] = set()
+    for d in range(ndims):
+        want = given.get(d)
+        if modes[d] in ("grp", "mixed"):
+            if want is None:
+                lcl = trips.get(("lcl", d))
+                want = min(max(lcl), limits.max_work_item_sizes[d]) if lcl else 1
+                defaulted.add(d)
+        elif modes[d] == "glb":
+            if d in local_under_glb:
+                if want is not None and want > 1:
+                    issues.append(MemoryScopeError(
+                        f"local memory is allocated inside a mapGlb({d}) loop, so every "
+                        f"work-item of a group needs its own copy, but local size {want} in "
+                        f"dimension {d} puts {want} work-items in one group; use local size 1 "
+                        "or map the enclosing map to mapWrg/mapLcl"))
+                want = 1
+            elif want is None and uses_local:
+                want = 1  # local memory without mapWrg/mapLcl: one work-item per group
+        elif modes[d] == "none":
+            want = None  # an unused dimension has one work-item, whatever was asked
+        local[d] = want
+    need_local = any(m in ("grp", "mixed") for m in modes.values()) or any(
+        v is not None for v in local.values())
+    if need_local:
+        for d in range(ndims):
+            if local[d] is None:
+                local[d] = 1
+                defaulted.add(d)
+        _clamp(local, defaulted, limits)
+        for d in range(ndims):
+            if local[d] > limits.max_work_item_sizes[d]:
+                issues.append(WorkGroupSizeError(
+                    f"local size {local[d]} in dimension {d} exceeds the device's maximum "
+                    f"{limits.max_work_item_sizes[d]} ({limits.name}); choose a smaller one"))
+        total = math.prod(local[d] for d in range(ndims))
+        if total > limits.max_work_group_size:
+            issues.append(WorkGroupSizeError(
+                f"work-group size {total} (local sizes {tuple(local.values())}) exceeds the "
+                f"device's maximum {limits.max_work_group_size} ({limits.name})"))
+
+    groups: dict[int, int] = {}
+    gsize: list[int] = []
+    for d in range(ndims):
+        m, ld = modes[d], local[d]
+        if m in ("grp", "mixed"):
+            wrg = trips.get(("wrg", d))
+            groups[d] = max(wrg) if wrg else 1
+            gsize.append(groups[d] * ld)
+        elif m == "glb":
+            t = max(trips[("glb", d)])
+            gsize.append(_round_up(t, ld) if ld else t)
+        else:
+            gsize.append(1)
+    for lp in par:
+        d = lp.dim
+        if lp.kind == "glb":
+            lp.threads = gsize[d]
+        elif lp.kind == "wrg":
+            lp.threads = groups[d]
+        else:
+            lp.threads = local[d]
+    lsize = tuple(int(local[d]) for d in range(ndims)) if need_local else None
+    return LaunchConfig(tuple(gsize), lsize, modes, groups, local, issues)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _clamp(local: dict, defaulted: set, limits: DeviceLimits) -> None:
+    """Halves default local sizes (largest first) until the group fits the device."""
+    while math.prod(local.values()) > limits.max_work_group_size:
+        cands = [d for d in defaulted if local[d] > 1]
+        if not cands:
+            return
+        d = max(cands, key=lambda k: local[k])
+        local[d] = -(-local[d] // 2)
+
+
+def uniform_in_group(lp: Loop, cfg: LaunchConfig) -> bool:
+    """True when every work-item of a group runs the same number of iterations of ``lp``
+    (a barrier inside is then reached by all of them, CC'22 Section 4.6)."""
+    if lp.kind in ("seq", "wrg"):
+        return True
+    n, t = lp.n, lp.threads
+    if lp.kind == "lcl":
+        return n % t == 0
+    ld = cfg.local.get(lp.dim)
+    if ld is None:
+        return n % t == 0
+    return (n % t) % ld == 0

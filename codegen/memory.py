@@ -1,0 +1,183 @@
+"""Memory: buffers, their layout, their address space and their size.
+
+Every value that a computation produces lives in a buffer. Program inputs and the output
+are global buffers; the result of a map nest consumed by another map inside the same
+kernel goes to a *temporary* whose address space comes from the program's annotations
+(:func:`infer_space`; ``toLocal``/``toPrivate``/``toGlobal`` on the user function inside
+the nest), global by default. Reduce accumulators are private unless their initial value
+is written by an annotated expression.
+
+Sizes follow from the types and from where the temporary is allocated (CC'22 5.1's
+"memory allocation reports"): a private temporary holds what one work-item writes in one
+iteration of the loops around it; a local one is replicated for every iteration of the
+enclosing ``mapLcl`` loops (one work-group's worth); a global one for every iteration of
+all enclosing loops (so that concurrent iterations never share it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from codegen.errors import UnsupportedError
+from codegen.views import ArrV, Mem, TupV, VecMem, View
+from ir.nodes import (
+    AsScalar,
+    AsVector,
+    ExprNode,
+    FunCall,
+    FunDecl,
+    Id,
+    Join,
+    Lambda,
+    Map,
+    Pad,
+    Param,
+    ReorderStride,
+    Slide,
+    Split,
+    ToMem,
+    Transpose,
+)
+from ir.sym import Expr, sym
+from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType, base_scalar
+
+ITEM_BYTES = {"float": 4, "int": 4}
+
+
+@dataclass(eq=False)
+class Buf:
+    """A buffer of scalars: ``count`` items of ``dtype`` in ``space``.
+
+    ``role`` is input, output, temp or acc (a reduce accumulator). ``alloc_loops`` are the
+    loops around the allocation point; ``expanded_by`` those the buffer is replicated for.
+    """
+
+    name: str
+    space: str
+    dtype: str
+    count: int
+    role: str = "temp"
+    label: str = ""
+    scalar: bool = False  # a private single value, printed as a plain variable
+    alloc_loops: tuple = ()
+    expanded_by: tuple = ()
+    glb_dims: frozenset = field(default_factory=frozenset)  # mapGlb dims around a local buffer
+    c_name: str = ""  # its name in OpenCL C when ``name`` is not usable there
+
+    @property
+    def cname(self) -> str:
+        return self.c_name or self.name
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * ITEM_BYTES[self.dtype]
+
+
+def size_of(t: Type) -> int:
+    """Number of scalars of a (concrete) type."""
+    if isinstance(t, ScalarType):
+        return 1
+    if isinstance(t, VectorType):
+        return t.width.as_int()
+    if isinstance(t, ArrayType):
+        return t.size.as_int() * size_of(t.elem)
+    if isinstance(t, TupleType):
+        return sum(size_of(e) for e in t.elems)
+    raise UnsupportedError(f"no memory layout for type {t}")
+
+
+def has_tuple(t: Type) -> bool:
+    """True when ``t`` contains a tuple (such values are stored as one buffer per component)."""
+    if isinstance(t, TupleType):
+        return True
+    if isinstance(t, ArrayType):
+        return has_tuple(t.elem)
+    return False
+
+
+def natural_view(t: Type, buf: Buf, base: Expr | int = 0) -> View:
+    """Row-major layout of a tuple-free type in ``buf`` starting at scalar ``base``."""
+    base = sym(base)
+    if isinstance(t, ScalarType):
+        return Mem(buf, base, t)
+    if isinstance(t, VectorType):
+        return VecMem(buf, base, t)
+    if isinstance(t, ArrayType):
+        e = t.elem
+        s = size_of(e)
+        return ArrV(t.size.as_int(), e, lambda i: natural_view(e, buf, base + i * s))
+    raise UnsupportedError(f"no memory layout for type {t}")
+
+
+def components(t: Type) -> list[Type]:
+    """The tuple-free component types of ``t`` (struct of arrays): ``[(A, B)]n`` gives
+    ``[A]n`` and ``[B]n``."""
+    if isinstance(t, TupleType):
+        return [c for e in t.elems for c in components(e)]
+    if isinstance(t, ArrayType) and has_tuple(t.elem):
+        return [ArrayType(c, t.size) for c in components(t.elem)]
+    return [t]
+
+
+def recombine(t: Type, views: list[View]) -> View:
+    """The view of a ``t`` value from the views of its components (inverse of components)."""
+    if isinstance(t, TupleType):
+        out, k = [], 0
+        for e in t.elems:
+            c = len(components(e))
+            out.append(recombine(e, views[k:k + c]))
+            k += c
+        return TupV(tuple(out))
+    if isinstance(t, ArrayType) and has_tuple(t.elem):
+        e = t.elem
+        arrs = views
+        return ArrV(t.size.as_int(), e, lambda i: recombine(e, [a.get(i) for a in arrs]))
+    (v,) = views
+    return v
+
+
+def dtype_of(t: Type) -> str:
+    """The scalar type name underlying a tuple-free type."""
+    s = base_scalar(t)
+    if s is None or s.name not in ITEM_BYTES:
+        raise UnsupportedError(f"no scalar type for {t}")
+    return s.name
+
+
+# -------------------------------------------------------------- address-space inference
+
+
+def infer_space(e: ExprNode) -> str | None:
+    """The address space an annotation inside ``e`` gives the buffer ``e`` is written to:
+    the outermost ``toGlobal``/``toLocal``/``toPrivate`` on the path to the values it
+    writes (through maps, lambdas and layout primitives). None when unannotated."""
+    if isinstance(e, FunCall):
+        f = e.f
+        if isinstance(f, ToMem):
+            return f.space
+        if isinstance(f, Map):
+            return infer_fun_space(f.f)
+        if isinstance(f, Lambda):
+            return infer_space(f.body)
+        if len(e.args) == 1 and _is_layout(f):
+            return infer_space(e.args[0])
+    return None
+
+
+def infer_fun_space(f: FunDecl) -> str | None:
+    """:func:`infer_space` for a function (the body of a map)."""
+    if isinstance(f, ToMem):
+        return f.space
+    if isinstance(f, Map):
+        return infer_fun_space(f.f)
+    if isinstance(f, Lambda):
+        body = f.body
+        if isinstance(body, Param):
+            return None
+        return infer_space(body)
+    return None
+
+
+def _is_layout(f: FunDecl) -> bool:
+    return isinstance(f, (AsScalar, AsVector, Id, Join, Pad, ReorderStride, Slide, Split,
+                          Transpose))
