@@ -16,6 +16,8 @@ copies; ``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg
 
 from __future__ import annotations
 
+import re
+
 import math
 from dataclasses import dataclass, field
 
@@ -131,7 +133,16 @@ def user_fun_source(fname: str, uf: UserFun, arg_types: tuple[Type, ...], out: T
     body = uf.c_body.strip()
     if "return" not in body:
         body = f"return {body.rstrip(';')};"
-    return f"{c_type(out)} {fname}({params}) {{ {body} }}"
+    helpers = ""
+    wide = {t.width.as_int() for t in arg_types
+            if isinstance(t, VectorType) and t.width.as_int() > 4}
+    if wide and re.search(r"\bdot\s*\(", body):
+        (w,) = wide  # OpenCL's dot() stops at 4 lanes: sum the halves' dots
+        body = re.sub(r"\bdot\s*\(", f"{fname}_dot{w}(", body)
+        halves = ("lo", "hi") if w == 8 else ("lo.lo", "lo.hi", "hi.lo", "hi.hi")
+        terms = " + ".join(f"dot(a.{h}, b.{h})" for h in halves)
+        helpers = (f"float {fname}_dot{w}(float{w} a, float{w} b) {{ return {terms}; }}\n")
+    return f"{helpers}{c_type(out)} {fname}({params}) {{ {body} }}"
 
 
 class Printer:
