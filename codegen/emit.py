@@ -16,9 +16,8 @@ copies; ``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg
 
 from __future__ import annotations
 
-import re
-
 import math
+import re
 from dataclasses import dataclass, field
 
 from codegen.errors import UnsupportedError

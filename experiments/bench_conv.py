@@ -81,29 +81,12 @@ def hand_program(layer: ConvLayer, px: int | None = None) -> tuple[CompiledProgr
     raise ValueError("no tile fits")
 
 
-def conv_tuning(layer: ConvLayer, theta: int = 5) -> dict[str, int]:
-    """Tuning values for the GPGPU'20 pipeline: the paper's Table 4 values for layer 7
-    (with ``v=1``, see below), else the same recipe: tile ``theta``, the smallest padding
-    ``rho`` that makes the tiles fit, ``kappa`` | M, ``sigma`` | windows per tile, ``omega`` |
-    C*K*K. ``v=1``: with the coalescing ``reorderStride`` the lanes of a vector are ``nC``
-    elements apart, so the lowering rightly rejects ``v>1`` (``rejected:vectorization``)."""
-    from ir.programs import PAPER_TUNING_LAYER7
+def conv_tuning(layer: ConvLayer) -> dict[str, int]:
+    """The paper's Table 4 values for layer 7, else the same recipe (see
+    ``mapper.candidates.paper_like_tuning``)."""
+    from mapper.candidates import paper_like_tuning
 
-    if (layer.C, layer.H, layer.W, layer.M, layer.K, layer.S, layer.P) == \
-            (128, 112, 112, 128, 3, 1, 1):
-        return {**PAPER_TUNING_LAYER7, "v": 1}
-    ts = theta - (layer.K - layer.S)
-    rho = next(r for r in range(0, 10 * ts + 1)
-               if (layer.H + 2 * layer.P + r - theta) % ts == 0
-               and (layer.W + 2 * layer.P + r - theta) % ts == 0)
-    n_wt = (theta - layer.K) // layer.S + 1
-    ws = layer.C * layer.K * layer.K
-    kappa = next(k for k in (4, 2, 1) if layer.M % k == 0)
-    sigma = next(s for s in (3, 2, 1) if (n_wt * n_wt) % s == 0)
-    omega = max(d for d in range(1, 145) if ws % d == 0)
-    return {"theta": theta, "rho": rho, "kappa": kappa, "sigma": sigma, "omega": omega,
-            "v": 1}
-
+    return paper_like_tuning(layer)
 
 def generated_program(layer: ConvLayer):
     """``(lower_fn, label)`` for the generated pipeline if ``codegen.lower`` exists."""

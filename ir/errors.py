@@ -24,6 +24,8 @@ class IRTypeError(IRError):
 class ConstraintViolation(IRTypeError):
     """An algorithmic constraint (``N % s == 0`` for ``split(s)``) fails for the given sizes."""
 
+    check = "algorithmic-constraint"  # an evaluation rejected for this reads rejected:<check>
+
 
 class UnboundParameterError(IRTypeError):
     """A parameter is used but neither declared with a type nor bound by a lambda."""

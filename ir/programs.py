@@ -223,12 +223,14 @@ def conv_sizes() -> dict:
 
 
 def _chunk_vectorise(s) -> object:
-    """Flatten a ``[[[float]C]K]K`` window, reorder with stride ``ws/ω`` (coalescing), split
-    into chunks of ω and vectorise each chunk: ``-> [[float<v>]ω/v]ws/ω``."""
+    """Flatten a ``[[[float]C]K]K`` window, vectorise it by v, reorder the vectors with
+    stride ``ws/ω`` (coalescing: chunk i takes every (ws/ω)-th vector) and split into
+    chunks of ω/v vectors: ``-> [[float<v>]ω/v]ws/ω``. Vectorising before reordering keeps
+    each vector's lanes contiguous in memory (v consecutive channels of one pixel)."""
     return compose(
-        map_(as_vector(s["v"])),
-        split(s["omega"]),
+        split(s["omega"] / s["v"]),
         reorder_stride(s["ws"] / s["omega"]),
+        as_vector(s["v"]),
         join(),
         join(),
     )

@@ -39,7 +39,7 @@ from ir.nodes import (
     Zip,
     walk,
 )
-from ir.sym import Expr, Rel, assume_divisible, sym
+from ir.sym import Expr, Rel, SymbolicError, assume_divisible, smax, smin, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
 
 
@@ -128,12 +128,20 @@ class _Checker:
         origin = f"{origin} needs {rel}"
         self.info.constraints.append(AlgConstraint(rel, kind, origin))
         if self.sizes and rel.free_vars() <= self.sizes.keys():
-            if not rel.evaluate(self.sizes):
+            try:
+                holds = rel.evaluate(self.sizes)
+            except SymbolicError as e:  # non-integral or division by zero: undefined
+                vals = ", ".join(f"{k}={self.sizes[k]}" for k in sorted(rel.free_vars()))
+                raise self.error(f"{origin}, which is undefined for {vals} ({e})", node,
+                                 ConstraintViolation) from None
+            if not holds:
                 vals = ", ".join(f"{k}={self.sizes[k]}" for k in sorted(rel.free_vars()))
                 raise self.error(f"{origin}, which does not hold for {vals}", node,
                                  ConstraintViolation)
 
     def positive(self, e: Expr, what: str, node: Node) -> None:
+        for num, den in _exact_divisions(e):
+            self.add((num % den).eq(0), "integral", f"{what} must be an integer:", node)
         self.add(e.ge(1), "positive", what, node)
 
     def same_size(self, a: Expr, b: Expr) -> bool:
@@ -344,6 +352,43 @@ def describe(f: FunDecl) -> str:
     if isinstance(f, UserFun):
         return f"user function {f.name}"
     return type(f).__name__[0].lower() + type(f).__name__[1:]
+
+
+def _from_tree(t) -> Expr:
+    k = t[0]
+    if k == "int":
+        return sym(t[1])
+    if k == "var":
+        return sym(t[1])
+    if k == "neg":
+        return -_from_tree(t[1])
+    if k in ("add", "mul"):
+        out = _from_tree(t[1][0])
+        for x in t[1][1:]:
+            out = out + _from_tree(x) if k == "add" else out * _from_tree(x)
+        return out
+    a, b = _from_tree(t[1]), _from_tree(t[2])
+    return {"div": lambda: a / b, "floordiv": lambda: a // b, "mod": lambda: a % b,
+            "min": lambda: smin(a, b), "max": lambda: smax(a, b)}[k]()
+
+
+def _exact_divisions(e: Expr) -> list[tuple[Expr, Expr]]:
+    """(numerator, denominator) of every exact division in ``e`` (sizes must be integers)."""
+    out = []
+
+    def go(t) -> None:
+        if t[0] == "div":
+            out.append((_from_tree(t[1]), _from_tree(t[2])))
+        for x in t[1:]:
+            if isinstance(x, tuple) and x and isinstance(x[0], str):
+                go(x)
+            elif isinstance(x, tuple):
+                for y in x:
+                    if isinstance(y, tuple):
+                        go(y)
+
+    go(e.to_tree())
+    return out
 
 
 def _array_lengths(t: Type) -> list[Expr]:

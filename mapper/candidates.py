@@ -78,3 +78,25 @@ def conv_stage_mappings(pipeline: Pipeline) -> dict[str, dict[str, int]]:
             fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
         out[st.name] = first_mapping(st.program, fixed)
     return out
+
+
+def paper_like_tuning(layer, theta: int = 5, v: int = 1) -> dict[str, int]:
+    """Tuning values in the spirit of GPGPU'20 Table 4 for any layer: the paper's values for
+    layer 7, else tile ``theta``, the smallest padding ``rho`` that makes the tiles fit,
+    ``kappa`` in (4, 2, 1) dividing M, ``sigma`` in (3, 2, 1) dividing the windows per tile,
+    ``omega`` the largest divisor of C*K*K up to 144 (and a multiple of ``v``)."""
+    from ir.programs import PAPER_TUNING_LAYER7
+
+    if (layer.C, layer.H, layer.W, layer.M, layer.K, layer.S, layer.P) == \
+            (128, 112, 112, 128, 3, 1, 1):
+        return {**PAPER_TUNING_LAYER7, "v": v}
+    ts = theta - (layer.K - layer.S)
+    rho = next(r for r in range(0, 10 * ts + 1)
+               if (layer.H + 2 * layer.P + r - theta) % ts == 0
+               and (layer.W + 2 * layer.P + r - theta) % ts == 0)
+    n_wt = (theta - layer.K) // layer.S + 1
+    ws = layer.C * layer.K * layer.K
+    kappa = next(k for k in (4, 2, 1) if layer.M % k == 0)
+    sigma = next(s for s in (3, 2, 1) if (n_wt * n_wt) % s == 0)
+    omega = max(d for d in range(v, 145, v) if ws % d == 0)
+    return {"theta": theta, "rho": rho, "kappa": kappa, "sigma": sigma, "omega": omega, "v": v}

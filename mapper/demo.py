@@ -62,7 +62,12 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         gpgpu20_conv_pipeline,
     )
     from mapper.api import check_mapping, enumerate_mappings
-    from mapper.candidates import conv_stage_mappings, lower_candidate, lower_pipeline
+    from mapper.candidates import (
+        conv_stage_mappings,
+        lower_candidate,
+        lower_pipeline,
+        paper_like_tuning,
+    )
     from mapper.tuning import JointSpace
 
     console = console or Console(highlight=False)
@@ -136,7 +141,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         conv_in = {"inputData": xs, "kernelsWeights": ws}
         pipe = gpgpu20_conv_pipeline()
         hand = conv_stage_mappings(pipe)
-        tuning = {"theta": 5, "rho": 1, "kappa": 4, "sigma": 3, "omega": 32, "v": 1}
+        tuning = paper_like_tuning(layer)
         t = Table(title=f"GPGPU'20 convolution pipeline, VGG-16 layer {layer.name} "
                         f"({layer.C}x{layer.H}x{layer.W}, {layer.M} kernels 3x3, "
                         f"{layer.flops / 1e6:.1f} MFLOP)")

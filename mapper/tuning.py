@@ -193,6 +193,17 @@ def infer_tuning(
             uses[decl.chunk.name].append(("split", length))
         if isinstance(decl, AsVector) and decl.width.is_var and decl.width.name in uses:
             uses[decl.width.name].append(("vector", None))
+    # a variable that must divide a known number (x % v == 0 with x known) divides it
+    for c in info.constraints:
+        r = c.rel
+        if r.op == "==" and r.rhs.is_const and r.rhs.as_int() == 0:
+            t = r.lhs.to_tree()
+            if t[0] == "mod" and t[2][0] == "var" and t[2][1] in uses:
+                from ir.typecheck import _from_tree
+
+                known = _known(_from_tree(t[1]), sizes)
+                if known:
+                    uses[t[2][1]].append(("split", known))
     ranges = _declared_ranges(program)
     for v in free:
         if v in domains:
@@ -205,7 +216,7 @@ def infer_tuning(
             dom, why = VECTOR_WIDTHS, "asVector width: powers of two up to 16"
         elif lengths:
             dom = _divisors(math.gcd(*lengths))
-            why = f"split chunk: divisors of {math.gcd(*lengths)}"
+            why = f"divides {math.gcd(*lengths)}: its divisors"
         else:
             lo = 0 if ranges.get(v, (None, None))[0] == 0 else 1
             dom, why = tuple(range(lo, hi + 1)), f"range {lo}..{hi}"

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from codegen.runner import Runner
 from ir.builders import as_vector, dot, lam, map_glb, param
 from ir.nodes import FunCall, Lambda

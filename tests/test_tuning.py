@@ -60,6 +60,7 @@ def test_domains_and_origins():
     assert tp.params["rho"].domain[0] == 0  # declared Var("rho", 0, None)
     origins = [o for _, o in tp.restrictions]
     assert any(o.startswith("split(kappa) at node") and "M % kappa == 0" in o for o in origins)
+    assert any("omega % v == 0" in o or "integer" in o for o in origins)
     assert any("asVector(v)" in o for o in origins)
 
 
