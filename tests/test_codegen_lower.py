@@ -462,13 +462,28 @@ def test_conv_partial_paper_hand_mapping(ocl, layer, tuning):
         assert "float4" in src and "dot(a, b)" in src and "vload4" in src
 
 
-def test_conv_partial_vectors_need_contiguous_chunks():
-    """The stride reorder interleaves chunks: with several chunks per window (ω < C*K*K)
-    the lanes of a vector are not contiguous (only ω = C*K*K vectorises)."""
-    env = dict(SMALL.sizes(), theta=4, rho=0, kappa=2, sigma=2, omega=6, v=2)
+def test_conv_partial_vectorises_with_several_chunks(ocl):
+    """Vectorising before the coalescing reorder keeps lanes contiguous even when a window
+    has several chunks (omega < C*K*K); before, every such v > 1 was unvectorizable."""
+    layer = ConvLayer("c4", C=4, H=6, W=6, M=4, K=3, S=1, P=1)
+    env = dict(layer.sizes(), theta=4, rho=0, kappa=2, sigma=2, omega=12, v=4)
+    x, w = conv_data(layer)
     p = mapped(conv_partial_stage(), PAPER_HAND_MAPPING, rest="mapSeq")
-    with pytest.raises(UnvectorizableError, match="paddedInput"):
-        lower(p, env)
+    cp = check(ocl, p, env, {"kernelsWeights": w, "paddedInput": padded_input(layer, env, x)})
+    assert "vload4" in cp.kernels[0].source
+
+
+def test_non_contiguous_vector_access_is_rejected():
+    """CC'22 Table 1 M5: a vectorised map over a transposed (strided) view."""
+    from ir.builders import as_scalar, as_vector, idf, map_glb, map_seq, param, transpose
+    from ir.builders import compose as comp
+    from ir.nodes import Lambda, Vectorize
+
+    X = param("X", array(Float, "N", "M"))
+    body = map_glb(0, comp(as_scalar(), map_seq(Vectorize(4, idf)), as_vector(4)))(
+        transpose()(X))
+    with pytest.raises(UnvectorizableError):
+        lower(Lambda((X,), body), {"N": 8, "M": 8})
 
 
 def test_conv_partial_lowering_time():
