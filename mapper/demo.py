@@ -67,6 +67,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         lower_candidate,
         lower_pipeline,
         paper_like_tuning,
+        reduction_tolerance,
     )
     from mapper.tuning import JointSpace
 
@@ -139,6 +140,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         ws = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
         ref_c = _conv_reference(xs, ws, layer.S, layer.P)
         conv_in = {"inputData": xs, "kernelsWeights": ws}
+        tol = reduction_tolerance(ref_c)
         pipe = gpgpu20_conv_pipeline()
         hand = conv_stage_mappings(pipe)
         tuning = paper_like_tuning(layer)
@@ -173,7 +175,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             o = pool.evaluate_candidate(
                 functools.partial(lower_pipeline, pipe, maps, {**layer.sizes(), **cfg},
                                   flops=layer.flops),
-                conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops)
+                conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)
             row(label, o)
         console.print(t)
 

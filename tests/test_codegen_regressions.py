@@ -41,3 +41,20 @@ def test_listing3_candidate_lowers_with_mapper_candidates(runner):
     o = runner.evaluate(cp, {"X": x, "y": np.float32([2.0]), "z": np.float32([1.0])}, ref,
                         repeats=1, flops=512)
     assert o.ok and o.gflops > 0
+
+
+def test_reduction_tolerance_scales_with_the_outputs():
+    """Found by explore_conv: a 4608-term float32 sum that cancels to 0.01 was 4e-4 off the
+    float64 reference, failing a fixed atol=1e-4; the tolerance now scales with max|ref|."""
+    import numpy as np
+
+    from mapper.candidates import reduction_tolerance
+
+    ref = np.array([0.0101033, 250.0])
+    tol = reduction_tolerance(ref)
+    assert tol["atol"] == pytest.approx(2.5e-3)
+    got = np.array([0.00999069, 250.0])
+    np.testing.assert_allclose(got, ref, **tol)
+    with pytest.raises(AssertionError):  # an element off by the outputs' scale still fails
+        np.testing.assert_allclose(np.array([0.0101033, 240.0]), ref, **tol)
+    assert reduction_tolerance(np.array([0.5]))["atol"] == 1e-4
