@@ -320,8 +320,11 @@ def kernel_source(
         p.emit(f, 0)
     params = []
     for b in args:
-        const = "" if b.name in written else "const "
-        params.append(f"{const}__global {b.dtype}* restrict {b.cname}")
+        # restrict only on read-only buffers: NVIDIA's compiler may load a restrict buffer
+        # through a path that misses other work-items' writes, even after a barrier
+        qual = "" if b.name in written else "const "
+        tail = "" if b.name in written else " restrict"
+        params.append(f"{qual}__global {b.dtype}*{tail} {b.cname}")
     p.emit(f"__kernel void {name}({', '.join(params)}) {{", 0)
     for b in local_bufs:
         p.emit(f"__local {b.dtype} {b.cname}[{b.count}];", 1)

@@ -58,3 +58,20 @@ def test_reduction_tolerance_scales_with_the_outputs():
     with pytest.raises(AssertionError):  # an element off by the outputs' scale still fails
         np.testing.assert_allclose(np.array([0.0101033, 240.0]), ref, **tol)
     assert reduction_tolerance(np.array([0.5]))["atol"] == 1e-4
+
+
+def test_written_buffers_are_not_restrict():
+    """Found on an H100 (NVIDIA OpenCL): with A=mapWrg(0) B=mapLcl(0) C=mapSeq D=mapLcl(0),
+    48 of 64 results were NaN because the global temporary written by D and read by B after
+    a barrier was declared restrict; PoCL computed it right. Only read-only buffers are
+    restrict now."""
+    import re
+
+    from ir.programs import cc22_listing3
+
+    cp = lower_candidate(cc22_listing3(), "A=W0 B=L0 C=S D=L0", {"N": 64, "s0": 16, "s1": 4})
+    src = cp.kernels[0].source
+    params = re.search(r"__kernel void \w+\((.*?)\)", src).group(1).split(",")
+    assert any("tmpC" in q for q in params)
+    for q in params:
+        assert ("restrict" in q) == q.strip().startswith("const"), q
