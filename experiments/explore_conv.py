@@ -70,8 +70,8 @@ def main() -> None:
           f"{js.count():,} candidates (built in {time.perf_counter() - t0:.1f} s)")
     counts: Counter = Counter()
     with WorkerPool(args.device) as pool:
-        info = pool.device_info()
-        print(f"device: {info.get('name')} ({info.get('platform_version', '')})")
+        lim = pool.device_info().get("limits", {})
+        print(f"device: {lim.get('name')} ({lim.get('platform_version', '')})")
         tuning = paper_like_tuning(layer)
         t = time.perf_counter()
         o = pool.evaluate_candidate(

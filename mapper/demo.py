@@ -75,9 +75,9 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     bad = Counter()
     t_start = time.perf_counter()
     with WorkerPool() as pool:
-        info = pool.device_info()
-        console.print(f"[bold]OpenCL device:[/bold] {escape(str(info.get('name', '?')))} "
-                      f"({escape(str(info.get('platform_version', info.get('version', ''))))})")
+        lim = pool.device_info().get("limits", {})
+        console.print(f"[bold]OpenCL device:[/bold] {escape(str(lim.get('name', '?')))} "
+                      f"({escape(str(lim.get('platform_version', '')))})")
 
         # 1. Listing 3, every valid mapping ------------------------------------------------
         n = 1024 if quick else 1 << 16
