@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import platform
 import statistics
 import time
 from dataclasses import replace
@@ -42,21 +41,8 @@ from experiments.baselines import (
     torch_conv_fn,
     torch_memory,
 )
+from experiments.machine import cpu_model
 from ir.programs import ConvLayer, vgg16_layer
-
-
-def cpu_model() -> str:
-    """The CPU's model name and the number of cores this process may use."""
-    name = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{name}, {len(os.sched_getaffinity(0))} cores"
 
 
 def scaled(layer: ConvLayer, scale: float) -> ConvLayer:

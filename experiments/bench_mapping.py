@@ -11,27 +11,12 @@ that are valid (the paper's random baseline found 1 valid in 49,000).
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
+from experiments.machine import cpu_model as machine
 from ir.programs import cc22_listing1, cc22_listing3, conv_final_stage, conv_partial_stage
 from mapper.api import enumerate_mappings, problem, random_assignment_validity
-
-
-def machine() -> str:
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    import os
-
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def time_backend(prog, backend: str, repeats: int = 3, cap: int = 200_000):

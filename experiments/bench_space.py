@@ -32,6 +32,7 @@ import numpy as np
 
 from constraints.restrictions import parse_restriction
 from constraints.space import SearchSpace
+from experiments.machine import cpu_model
 
 
 @dataclass(frozen=True)
@@ -258,17 +259,6 @@ def pc2_limited(b: Bench, limit: float, runs: int) -> tuple[int, float] | None:
     if result is not None and result[1] > limit:
         return None
     return result
-
-
-def cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        model = re.search(r"model name\s*:\s*(.+)", text)
-        mhz = re.search(r"cpu MHz\s*:\s*([\d.]+)", text)
-        name = model.group(1).strip() if model else platform.processor()
-        return f"{name}{f' @ {float(mhz.group(1)):.0f} MHz' if mhz else ''}"
-    except OSError:
-        return platform.processor() or platform.machine()
 
 
 def fmt_s(t: float | None, over: float | None = None) -> str:

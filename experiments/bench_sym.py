@@ -16,18 +16,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from experiments.machine import cpu_model as cpu_name
 from ir.sym import Expr, Var
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def time_each(items: list, fn: Callable) -> tuple[float, float]:

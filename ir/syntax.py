@@ -105,7 +105,17 @@ from ir.nodes import (
     walk,
 )
 from ir.sym import Cst, Expr, SymbolicError, Var, smax, smin
-from ir.types import SCALARS, ArrayType, Float, Int, ScalarType, TupleType, Type, VectorType
+from ir.types import (
+    SCALARS,
+    ArrayType,
+    Float,
+    Int,
+    ScalarType,
+    TupleType,
+    Type,
+    VectorType,
+    shape_of,
+)
 
 __all__ = [
     "parse",
@@ -980,7 +990,7 @@ class _Parser:
         self.expect(",", " and the type of the literal")
         ty = self.type_()
         self.expect(")")
-        _, inner = _shape(ty)
+        _, inner = shape_of(ty)
         if isinstance(inner, VectorType):
             inner = inner.elem
         if inner == Float:
@@ -1072,14 +1082,6 @@ class _Parser:
         if len(pairs) != n:
             raise self.error(f"padND({n}, ...) needs {n} (left, right) pairs", pt)
         return pad_nd(n, pairs, value)
-
-
-def _shape(t: Type) -> tuple[list[Expr], Type]:
-    sizes = []
-    while isinstance(t, ArrayType):
-        sizes.append(t.size)
-        t = t.elem
-    return sizes, t
 
 
 _KEYWORDS = {

@@ -1,0 +1,24 @@
+"""The machine a benchmark ran on, as one line (every script prints it with its figures)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    """CPU model name (with its clock when /proc/cpuinfo gives one) and the usable cores."""
+    name, mhz = platform.processor() or platform.machine(), None
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        m = re.search(r"model name\s*:\s*(.+)", text)
+        f = re.search(r"cpu MHz\s*:\s*([\d.]+)", text)
+        name = m.group(1).strip() if m else name
+        mhz = float(f.group(1)) if f else None
+    except OSError:
+        pass
+    clock = f" @ {mhz:.0f} MHz" if mhz else ""
+    cores = len(os.sched_getaffinity(0))
+    return f"{name}{clock}, {cores} cores, Python {platform.python_version()}"
