@@ -221,6 +221,43 @@ def cmd_space(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    from codegen.errors import LoweringError
+    from codegen.runner import Runner
+    from ir.interp import evaluate
+    from mapper.api import problem
+    from mapper.candidates import lower_candidate, reduction_tolerance
+    from mapper.witness import random_inputs
+
+    prog = load(args.file)
+    sizes = parse_sizes(args.sizes)
+    p = problem(prog, fusion=args.fusion)
+    try:
+        cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
+                             check=not args.force)
+    except LoweringError as e:
+        console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
+        return 1
+    if args.show_source:
+        for k in cp.kernels:
+            console.print(k.source, markup=False)
+    inputs = random_inputs(p.program, sizes, seed=args.seed)
+    scalars = {q.name for q in p.program.params if not hasattr(q.type, "size")}
+    ref = evaluate(p.program, {k: (v[0] if k in scalars else v) for k, v in inputs.items()},
+                   sizes)
+    o = Runner(args.device).evaluate(cp, inputs, ref, repeats=args.repeats,
+                                     **reduction_tolerance(ref))
+    colour = "green" if o.ok else "red" if o.status != "rejected" else "yellow"
+    console.print(f"[{colour}]{escape(o.label)}[/{colour}] {escape(o.reason)}")
+    if o.ok:
+        console.print(f"{len(cp.kernels)} kernel(s), launch "
+                      + ", ".join(f"{k.global_size}/{k.local_size}" for k in cp.kernels)
+                      + f"; median {o.time_s * 1e6:.1f} us over {args.repeats} runs; "
+                      f"build {o.build_s or 0:.2f} s; max abs error {o.max_abs_error:.2g}")
+        console.print("memory (bytes): " + escape(str(o.memory)))
+    return 0 if o.ok else 1
+
+
 def cmd_repl(args) -> int:
     from mapper.repl import run_repl
 
@@ -241,6 +278,7 @@ COMMANDS = {
     "explain": cmd_explain,
     "space": cmd_space,
     "repl": cmd_repl,
+    "run": cmd_run,
     "demo": cmd_demo,
 }
 
@@ -286,6 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
     p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes)")
+    p = prog_cmd("run", "lower one mapping to OpenCL, run it on the device, check and time it")
+    fusion(p)
+    p.add_argument("--mapping", required=True, help="e.g. 'A=W0 B=L0 C=L0 D=S'")
+    p.add_argument("--sizes", required=True, help="every size and tuning value, e.g. N=4096,"
+                   "s0=64,s1=4")
+    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
+                   "that builds)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--show-source", action="store_true", help="print the OpenCL source")
+    p.add_argument("--force", action="store_true", help="skip the mapping constraints: let "
+                   "the lowering's checks judge an invalid mapping")
     p = sub.add_parser("repl", help="interactive shell to debug a program's mapping constraints")
     p.add_argument("file", nargs="?", help="program to load first")
     p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "

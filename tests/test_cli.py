@@ -78,3 +78,25 @@ def test_repl_session():
     assert "is impossible because of these rule instances" in out
     assert "no valid mapping has A=mapWrg(0) B=mapGlb(0)" in out  # contradiction explained
     assert "unknown command 'bogus'" in out
+
+
+def test_run_lowers_runs_and_checks(capsys):
+    rc, out, _ = run(capsys, "run", f"{EX}/listing3_local.lift", "--mapping",
+                     "A=W0 B=L0 C=L0 D=S", "--sizes", "N=1024,s0=64,s1=4", "--show-source",
+                     "--repeats", "2")
+    assert rc == 0 and "ok" in out and "barrier(CLK_LOCAL_MEM_FENCE)" in out
+    assert "global_total" in out
+
+
+def test_run_refuses_invalid_mappings(capsys):
+    rc, _, err = run(capsys, "run", f"{EX}/cc22_listing1.lift", "--fusion", "free",
+                     "--mapping", "A=G1 B=G0 C=S D=G0 E=S", "--sizes", "I=4,J=8,K=8")
+    assert rc == 2 and "cross-thread-dependency" in err  # the constraints refuse it
+    rc, out, _ = run(capsys, "run", f"{EX}/cc22_listing1.lift", "--fusion", "free",
+                     "--mapping", "A=G1 B=G0 C=S D=G0 E=S", "--sizes", "I=4,J=8,K=8",
+                     "--force")
+    assert rc == 1 and "rejected:cross-group-dependency" in out  # and so does the lowering
+    rc, out, _ = run(capsys, "run", f"{EX}/cc22_listing1.lift", "--fusion", "free",
+                     "--mapping", "A=S B=W0 C=L0 D=W0 E=L0", "--sizes", "I=4,J=8,K=8",
+                     "--force")
+    assert rc == 1 and "rejected:memory-scope" in out
