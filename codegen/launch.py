@@ -37,6 +37,9 @@ class DeviceLimits:
     global_mem_size: int = 6671257600
     name: str = "PoCL CPU (pthread)"
     private_mem_size: int = 64 << 10  # our budget per work-item (not a device query)
+    # private memory of a whole work-group: PoCL keeps every work-item's private arrays of a
+    # group on one thread's stack; 6.7 KB per item in a runtime-chosen group crashed it
+    private_group_budget: int = 256 << 10
 
     @classmethod
     def from_device(cls, device) -> DeviceLimits:
@@ -190,3 +193,16 @@ def uniform_in_group(lp: Loop, cfg: LaunchConfig) -> bool:
     if ld is None:
         return n % t == 0
     return (n % t) % ld == 0
+
+
+def fit_private_local_size(global_size: tuple[int, ...], private_bytes: int,
+                           budget: int) -> tuple[int, ...]:
+    """A local size dividing ``global_size`` whose work-items' private memory together
+    stays within ``budget`` (largest first in dimension 0)."""
+    room = max(1, budget // max(1, private_bytes))
+    out = []
+    for g in global_size:
+        d = max((x for x in range(1, min(g, room) + 1) if g % x == 0), default=1)
+        out.append(d)
+        room = max(1, room // d)
+    return tuple(out)

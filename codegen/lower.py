@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from collections.abc import Mapping
 
 from codegen import barriers as bar
@@ -45,7 +46,7 @@ from codegen.errors import (
     UnmappedMapError,
     UnsupportedError,
 )
-from codegen.launch import POCL_CPU, DeviceLimits, configure
+from codegen.launch import POCL_CPU, DeviceLimits, configure, fit_private_local_size
 from codegen.memory import (
     Buf,
     components,
@@ -762,10 +763,20 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
                 f"({', '.join(f'{x.name}: {x.nbytes}' for x in locs)}) but {limits.name} has "
                 f"{limits.local_mem_size}; use smaller tiles or global memory"))
         pbytes = bar.private_bytes(kbufs)
+        local_size = cfg.local_size
         if pbytes > limits.private_mem_size:
             issues.append(PrivateMemoryError(
                 f"kernel {kname} needs {pbytes} bytes of private memory per work-item "
                 f"(budget {limits.private_mem_size}); use smaller private tiles"))
+        elif pbytes and local_size is None:
+            local_size = fit_private_local_size(cfg.global_size, pbytes,
+                                                limits.private_group_budget)
+        elif pbytes and math.prod(local_size) * pbytes > limits.private_group_budget:
+            issues.append(PrivateMemoryError(
+                f"kernel {kname}: a work-group of {math.prod(local_size)} work-items with "
+                f"{pbytes} bytes of private memory each exceeds the budget of "
+                f"{limits.private_group_budget} bytes per work-group; use smaller private "
+                "tiles or smaller work-groups"))
         args = [x for x in kbufs if x.space == "global"]
         used_funs = _used_functions(stmts, funs)
         header = [
@@ -776,7 +787,7 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
         src = kernel_source(kname, header, used_funs, args, written, locs, stmts)
         kernels.append(Kernel(
             name=kname, source=src, args=tuple(x.name for x in args),
-            global_size=cfg.global_size, local_size=cfg.local_size,
+            global_size=cfg.global_size, local_size=local_size,
             local_buffers=tuple(Buffer(x.name, "local", x.dtype, x.count, "temp") for x in locs),
             private_bytes=pbytes,
         ))

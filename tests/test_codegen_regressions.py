@@ -75,3 +75,34 @@ def test_written_buffers_are_not_restrict():
     assert any("tmpC" in q for q in params)
     for q in params:
         assert ("restrict" in q) == q.strip().startswith("const"), q
+
+
+def test_private_memory_bounds_the_work_group(runner):
+    """Found by explore_conv on PoCL: a mapGlb kernel with 6.7-27 KB of private memory per
+    work-item crashed (SIGSEGV) in a runtime-chosen work-group, since PoCL keeps a group's
+    private arrays on one thread's stack. The lowering now picks a local size that fits
+    the per-group budget, and rejects a mapping-fixed work-group that does not fit."""
+    import math
+
+    from codegen.errors import PrivateMemoryError
+    from codegen.launch import POCL_CPU
+    from codegen.lower import lower
+    from ir.programs import ConvLayer, conv_partial_stage
+    from mapper.api import lower_mapping
+
+    layer = ConvLayer("s", C=8, H=14, W=14, M=64, K=3, S=1, P=1)
+    env = dict(layer.sizes(), theta=16, rho=0, kappa=64, sigma=98, omega=8, v=1)
+    glb = "T=S G=G2 W=G1 C=G0 S1=S S2=F R1=S R2=S P=S I1=S I2=F"
+    cp = lower(lower_mapping(conv_partial_stage(), glb), env)
+    k = cp.kernels[0]
+    assert k.private_bytes * 8 > POCL_CPU.private_group_budget  # would not fit 8 items
+    assert k.local_size is not None
+    assert math.prod(k.local_size) * k.private_bytes <= POCL_CPU.private_group_budget
+    rng = np.random.default_rng(0)
+    pad = rng.standard_normal((16, 16, 8)).astype(np.float32)
+    w = rng.standard_normal((64, 3, 3, 8)).astype(np.float32)
+    assert runner.evaluate(cp, {"paddedInput": pad, "kernelsWeights": w}, None,
+                           repeats=1).ok
+    hand = "T=W1 G=W0 W=L1 C=L0 S1=S S2=F R1=S R2=S P=S I1=S I2=F"
+    with pytest.raises(PrivateMemoryError, match="per work-group"):
+        lower(lower_mapping(conv_partial_stage(), hand), dict(env, sigma=1, omega=8))
