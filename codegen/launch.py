@@ -196,13 +196,32 @@ def uniform_in_group(lp: Loop, cfg: LaunchConfig) -> bool:
 
 
 def fit_private_local_size(global_size: tuple[int, ...], private_bytes: int,
-                           budget: int) -> tuple[int, ...]:
-    """A local size dividing ``global_size`` whose work-items' private memory together
-    stays within ``budget`` (largest first in dimension 0)."""
-    room = max(1, budget // max(1, private_bytes))
+                           limits: DeviceLimits) -> tuple[int, ...]:
+    """A local size for a kernel with private memory whose local size the mapping leaves
+    free: each entry divides ``global_size`` and stays within the device's work-item
+    limit of its dimension; the product stays within the device's work-group limit and
+    the work-items' private memory together within ``limits.private_group_budget``
+    (largest first in dimension 0)."""
+    room = min(limits.max_work_group_size,
+               max(1, limits.private_group_budget // max(1, private_bytes)))
     out = []
-    for g in global_size:
-        d = max((x for x in range(1, min(g, room) + 1) if g % x == 0), default=1)
-        out.append(d)
-        room = max(1, room // d)
+    for d, g in enumerate(global_size):
+        dim_max = limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1
+        cap = max(1, min(g, room, dim_max))
+        best = max(x for x in _divisors(g) if x <= cap) if g > 0 else 1
+        out.append(best)
+        room = max(1, room // best)
     return tuple(out)
+
+
+def _divisors(n: int) -> list[int]:
+    """The positive divisors of ``n`` (in O(sqrt n))."""
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i * i != n:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]

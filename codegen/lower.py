@@ -769,8 +769,7 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
                 f"kernel {kname} needs {pbytes} bytes of private memory per work-item "
                 f"(budget {limits.private_mem_size}); use smaller private tiles"))
         elif pbytes and local_size is None:
-            local_size = fit_private_local_size(cfg.global_size, pbytes,
-                                                limits.private_group_budget)
+            local_size = fit_private_local_size(cfg.global_size, pbytes, limits)
         elif pbytes and math.prod(local_size) * pbytes > limits.private_group_budget:
             issues.append(PrivateMemoryError(
                 f"kernel {kname}: a work-group of {math.prod(local_size)} work-items with "

@@ -1,0 +1,90 @@
+"""The whole GPGPU'20 convolution pipeline (pad, partial convolution, final sum, crop) with
+the paper's hand mapping, lowered and run on the device at VGG-16 layer sizes.
+
+Regression for a launch bug no smaller test saw: the ``final`` kernel (one private
+accumulator per work-item, local size left to the lowering) got a local size equal to its
+global size (51,200 work-items for layer 19), above every device's work-group limit, so
+the hand-mapped convolution was refused as ``rejected:work-group-size`` at every real
+layer size while tiny test layers passed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+from conv_reference import conv2d_hwc
+
+from codegen.launch import DeviceLimits, fit_private_local_size
+from codegen.worker import WorkerPool
+from ir.programs import VGG16_LAYERS, ConvLayer, gpgpu20_conv_pipeline
+from mapper.candidates import (
+    conv_stage_mappings,
+    lower_pipeline,
+    paper_like_tuning,
+    reduction_tolerance,
+)
+
+
+def _layer(name: str) -> ConvLayer:
+    return next(x for x in VGG16_LAYERS if x.name.split(",")[0] == name)
+
+
+def _run_hand_mapped(layer: ConvLayer, pool: WorkerPool):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
+    w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
+    ref = conv2d_hwc(x, w, stride=layer.S, pad=(layer.P,) * 4).astype(np.float32)
+    pipe = gpgpu20_conv_pipeline()
+    sizes = {**layer.sizes(), **paper_like_tuning(layer)}
+    lower_fn = functools.partial(lower_pipeline, pipe, conv_stage_mappings(pipe), sizes,
+                                 flops=layer.flops)
+    cp = lower_fn()
+    limits = pool.device_info()["limits"]
+    for k in cp.kernels:  # what the device would refuse at launch
+        if k.local_size is not None:
+            assert math.prod(k.local_size) <= limits["max_work_group_size"], k.name
+            assert all(a <= b for a, b in zip(k.local_size, limits["max_work_item_sizes"]))
+    out = pool.evaluate_candidate(lower_fn, {"inputData": x, "kernelsWeights": w}, ref,
+                                  timeout_s=300, repeats=1, flops=layer.flops,
+                                  **reduction_tolerance(ref))
+    return cp, out
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool() as p:
+        yield p
+
+
+def test_private_local_size_respects_every_device_limit():
+    lim = DeviceLimits(max_work_group_size=256, max_work_item_sizes=(64, 32, 16),
+                       private_group_budget=1 << 30)
+    for g in [(51200,), (50176, 3), (4096, 4096, 7), (97,), (1, 1, 1)]:
+        ls = fit_private_local_size(g, 4, lim)
+        assert all(gi % li == 0 for gi, li in zip(g, ls))
+        assert all(li <= m for li, m in zip(ls, lim.max_work_item_sizes))
+        assert math.prod(ls) <= lim.max_work_group_size
+    assert fit_private_local_size((51200,), 4, lim) == (64,)
+    # the private budget still binds when it is the tighter limit
+    small = DeviceLimits(private_group_budget=1000)
+    assert math.prod(fit_private_local_size((4096, 64), 100, small)) <= 10
+
+
+@pytest.mark.opencl
+def test_hand_mapped_pipeline_runs_on_a_scaled_vgg16_layer(pool):
+    layer = ConvLayer("19/4", C=128, H=28, W=28, M=128)  # output 28x28x128 > 4096 items
+    cp, out = _run_hand_mapped(layer, pool)
+    assert len(cp.kernels) == 4
+    final = next(k for k in cp.kernels if k.name.startswith("final"))
+    assert math.prod(final.global_size) > pool.device_info()["limits"]["max_work_group_size"]
+    assert out.status == "ok", f"{out.label}: {out.reason}"
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_hand_mapped_pipeline_runs_on_full_vgg16_layer_19(pool):
+    cp, out = _run_hand_mapped(_layer("19"), pool)
+    assert out.status == "ok", f"{out.label}: {out.reason}"
