@@ -27,11 +27,13 @@ def test_listing3_every_valid_mapping_runs_correctly(runner, variant):
     assert rep.disagreements == [], rep.disagreements
 
 
+@pytest.mark.slow
 def test_listing1_every_valid_mapping_runs_correctly(runner):
     rep = check_program(cc22_listing1(), {"I": 4, "J": 8, "K": 8}, runner, fusion="free")
     assert len(rep.outcomes) > 30 and rep.disagreements == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(2))
 def test_random_programs_valid_mappings_run_correctly(runner, chunk):
     n = 0
@@ -43,6 +45,7 @@ def test_random_programs_valid_mappings_run_correctly(runner, chunk):
     assert n >= 30
 
 
+@pytest.mark.slow
 @pytest.mark.oclgrind
 @pytest.mark.skipif(not oclgrind_available(), reason="oclgrind is not installed")
 def test_listing3_local_every_valid_mapping_is_race_free_under_oclgrind():

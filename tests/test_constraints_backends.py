@@ -332,6 +332,7 @@ def models(draw):
 RANDOM = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @RANDOM
 @given(models(), st.data())
 def test_random_models_backends_agree(model, data):

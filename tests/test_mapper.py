@@ -199,6 +199,7 @@ def test_conv_highlevel_and_final_have_mappings():
     assert count_mappings(conv_final_stage()) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(5))
 def test_three_witnesses_on_random_programs(chunk):
     """cp, z3 and a brute force over all 10^n-11^n code assignments give the same sets

@@ -73,6 +73,7 @@ def valid_tunings(layer: ConvLayer, thetas, rhos, kappas, sigmas, omegas, vs):
             yield env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "layer",
     [
