@@ -1,0 +1,47 @@
+"""``mapper demo``, the main job, end to end: it must say ok only when the candidates it
+must run (the hand-mapped convolution above all) ran ok, and fail loudly otherwise."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+pytestmark = [pytest.mark.opencl, pytest.mark.slow]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_demo_quick_runs_the_hand_mapped_convolution_ok():
+    r = subprocess.run([sys.executable, "-m", "mapper.cli", "demo", "--quick"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, COLUMNS="250"))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    hand = [line for line in out.splitlines() if "hand mapping" in line]
+    assert hand and "ok" in hand[0].split("│")[2], out
+    assert "rejected" not in hand[0], hand[0]
+    assert "FAILED" not in out
+
+
+def test_demo_exits_nonzero_when_the_hand_mapping_is_refused(monkeypatch):
+    """A refusal of a candidate the paper runs is a failure of the main job."""
+    import mapper.candidates as mc
+    from mapper.demo import run_demo
+
+    real = mc.paper_like_tuning
+
+    def broken(layer, **kw):  # a tile the padding does not fit: refused by the lowering
+        t = real(layer, **kw)
+        return {**t, "rho": t["rho"] + 1}
+
+    monkeypatch.setattr(mc, "paper_like_tuning", broken)
+    buf = io.StringIO()
+    code = run_demo(Console(file=buf, width=250, highlight=False), quick=True)
+    text = buf.getvalue()
+    assert code == 1, text
+    assert "FAILED: required candidate not ok: hand mapping" in text
