@@ -815,15 +815,23 @@ def _exact_div(p: Expr, q: Expr) -> Expr:
         return _ZERO
     if p == q:
         return _ONE
-    # q = c*g*q' with q' having coprime integer coefficients and no common monomial factor
+    # q = c*g*q' with q' having coprime integer coefficients, no common monomial factor and
+    # a positive leading term (c is taken from q/g, whose leading term may differ from q's)
     g = _common_mono(qt)
-    c = _content(qt)
+    ginv = _mono_inv(g)
+    c = _content({_mono_mul(m, ginv): x for m, x in qt.items()})
     cg = _mk({g: c})
     p2 = _exact_div(p, cg)
     q2 = _exact_div(q, cg)
     quo = _poly_div(p2, q2)
     if quo is not None:
         return quo
+    # the sign of the numerator is normalised too: (-a)/q is stored as -1*(a/q), so that
+    # -(a/q) and (-a)/q are one canonical form (sound: -a is divisible by q iff a is; this
+    # is not done for // and %, since (-a)//q != -(a//q))
+    p2t = p2._t
+    if p2t[min(p2t, key=_mono_key)] < 0:
+        return -_atom_expr(_EDIV, _mk(_neg_terms(p2t)), q2)
     return _atom_expr(_EDIV, p2, q2)
 
 

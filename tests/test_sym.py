@@ -142,6 +142,64 @@ def test_exact_division_by_polynomials():
         e.evaluate({"x": 5, "a": 1, "b": -1})
 
 
+
+def test_exact_division_sign_is_canonical():
+    # regression: -(N/(N*N+1)) and (-N)/(N*N+1) printed alike but compared unequal
+    q = N * N + 1
+    e1, e2 = -(N / q), (-N) / q
+    assert e1 == e2 and hash(e1) == hash(e2)
+    assert e1 - e2 == 0 and str(e1 - e2) == "0" and e1 + N / q == 0
+    assert str(e1) == str(e2) == "-N/(N*N + 1)"
+    assert parse_expr(str(e1)) == e1
+    assert e1.evaluate({"N": 0}) == 0
+    for e in (e1, e2, e1 - e2, e1 + e2, e1 - N / q, 2 * e1, (-(N + 1)) / q, -x / (a + b),
+              (b - a) / (a + b) - (a - b) / (a + b)):
+        assert "--" not in str(e), str(e)
+        assert "--" not in e.to_c(), e.to_c()
+        assert parse_expr(str(e)) == e, str(e)
+    assert (b - a) / (a + b) == -((a - b) / (a + b))
+    assert str((b - a) / (a + b)) == "-(a - b)/(a + b)"
+    # the denominator's sign is normalised too: x/(-q) == -(x/q)
+    assert x / (-a - b) == -(x / (a + b)) == (-x) / (a + b)
+    # also when the common monomial factor changes the leading term of the denominator
+    d = a * a - 1 / (b * b * b)
+    assert x / d == -(x / (-d)) == -((-x) / d)
+    assert parse_expr(str(x / d)) == x / d
+    assert (x / d).evaluate({"x": 6, "a": 2, "b": 1}) == 2
+    # floor division and mod keep the sign of their operands (floor(-a/b) != -floor(a/b))
+    assert (-N) // q != -(N // q) and (-N) % q != -(N % q)
+    assert ((-N) // q).evaluate({"N": 1}) == -1 and (-(N // q)).evaluate({"N": 1}) == 0
+
+
+def _small_polys():
+    var = st.sampled_from([a, b, c, x])
+    mono = st.tuples(st.integers(-3, 3), st.lists(var, max_size=2)).map(
+        lambda t: t[0] * _prod(t[1]))
+    return st.lists(mono, min_size=1, max_size=3).map(sum).map(sym)
+
+
+def _prod(vs):
+    r = Cst(1)
+    for v in vs:
+        r = r * v
+    return r
+
+
+@settings(max_examples=100, deadline=None)
+@given(p=_small_polys(), q=_small_polys())
+def test_property_exact_division_sign(p, q):
+    if q.is_const:
+        q = q * q + a * b + 1
+    if q == 0:
+        return
+    e = p / q
+    assert -e == (-p) / q == p / (-q), (str(p), str(q))
+    assert hash(-e) == hash((-p) / q)
+    assert e + (-p) / q == 0
+    assert "--" not in str(e) and "--" not in str(-e)
+    assert parse_expr(str(-e)) == -e, str(-e)
+
+
 def test_division_by_zero():
     with pytest.raises(SymbolicZeroDivisionError):
         N / 0
