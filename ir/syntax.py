@@ -68,6 +68,7 @@ lists and for user functions), one-parameter lambdas applied to a value as ``let
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -278,6 +279,44 @@ def _compile_py(nparams: int, src: str):
 # ------------------------------------------------------------------------- parser
 
 
+# Deepest nesting the parser accepts (brackets, maps, lambdas, types, C and size
+# expressions), and deepest expression tree a parsed program may have (a composition of n
+# functions is n levels deep). The papers' convolution is 31 levels deep; the limits keep
+# every recursive pass (type checker, printer, rules, lowering) far from Python's stack
+# limit, so a too-deep program is a located ParseError instead of a RecursionError.
+MAX_NESTING = 100
+MAX_DEPTH = 300
+
+
+def _nested(method):
+    """Counts the parser's nesting around ``method``; past MAX_NESTING: a located error."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        self.nest += 1
+        try:
+            if self.nest > MAX_NESTING:
+                raise self.error(
+                    f"the program nests more than {MAX_NESTING} levels deep here (brackets, "
+                    "maps, lambdas, types or expressions inside each other); split it into "
+                    "smaller functions", self.peek())
+            return method(self, *args, **kwargs)
+        finally:
+            self.nest -= 1
+
+    return wrapper
+
+
+def tree_depth(node: Node) -> int:
+    """The depth of ``node``'s expression tree (computed without recursion)."""
+    best, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        stack.extend((c, d + 1) for c in n.children())
+    return best
+
+
 class _Parser:
     def __init__(self, text: str, userfuns: Mapping[str, UserFun] | None = None):
         self.text = text
@@ -292,6 +331,7 @@ class _Parser:
         self.inputs: dict[str, Param] = {}
         self.scope: dict[str, Param] = {}
         self.c_depth = 0
+        self.nest = 0
         self.c_params: tuple[str, ...] = ()
         self.c_name = ""
 
@@ -375,6 +415,12 @@ class _Parser:
             if t.kind == "name" and self.at(":", 1):
                 raise self.error("declarations must come before the expression", t)
             raise self.error(f"unexpected {self.describe(t)} after the end of the expression", t)
+        depth = tree_depth(term)
+        if depth > MAX_DEPTH:
+            raise self.error(
+                f"the program's expression is {depth} levels deep (limit {MAX_DEPTH}; a "
+                "composition of n functions is n levels deep); split it into smaller "
+                "functions", body_tok)
         if self.inputs:
             if not isinstance(term, ExprNode):
                 raise self.error("the program body must be an expression; apply the function "
@@ -496,6 +542,7 @@ class _Parser:
                 left = f"np.fmod({left}, {right})"
         return left
 
+    @_nested
     def c_unary(self) -> str:
         if self.c_at("-"):
             self.next()
@@ -554,6 +601,7 @@ class _Parser:
                          f"{self.describe(t)}", t)
 
     # ------------------------------------------------------------------ types
+    @_nested
     def type_(self) -> Type:
         t = self.peek()
         if t.kind == "name":
@@ -630,6 +678,7 @@ class _Parser:
         except (SymbolicError, ZeroDivisionError) as ex:
             raise self.error(f"bad size expression: {ex}", op) from None
 
+    @_nested
     def size_unary(self) -> Expr:
         if self.at("-"):
             self.next()
@@ -689,6 +738,7 @@ class _Parser:
         raise self.error(f"expected an expression ({where}), found the function "
                          f"{show(node, max_len=60)!r}; apply it with '$'", tok)
 
+    @_nested
     def term(self, fun: bool = False) -> Node:
         start = self.peek()
         left = self.comp(fun)

@@ -529,8 +529,8 @@ def test_parses_500_lines_fast():
     lines = ["# a long pipeline", "X : [float]N", "y : float", "", "join o split(4)"]
     k = 0
     while len(lines) < 500:
-        lines += [f"o mapL{k}(\\e ->", "    add(e, mult(e, y)))", "o join o split(s)",
-                  f"o mapSeqM{k}(toPrivate(_ * y))  # comment"]
+        lines += [f"o mapL{k}(\\e ->", "    add(e,", "        mult(e,", "             y)))",
+                  "o join", "o split(s)", f"o mapSeqM{k}(toPrivate(_ * y))", "  # comment"]
         k += 1
     lines.append("$ X")
     text = "\n".join(lines)
@@ -540,3 +540,40 @@ def test_parses_500_lines_fast():
     assert elapsed < 0.5, elapsed
     assert isinstance(prog, Lambda)
     assert alpha_equal(parse(print_program(prog)), prog)
+
+
+DEEP = {
+    "brackets": lambda n: "X : [float]N\nmapA(id) $ " + "(" * n + "X" + ")" * n,
+    "maps": lambda n: "X : " + "[" * n + "float" + "]N" * n + "\n" + "map(" * n + "id"
+    + ")" * n + " $ X",
+    "calls": lambda n: "X : [float]N\nmapA(\\a -> " + "id(" * n + "a" + ")" * n + ") $ X",
+    "types": lambda n: "X : " + "[" * n + "float" + "]2" * n + "\nid $ X",
+    "c-expression": lambda n: "X : [float]N\nuserfun f(x: float) : float = " + "(" * n + "x"
+    + ")" * n + "\nmapA(f) $ X",
+    "c-unary": lambda n: "X : [float]N\nuserfun f(x: float) : float = " + "-" * n + "x"
+    + "\nmapA(f) $ X",
+    "sizes": lambda n: "X : [float](" + "(" * n + "N" + ")" * n + ")\nmapA(id) $ X",
+    "composition": lambda n: "X : [float]N\nmapA(id) o " + " o ".join(["id"] * n) + " $ X",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DEEP))
+def test_deep_programs_are_located_errors_not_recursion_errors(kind):
+    from ir.syntax import MAX_NESTING
+
+    for n in (MAX_NESTING * 3, 5000):
+        with pytest.raises(ParseError, match="levels deep") as e:
+            parse(DEEP[kind](n))
+        assert e.value.line >= 1 and e.value.column >= 1
+
+
+@pytest.mark.parametrize("kind", sorted(DEEP))
+def test_programs_below_the_depth_limits_parse_and_typecheck(kind):
+    from ir.syntax import MAX_NESTING
+    from ir.typecheck import typecheck
+
+    def nested(k, f):  # run with a deep caller stack, as under pytest or an application
+        return f() if k == 0 else nested(k - 1, f)
+
+    p = parse(DEEP[kind](MAX_NESTING - 5))
+    nested(200, lambda: (typecheck(p), print_program(p)))
