@@ -285,7 +285,7 @@ def _compile_py(nparams: int, src: str):
 # every recursive pass (type checker, printer, rules, lowering) far from Python's stack
 # limit, so a too-deep program is a located ParseError instead of a RecursionError.
 MAX_NESTING = 100
-MAX_DEPTH = 300
+MAX_DEPTH = 200
 
 
 def _nested(method):

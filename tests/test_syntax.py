@@ -529,8 +529,9 @@ def test_parses_500_lines_fast():
     lines = ["# a long pipeline", "X : [float]N", "y : float", "", "join o split(4)"]
     k = 0
     while len(lines) < 500:
-        lines += [f"o mapL{k}(\\e ->", "    add(e,", "        mult(e,", "             y)))",
-                  "o join", "o split(s)", f"o mapSeqM{k}(toPrivate(_ * y))", "  # comment"]
+        lines += [f"o mapL{k}(\\e ->", "    add(e,", "        mult(e,", "             y)))", "",
+                  "o join", "o split(s)", "", f"o mapSeqM{k}(toPrivate(_ * y))",
+                  "  # comment", ""]
         k += 1
     lines.append("$ X")
     text = "\n".join(lines)
