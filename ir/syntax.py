@@ -76,6 +76,7 @@ from pathlib import Path
 import numpy as np
 
 from ir.builders import USER_FUNS, fresh, join_nd, map_nd, pad_nd, slide_nd, zip_nd
+from ir.cwords import OPENCL_RESERVED
 from ir.errors import ParseError
 from ir.nodes import (
     PARALLEL_KINDS,
@@ -140,7 +141,7 @@ _TOKEN_RE = re.compile(
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<op>->|//|<=|>=|==|!=|&&|\|\||[()\[\],:$\\+\-*/%<>=?!λ])
     """,
-    re.X,
+    re.X | re.ASCII,  # \d is 0-9 only: OpenCL C reads ASCII digits, not other scripts'
 )
 _OPEN = {"(": ")", "[": "]"}
 _CLOSE = {")": "(", "]": "["}
@@ -440,8 +441,9 @@ class _Parser:
         self.next()
         t = self.name_tok("the user function's name")
         name = t.text
-        if is_reserved(name):
-            raise self.error(f"{name!r} is a reserved word and cannot name a user function", t)
+        if is_reserved(name) or name in OPENCL_RESERVED:
+            raise self.error(f"{name!r} is a reserved word (of this syntax or of OpenCL C) "
+                             "and cannot name a user function", t)
         if name in self.declared:
             raise self.error(f"user function {name!r} is declared twice", t)
         if name in self.inputs:
@@ -452,6 +454,9 @@ class _Parser:
         if not self.at(")"):
             while True:
                 p = self.name_tok("a parameter name")
+                if p.text in OPENCL_RESERVED:
+                    raise self.error(f"{p.text!r} is a word of OpenCL C and cannot name a "
+                                     "parameter of a user function; rename it", p)
                 if p.text in params:
                     raise self.error(f"duplicate parameter {p.text!r}", p)
                 params.append(p.text)
@@ -470,14 +475,22 @@ class _Parser:
                              "declaration", first)
         self.c_params, self.c_name, self.c_depth = tuple(params), name, 0
         src = self.c_expr()
-        last = self.toks[self.i - 1]
-        c_text = " ".join(self.text[first.start:last.end].split())
+        c_text = self.c_source(self.toks.index(first), self.i)
         fn = _compile_py(len(params), src)
         self.userfuns[name] = UserFun(name, tuple(params), tuple(types), out,
                                       f"return {c_text};", fn)
         self.declared.add(name)
 
     # ----------------------------------------------------------------- C bodies
+    def c_source(self, a: int, b: int) -> str:
+        """The C text of tokens ``a..b-1`` as written, comments and line breaks between
+        them replaced by one space (a ``#`` comment must not reach the OpenCL source)."""
+        out = [self.toks[a].text]
+        for j in range(a + 1, b):
+            prev, t = self.toks[j - 1], self.toks[j]
+            out.append((" " if t.start > prev.end else "") + t.text)
+        return "".join(out)
+
     def c_peek(self) -> _Tok:
         t = self.peek()
         if self.c_depth == 0 and t.nl:

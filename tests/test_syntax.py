@@ -578,3 +578,23 @@ def test_programs_below_the_depth_limits_parse_and_typecheck(kind):
 
     p = parse(DEEP[kind](MAX_NESTING - 5))
     nested(200, lambda: (typecheck(p), print_program(p)))
+
+
+def test_user_function_bodies_reach_opencl_without_comments():
+    from ir.nodes import UserFun, walk
+
+    src = ("X : [float]N\nuserfun f(x: float) : float = (x +   # one\n   1.0f) * x # two\n"
+           "mapA(f) $ X")
+    (uf,) = [n for n in walk(parse(src)) if isinstance(n, UserFun) and n.name == "f"]
+    assert uf.c_body == "return (x + 1.0f) * x;"
+
+
+@pytest.mark.parametrize("src, what", [
+    ("userfun f(kernel: float) : float = kernel", "'kernel' is a word of OpenCL C"),
+    ("userfun f(float4: float) : float = float4", "'float4' is a word of OpenCL C"),
+    ("userfun global(x: float) : float = x", "'global' is a reserved word"),
+    ("userfun f(x: float) : float = x * \u0662.\u0665", "unexpected character"),
+])
+def test_user_functions_that_would_not_compile_are_refused(src, what):
+    with pytest.raises(ParseError, match=what):
+        parse(f"X : [float]N\n{src}\nmapA(f) $ X")
