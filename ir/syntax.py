@@ -187,6 +187,10 @@ def _tokenize(text: str, lines: list[str]) -> list[_Tok]:
             s = mt.group()
             if kind == "num":
                 kind = "float" if any(c in s for c in ".eEfF") else "int"
+                if kind == "int" and (len(s) > 19 or int(s) > _MAX_INT):
+                    raise _error(f"integer {s[:12]}... has {len(s)} digits; integers are at "
+                                 f"most {_MAX_INT} (2^63 - 1)", line, pos - line_start + 1,
+                                 lines)
             tok = _Tok(kind, s, line, pos - line_start + 1, nl, pos, end)
             nl = False
             if kind == "op":
@@ -215,6 +219,8 @@ _MAP_RE = re.compile(r"map(Seq|Glb|Wrg|Lcl)?(\w*)")
 _VEC_RE = re.compile(r"(float|int)(\d+)")
 _WORDS = frozenset({"o", "let", "in", "userfun", "value", "_", "min", "max", "float", "int"})
 _MAP_WORDS = ("map", "mapSeq", "mapGlb", "mapWrg", "mapLcl")
+_WIDTHS = (1, 2, 3, 4, 8, 16)  # vector widths of OpenCL C (1: the scalar)
+_MAX_INT = 2**63 - 1  # integer literals fit OpenCL's long
 
 
 def is_reserved(name: str) -> bool:
@@ -623,12 +629,19 @@ class _Parser:
                 self.next()
                 if self.at("<") and not self.peek().nl:
                     self.next()
+                    wt = self.peek()
                     w = self.size()
                     self.expect(">", " to close the vector width")
+                    if w.is_const and w.as_int() not in _WIDTHS:
+                        raise self.error(f"vector width {w} is not one of OpenCL's widths "
+                                         f"{', '.join(map(str, _WIDTHS))}", wt)
                     return VectorType(SCALARS[name], w)
                 return SCALARS[name]
             m = _VEC_RE.fullmatch(name)
             if m:
+                if int(m[2]) not in _WIDTHS[1:]:
+                    raise self.error(f"{name!r}: OpenCL vector types have 2, 3, 4, 8 or 16 "
+                                     "lanes", t)
                 self.next()
                 return VectorType(SCALARS[m[1]], int(m[2]))
             close = difflib.get_close_matches(name, ["float", "int", "float4"], 1)

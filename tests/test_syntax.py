@@ -598,3 +598,15 @@ def test_user_function_bodies_reach_opencl_without_comments():
 def test_user_functions_that_would_not_compile_are_refused(src, what):
     with pytest.raises(ParseError, match=what):
         parse(f"X : [float]N\n{src}\nmapA(f) $ X")
+
+
+@pytest.mark.parametrize("src, what", [
+    ("X : [float<0>]N\nmapA(id) $ X", "vector width 0"),
+    ("X : [float<-1>]N\nmapA(id) $ X", "vector width -1"),
+    ("X : [float5]N\nmapA(id) $ X", "2, 3, 4, 8 or 16 lanes"),
+    ("X : [float]" + "9" * 5000 + "\nmapA(id) $ X", "has 5000 digits"),
+])
+def test_malformed_widths_and_huge_integers_are_located_errors(src, what):
+    with pytest.raises(ParseError, match=what) as e:
+        parse(src)
+    assert e.value.line == 1
