@@ -1,4 +1,5 @@
-"""The ``mapper`` command line: show, constraints, enumerate, check, explain, space, run, demo.
+"""The ``mapper`` command line: show, constraints, enumerate, check, explain, space, run, demo,
+explore, results.
 
 Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
 mistakes (bad files, bad mappings, contradictory constraints) print one clear error
@@ -270,6 +271,163 @@ def cmd_demo(args) -> int:
     return run_demo(console, quick=args.quick)
 
 
+def _explore_task(args):
+    """The task of ``mapper explore``: a ``.lift`` file, or ``conv`` (the GPGPU'20
+    convolution pipeline on ``--layer``)."""
+    from mapper.explore import Task, parse_layer
+
+    if args.file == "conv":
+        if args.sizes:
+            from ir.programs import ConvLayer
+
+            s = parse_sizes(args.sizes)
+            need = ("C", "H", "W", "M")
+            missing = [k for k in need if k not in s]
+            if missing:
+                raise ValueError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
+                                 f"--layer, e.g. --layer 19/2; missing {', '.join(missing)}")
+            layer = ConvLayer("custom", s["C"], s["H"], s["W"], s["M"], s.get("K", 3),
+                              s.get("S", 1), s.get("P", 1))
+        else:
+            layer = parse_layer(args.layer or "19/2")
+        return Task.conv_layer(layer)
+    if args.layer:
+        raise ValueError("--layer goes with the program name conv (the convolution pipeline)")
+    sizes = parse_sizes(args.sizes)
+    import os
+
+    from ir.syntax import parse_file
+
+    return Task.from_program(parse_file(args.file), sizes, fusion=args.fusion,
+                             name=os.path.basename(args.file), max_value=args.max)
+
+
+def cmd_explore(args) -> int:
+    import os
+
+    from rich.live import Live
+
+    from mapper.explore import ResultStore, explore, get_strategy, parse_budget
+    from mapper.explore.display import Dashboard
+
+    budget = parse_budget(args.budget)  # user errors first, before any work
+    get_strategy(args.strategy)
+    if args.mapping and args.strategy != "manual":
+        raise ValueError("--mapping goes with --strategy manual")
+    if args.strategy == "manual" and not args.mapping:
+        raise ValueError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
+    stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
+    path = args.store or os.path.join("results", f"{stem}.sqlite")
+    store = ResultStore(path)
+    live = console.is_terminal
+    dash = Dashboard()
+    try:
+        task = _explore_task(args)
+        kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
+                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats, cut=args.cut)
+        if args.mapping:
+            kw["mapping"] = args.mapping
+        if live:
+            with Live(dash, console=console, refresh_per_second=4, transient=False):
+                res = explore(task, on_start=dash.start, on_result=dash.update, **kw)
+        else:
+            res = explore(task, **kw)
+    except KeyboardInterrupt:  # before the first candidate (start-up, building the space)
+        err_console.print("interrupted before the first candidate; nothing was evaluated")
+        return 130
+    finally:
+        store.close()
+    console.print(res.summary(), markup=False, highlight=False)
+    console.print(f"store: {path} ({res.context.describe()})", markup=False)
+    return 130 if res.stopped_by == "interrupted" else 0
+
+
+def cmd_results(args) -> int:
+    import csv
+    import json
+
+    from mapper.explore import ResultStore
+    from mapper.explore.display import best_table, counts_table
+    from mapper.explore.store import COLUMN_NAMES
+
+    if args.compare:
+        return _compare(args)
+    with ResultStore(args.store, readonly=True) as st:
+        ctx, counts, rows = st.context(), st.counts(), st.rows()
+        best, runs = st.best(args.top), st.runs()
+        meta = st.meta()
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(COLUMN_NAMES))
+            w.writeheader()
+            w.writerows(rows)
+    if args.json:
+        doc = {"store": args.store, "meta": meta, "counts": dict(counts), "runs": runs,
+               "best": best, "rows": rows}
+        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        return 0
+    console.print(f"[bold]{escape(args.store)}[/bold]: "
+                  + (escape(ctx.describe()) if ctx else "empty (no run has started)"))
+    if ctx:
+        console.print(f"device: {escape(json.dumps(ctx.device))}", soft_wrap=True)
+    console.print(f"{len(rows)} candidate(s) in {len(runs)} run(s)")
+    if runs:
+        t = Table(title="Runs")
+        for col in ("run", "strategy", "seed", "budget", "stopped by", "evaluated",
+                    "from store", "random draws"):
+            t.add_column(col)
+        for r in runs:
+            t.add_row(r["run_id"], r["strategy"], str(r["seed"]), str(r["budget"]),
+                      str(r["stopped_by"] or "running or killed"),
+                      "" if r["evaluated"] is None else str(r["evaluated"]),
+                      "" if r["cached"] is None else str(r["cached"]),
+                      "" if r["draws"] is None else str(r["draws"]))
+        console.print(t)
+    if counts:
+        console.print(counts_table(counts))
+    if best:
+        console.print(best_table(best, f"Best {len(best)} candidate(s)"))
+    if args.csv:
+        console.print(f"wrote {len(rows)} row(s) to {escape(args.csv)}")
+    return 0
+
+
+def _compare(args) -> int:
+    """``mapper results STORE --compare solver,model``: replay without a device."""
+    import json
+    import statistics
+
+    from mapper.explore.replay import compare
+
+    names = [n.strip() for n in args.compare.split(",") if n.strip()]
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if not 0 < args.target <= 1:
+        raise ValueError(f"--target is a fraction of the best in (0, 1], got {args.target}")
+    t0 = time.perf_counter()
+    c = compare(args.store, names, seeds=args.seeds, fraction=args.target)
+    if args.json:
+        sys.stdout.write(json.dumps({"best": c.best, "fraction": c.fraction,
+                                     "candidates": c.candidates,
+                                     "evaluations": c.evaluations,
+                                     "median": {n: c.median(n) for n in names}}) + "\n")
+        return 0
+    t = Table(title=f"Replay of {c.candidates} stored candidates: evaluations to reach "
+                    f"{c.fraction:.0%} of the best ({c.best:.4g}), {args.seeds} seeds")
+    for col in ("strategy", "reached", "median", "mean of reached", "per seed"):
+        t.add_column(col)
+    for n in names:
+        ev = c.evaluations[n]
+        got = [v for v in ev if v is not None]
+        med = c.median(n)
+        t.add_row(n, f"{len(got)}/{len(ev)}", "never" if med is None else f"{med:g}",
+                  f"{statistics.mean(got):.1f}" if got else "",
+                  " ".join("-" if v is None else str(v) for v in ev))
+    console.print(t)
+    console.print(f"(replayed in {time.perf_counter() - t0:.1f} s, no device)")
+    return 0
+
+
 COMMANDS = {
     "show": cmd_show,
     "constraints": cmd_constraints,
@@ -280,6 +438,8 @@ COMMANDS = {
     "repl": cmd_repl,
     "run": cmd_run,
     "demo": cmd_demo,
+    "explore": cmd_explore,
+    "results": cmd_results,
 }
 
 
@@ -341,6 +501,39 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
                        "and a convolution on the OpenCL device")
     p.add_argument("--quick", action="store_true", help="smaller sizes")
+    p = sub.add_parser("explore", help="search mappings x tuning on the device, every "
+                       "candidate recorded in a resumable SQLite store")
+    p.add_argument("file", help="program file (examples/*.lift) or 'conv' (the GPGPU'20 "
+                   "convolution pipeline, with --layer)")
+    fusion(p)
+    p.add_argument("--sizes", help="the fixed sizes, e.g. N=4096; the other size variables "
+                   "are tuned")
+    p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
+                   "(default 19/2)")
+    p.add_argument("--strategy", default="solver", help="manual, solver or random "
+                   "(default solver)")
+    p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
+    p.add_argument("--budget", default="100", help="candidates (500) or time (90s, 10m)")
+    p.add_argument("--store", help="SQLite results store (default results/<program>.sqlite)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
+                   "that builds)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per candidate")
+    p.add_argument("--cut", type=float, help="early cut: stop a candidate after CUT times the "
+                   "best candidate's evaluation time (at least 5 s)")
+    p.add_argument("--max", type=int, help="upper end of inferred tuning ranges")
+    p = sub.add_parser("results", help="what a results store holds: program, sizes, device, "
+                       "outcome counts, best candidates")
+    p.add_argument("store", help="the SQLite file written by mapper explore")
+    p.add_argument("--top", type=int, default=10, help="show the N best (default 10)")
+    p.add_argument("--csv", help="also write every row to this CSV file")
+    p.add_argument("--json", action="store_true", help="print everything as JSON instead")
+    p.add_argument("--compare", help="replay these strategies (e.g. solver,random,model) on "
+                   "the stored candidates, without a device")
+    p.add_argument("--seeds", type=int, default=10, help="--compare: seeds per strategy")
+    p.add_argument("--target", type=float, default=0.9, help="--compare: fraction of the "
+                   "best throughput to reach (default 0.9)")
     return ap
 
 

@@ -1,0 +1,35 @@
+"""Exploration: strategies over the joint mapping x tuning space, an evaluator on the
+device and a resumable SQLite results store (see ``docs/exploration.md``).
+
+    from mapper.explore import explore
+    res = explore("examples/cc22_listing3.lift", {"N": 4096}, strategy="solver",
+                  budget=50, store="results/listing3.sqlite")
+    print(res.summary())
+"""
+
+from mapper.explore.replay import Comparison, compare, replay
+from mapper.explore.run import Budget, BudgetError, Results, explore, parse_budget
+from mapper.explore.store import (
+    Context,
+    ResultStore,
+    StoreError,
+    StoreMismatchError,
+    candidate_key,
+)
+from mapper.explore.strategies import (
+    STRATEGIES,
+    Candidate,
+    Strategy,
+    StrategyError,
+    get_strategy,
+    make_strategy,
+    register,
+)
+from mapper.explore.task import Task, conv_reference, parse_layer
+
+__all__ = [
+    "Budget", "BudgetError", "Results", "explore", "parse_budget", "Context", "ResultStore",
+    "StoreError", "StoreMismatchError", "candidate_key", "STRATEGIES", "Candidate",
+    "Strategy", "StrategyError", "get_strategy", "make_strategy", "register", "Task",
+    "conv_reference", "parse_layer", "Comparison", "compare", "replay",
+]

@@ -1,0 +1,105 @@
+"""The live display of ``mapper explore`` (rich) and the tables of ``mapper results``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from mapper.explore.run import Results, describe_row, label
+
+
+def _fmt_s(s: float | None) -> str:
+    if s is None or s != s or s == float("inf"):
+        return "?"
+    s = int(round(s))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def outcome_style(lab: str) -> str:
+    return "green" if lab == "ok" else "yellow" if lab.startswith("rejected") else "red"
+
+
+class Dashboard:
+    """A renderable over a running ``Results``: progress over the budget with ETA, the best
+    candidate so far with its mapping, the outcome counts. Rendered on every refresh."""
+
+    def __init__(self) -> None:
+        self.res: Results | None = None
+        self.t0 = time.perf_counter()
+        self.last: dict[str, Any] | None = None
+
+    def start(self, res: Results) -> None:
+        self.res, self.t0 = res, time.perf_counter()
+
+    def update(self, row: dict[str, Any], res: Results) -> None:
+        self.res, self.last = res, row
+
+    def __rich__(self):
+        res = self.res
+        if res is None:
+            return Text("starting the worker and building the search space ...")
+        elapsed = time.perf_counter() - self.t0
+        b = res.budget
+        if b.candidates is not None:
+            done, total = float(res.considered), float(b.candidates)
+            rate = elapsed / done if done else None
+            eta = (total - done) * rate if rate else None
+            what = f"{res.considered}/{b.candidates} candidates"
+        else:
+            done, total = min(elapsed, b.seconds or 0), float(b.seconds or 0)
+            eta = max(0.0, total - elapsed)
+            what = f"{res.considered} candidates, {_fmt_s(elapsed)} of {_fmt_s(total)}"
+        head = Table.grid(padding=(0, 1))
+        head.add_row(ProgressBar(total=total or 1, completed=done, width=40),
+                     Text(f"{what}  elapsed {_fmt_s(elapsed)}  ETA {_fmt_s(eta)}"))
+        lines: list[Any] = [
+            Text.from_markup(f"[bold]{escape(res.strategy)}[/bold] seed {res.seed} -> "
+                             f"{escape(res.store_path)} ({res.evaluated} evaluated, "
+                             f"{res.cached} from the store"
+                             + (f", {res.draws} random draws" if res.strategy == "random"
+                                else "") + ")"),
+            head]
+        best = res.best
+        lines.append(Text.from_markup("[bold]best so far:[/bold] " + (
+            escape(describe_row(best)) if best else "none ok yet")))
+        counts = res.counts
+        if counts:
+            lines.append(Text.from_markup("outcomes: " + "  ".join(
+                f"[{outcome_style(k)}]{escape(k)}[/{outcome_style(k)}] {v}"
+                for k, v in counts.most_common())))
+        if self.last is not None:
+            lines.append(Text(f"last: {label(self.last)} {describe_row(self.last)}",
+                              overflow="ellipsis", no_wrap=True))
+        return Group(*lines)
+
+
+def best_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """The best rows as a table."""
+    t = Table(title=title)
+    for col in ("#", "GFLOP/s", "time (ms)", "mapping", "tuning", "memory (KiB)", "strategy"):
+        t.add_column(col, overflow="fold")
+    for i, r in enumerate(rows, 1):
+        tun = " ".join(f"{k}={v}" for k, v in json.loads(r["tuning"]).items())
+        t.add_row(str(i), f"{r['gflops']:.3g}" if r["gflops"] else "",
+                  f"{r['time_s'] * 1e3:.4g}" if r["time_s"] else "", r["mapping"], tun,
+                  f"{r['memory_bytes'] / 1024:.0f}" if r["memory_bytes"] else "",
+                  r["strategy"])
+    return t
+
+
+def counts_table(counts: Counter) -> Table:
+    t = Table(title="Outcomes")
+    t.add_column("outcome")
+    t.add_column("candidates", justify="right")
+    for k, v in counts.most_common():
+        t.add_row(f"[{outcome_style(k)}]{escape(k)}[/{outcome_style(k)}]", str(v))
+    t.add_row("[bold]total[/bold]", f"[bold]{sum(counts.values())}[/bold]")
+    return t

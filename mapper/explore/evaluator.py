@@ -1,0 +1,108 @@
+"""The evaluator: one candidate -> one stored row, through ``codegen.worker.WorkerPool``.
+
+Lowering, building and running happen in a worker process with a time limit (a crash or
+a hang costs a worker, not the explorer); the pool has one worker, so candidates are timed
+one at a time on the device. A candidate whose key is already in the store is not
+evaluated again: its stored row is returned (resume). Every outcome, failures included,
+becomes a row (typed: ``status`` + ``outcome_check`` + ``reason``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from typing import Any
+
+from codegen.program import Outcome
+from mapper.explore.store import Context, ResultStore, candidate_key, library_version
+from mapper.explore.strategies import Candidate
+from mapper.explore.task import Task
+
+DEVICE_KEYS = ("name", "platform", "platform_version", "version", "driver_version", "type",
+               "max_compute_units")
+REASON_CHARS = 4000
+
+
+def device_description(limits: dict[str, Any]) -> dict[str, Any]:
+    """The parts of ``codegen.device.device_limits`` that identify a device (keys, meta)."""
+    return {k: limits[k] for k in DEVICE_KEYS if k in limits}
+
+
+class Evaluator:
+    """Evaluates candidates of ``task`` on one device and records them in ``store``.
+
+    ``pool`` is a ``WorkerPool`` to use (else one is started on ``device`` and closed by
+    ``close``). ``timeout_s`` limits lowering + build + runs of one candidate.
+    """
+
+    def __init__(self, task: Task, store: ResultStore, *, run_id: str, strategy: str,
+                 seed: int, device: str | None = None, pool=None, timeout_s: float = 60.0,
+                 repeats: int = 3, cut: float | None = None, cut_min_s: float = 5.0):
+        from codegen.worker import WorkerPool
+
+        self.task, self.store = task, store
+        self.run_id, self.strategy, self.seed = run_id, strategy, seed
+        self.timeout_s, self.repeats = timeout_s, repeats
+        self.cut, self.cut_min_s = cut, cut_min_s
+        self._own_pool = pool is None
+        self.pool = pool if pool is not None else WorkerPool(device)
+        info = self.pool.device_info()
+        self.limits: dict[str, Any] = dict(info.get("limits", {}))
+        self.device = device_description(self.limits)
+        self.version = library_version()
+        self.context = Context(task.name, task.program_hash, dict(task.sizes), self.device)
+
+    def key(self, cand: Candidate) -> str:
+        return candidate_key(self.task.text, self.task.sizes, cand.mapping, cand.tuning,
+                             self.device, self.version)
+
+    def lookup(self, cand: Candidate) -> dict[str, Any] | None:
+        """The stored row of ``cand``, if it was evaluated before."""
+        return self.store.get(self.key(cand))
+
+    def time_limit(self, best_wall_s: float | None) -> float:
+        """The time limit of the next candidate: ``timeout_s``, or with the early cut
+        ``cut`` times the best candidate's evaluation time (at least ``cut_min_s``)."""
+        if self.cut is None or not best_wall_s:
+            return self.timeout_s
+        return min(self.timeout_s, max(self.cut_min_s, self.cut * best_wall_s))
+
+    def run(self, cand: Candidate, idx: int, best_wall_s: float | None = None
+            ) -> dict[str, Any]:
+        """Evaluates ``cand`` in a worker; returns its row (not yet stored).
+        ``best_wall_s``: the best candidate's evaluation time, for the early cut."""
+        t = self.task
+        limit = self.time_limit(best_wall_s)
+        t0 = time.perf_counter()
+        o: Outcome = self.pool.evaluate_candidate(
+            t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
+            timeout_s=limit, repeats=self.repeats, flops=t.flops, **t.tolerance)
+        wall = time.perf_counter() - t0
+        if o.status == "timeout" and limit < self.timeout_s:
+            o = replace(o, check="early-cut",
+                        reason=f"cut after {limit:.3g} s: over {self.cut:g}x the best "
+                               f"candidate's {best_wall_s:.3g} s ({o.reason})")
+        return self.row(cand, idx, o, wall)
+
+    def row(self, cand: Candidate, idx: int, o: Outcome, wall_s: float) -> dict[str, Any]:
+        """The store row of an outcome."""
+        lower, build = o.lower_s or 0.0, o.build_s or 0.0
+        return {
+            "key": self.key(cand), "run_id": self.run_id, "strategy": self.strategy,
+            "seed": self.seed, "idx": idx,
+            "mapping": " ".join(f"{k}={v}" for k, v in cand.mapping.items()),
+            "tuning": json.dumps({k: int(v) for k, v in sorted(cand.tuning.items())}),
+            "status": o.status, "outcome_check": o.check,
+            "reason": (o.reason or "")[:REASON_CHARS],
+            "search_s": cand.search_s, "lower_s": o.lower_s, "build_s": o.build_s,
+            "run_s": max(0.0, wall_s - lower - build), "wall_s": wall_s,
+            "gflops": o.gflops, "time_s": o.time_s,
+            "memory_bytes": (o.memory or {}).get("global_total"),
+            "max_abs_error": o.max_abs_error, "source_hash": o.source_hash,
+            "draws": cand.draws, "created": time.time(),
+        }
+
+    def close(self) -> None:
+        if self._own_pool:
+            self.pool.close()

@@ -1,0 +1,155 @@
+"""The ``model`` strategy: a learned cost model over mapping + tuning features.
+
+Needs scikit-learn (``pip install liftmap[model]``). Random forests are used for both
+models: they handle the discrete, mixed-scale features of a mapping and its tuning values
+without scaling or tuning, and the spread of their trees' predictions is a cheap
+uncertainty for the acquisition rule.
+
+1. A pool of ``pool_size`` valid candidates is drawn like ``solver`` does (known
+   constraints are satisfied by construction).
+2. The first ``n_init`` proposals are random members of the pool.
+3. Then, every ``batch`` proposals, a regressor is fitted on log(GFLOP/s) (or -log(time)
+   without a FLOP count) of the ``ok`` candidates and a classifier on ok / not ok (the
+   hidden constraints: the lowering's and the device's refusals, failures); the next batch
+   is the pool's top ``batch`` by ``P(ok) * (mean + beta * std)`` (upper confidence bound
+   on the standardised prediction). The pool is refilled as it is used.
+
+Features: per map its level (seq/fused 0, lcl 1, wrg 2, glb 3), dimension and whether it
+is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from mapper.explore.strategies import Candidate, Strategy, StrategyError, register
+from mapper.tuning import JointSpace
+
+
+@register
+class ModelStrategy(Strategy):
+    """Random-forest cost model + feasibility classifier, UCB acquisition over a pool of
+    valid samples (see the module docstring)."""
+
+    name = "model"
+
+    def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 400,
+                 n_init: int = 10, batch: int = 5, beta: float = 1.0, **options: Any):
+        super().__init__(joint, seed=seed, **options)
+        try:
+            import sklearn  # noqa: F401
+        except ImportError:
+            raise StrategyError("strategy 'model' needs scikit-learn: "
+                                "pip install 'liftmap[model]'") from None
+        self.pool_size, self.n_init, self.batch, self.beta = pool_size, n_init, batch, beta
+        self.labels = list(joint.problem.labels)
+        self.params: list[str] = []
+        self.X: list[list[float]] = []
+        self.y: list[float | None] = []  # None: not ok
+
+    # features -------------------------------------------------------------
+
+    def features(self, mapping: Mapping[str, int], tuning: Mapping[str, int]) -> list[float]:
+        for k in tuning:
+            if k not in self.params:
+                self.params.append(k)
+        f: list[float] = []
+        for lab in self.labels:
+            c = mapping[lab]
+            f += [float(c // 10), float(c % 10 if c >= 10 else 0), float(c == 1)]
+        f += [math.log2(1 + tuning[p]) if p in tuning else 0.0 for p in self.params]
+        return f
+
+    def _matrix(self, rows: list[list[float]]) -> list[list[float]]:
+        n = 3 * len(self.labels) + len(self.params)
+        return [r + [0.0] * (n - len(r)) for r in rows]
+
+    # pool -------------------------------------------------------------------
+
+    def _sample(self) -> tuple[Any, dict[str, int]] | None:
+        maps = list(self.joint.mappings)
+        for _ in range(100):
+            m = self.rng.choice(maps)
+            cfg = self._tuning_sample(m)
+            if cfg is not None:
+                return m, cfg
+        return None
+
+    def _fill(self, pool: list, seen: set) -> None:
+        misses = 0  # consecutive samples drawn before: a small space is used up
+        while len(pool) < self.pool_size and misses < 200:
+            s = self._sample()
+            if s is None:
+                return
+            key = (s[0], tuple(sorted(s[1].items())))
+            if key in seen:
+                misses += 1
+                continue
+            misses = 0
+            seen.add(key)
+            pool.append(s)
+
+    def _score(self, pool: list) -> list[float]:
+        import numpy as np
+        from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+        ok = [(x, y) for x, y in zip(self.X, self.y) if y is not None]
+        feats = [self.features(m, c) for m, c in pool]  # may add parameters: first
+        Xp = np.array(self._matrix(feats))
+        X = np.array(self._matrix(self.X))
+        p_ok = np.ones(len(pool))
+        feas = np.array([y is not None for y in self.y])
+        if 0 < feas.sum() < len(feas):
+            clf = RandomForestClassifier(n_estimators=50, random_state=self.seed)
+            clf.fit(X, feas)
+            p_ok = clf.predict_proba(Xp)[:, list(clf.classes_).index(True)]
+        if len(ok) < 2:
+            return list(p_ok + self.rng.random() * 1e-6)
+        Xo = np.array(self._matrix([x for x, _ in ok]))
+        yo = np.array([y for _, y in ok])
+        mu, sd = yo.mean(), yo.std() or 1.0
+        reg = RandomForestRegressor(n_estimators=50, random_state=self.seed, min_samples_leaf=1)
+        reg.fit(Xo, (yo - mu) / sd)
+        per_tree = np.stack([t.predict(Xp) for t in reg.estimators_])
+        ucb = per_tree.mean(0) + self.beta * per_tree.std(0)
+        # shift to positive so that multiplying by P(ok) ranks sensibly
+        return list(p_ok * (ucb - ucb.min() + 1e-3))
+
+    # the strategy -----------------------------------------------------------
+
+    def candidates(self) -> Iterator[Candidate]:
+        import time
+
+        pool: list = []
+        seen: set = set()
+        proposed = 0
+        while True:
+            t0 = time.perf_counter()
+            self._fill(pool, seen)
+            if not pool:
+                return
+            if proposed < self.n_init or not self.X:
+                picks = [pool.pop(self.rng.randrange(len(pool)))]
+            else:
+                scores = self._score(pool)
+                order = sorted(range(len(pool)), key=lambda i: -scores[i])[:self.batch]
+                picks = [pool[i] for i in order]
+                for i in sorted(order, reverse=True):
+                    pool.pop(i)
+            dt = (time.perf_counter() - t0) / len(picks)
+            for m, cfg in picks:
+                proposed += 1
+                yield Candidate(m, cfg, dt)
+
+    def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
+        self.X.append(self.features(candidate.mapping, candidate.tuning))
+        if row["status"] != "ok":
+            self.y.append(None)
+        elif row.get("gflops"):
+            self.y.append(math.log(row["gflops"]))
+        elif row.get("time_s"):
+            self.y.append(-math.log(row["time_s"]))
+        else:
+            self.y.append(None)

@@ -1,0 +1,192 @@
+"""Replay: run a strategy against a stored data set, without a device.
+
+The strategy sees a joint space restricted to the candidates the store holds (the same
+mappings, each with the tuning configurations stored for it), and "evaluating" a candidate
+returns its stored row. A run therefore costs no device time, which makes comparing
+strategies over many seeds cheap (Kernel Tuner's cache-file replay). A time budget is
+simulated: each candidate costs its stored ``search_s + wall_s``.
+
+``compare`` runs several strategies over several seeds and reports, per strategy, how many
+evaluations it needed to reach a fraction (default 90%) of the data set's best throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mapper.encoding import Mapping as MapCodes
+from mapper.explore.run import MAX_REPEATS, Budget, Results, parse_budget
+from mapper.explore.store import ResultStore, StoreError
+from mapper.explore.strategies import get_strategy
+
+
+def _cfg_key(cfg: Mapping[str, int]) -> tuple:
+    return tuple(sorted((k, int(v)) for k, v in cfg.items()))
+
+
+class _StoredConfigs:
+    """A tuning space made of stored configurations (the ``SearchSpace`` calls strategies
+    use: ``count``, ``sample``, ``iter_random``, ``in``)."""
+
+    def __init__(self, configs: list[dict[str, int]]):
+        self.configs = sorted(configs, key=_cfg_key)
+        self._keys = {_cfg_key(c) for c in configs}
+        self.params = {k: None for c in configs for k in c}
+        self.space = self
+
+    def count(self) -> int:
+        return len(self.configs)
+
+    def sample(self, k: int, seed: int | None = None) -> list[dict[str, int]]:
+        rng = random.Random(seed)
+        return [dict(rng.choice(self.configs)) for _ in range(k)]
+
+    def iter_random(self, seed: int | None = None) -> Iterator[dict[str, int]]:
+        order = list(self.configs)
+        random.Random(seed).shuffle(order)
+        return iter(dict(c) for c in order)
+
+    def __contains__(self, cfg) -> bool:
+        return _cfg_key(cfg) in self._keys
+
+
+class ReplaySpace:
+    """A ``JointSpace`` look-alike over the candidates of a store."""
+
+    def __init__(self, problem, rows: Iterable[Mapping[str, Any]]):
+        self.problem = problem
+        by_map: dict[MapCodes, list[dict[str, int]]] = {}
+        self.rows: dict[tuple, dict[str, Any]] = {}
+        for r in rows:
+            m = problem.mapping(r["mapping"])
+            cfg = {k: int(v) for k, v in json.loads(r["tuning"]).items()}
+            key = (m, _cfg_key(cfg))
+            if key not in self.rows:
+                self.rows[key] = dict(r)
+                by_map.setdefault(m, []).append(cfg)
+        self.mappings = list(by_map)
+        self._tuning = {m: _StoredConfigs(c) for m, c in by_map.items()}
+
+    def tuning(self, mapping) -> _StoredConfigs:
+        try:
+            return self._tuning[MapCodes(dict(mapping))]
+        except KeyError:
+            raise KeyError(f"the store holds no candidate with mapping {mapping}") from None
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def row(self, mapping, tuning) -> dict[str, Any]:
+        return self.rows[(MapCodes(dict(mapping)), _cfg_key(tuning))]
+
+
+def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
+    """The replay space of a store (opened read-only when given a path)."""
+    from ir.syntax import parse
+    from mapper.api import problem
+
+    st = store if isinstance(store, ResultStore) else ResultStore(store, readonly=True)
+    meta = st.meta()
+    if "explored_program" not in meta:
+        raise StoreError(f"{st.path} does not hold the explored program's text (written by an "
+                         "older version): it cannot be replayed")
+    prob = problem(parse(meta["explored_program"]), fusion=meta.get("fusion") or "always")
+    return ReplaySpace(prob, st.rows()), st
+
+
+def replay(store: str | ResultStore | ReplaySpace, strategy: str = "solver", *,
+           budget: int | str | Budget | None = None, seed: int = 0,
+           stop_at: float | None = None, **options: Any) -> Results:
+    """Runs ``strategy`` on the stored candidates (no device). ``budget`` defaults to the
+    number of stored candidates; a time budget is simulated from the stored times.
+    ``stop_at``: stop once a candidate reaches this GFLOP/s (or 1/time)."""
+    space = store if isinstance(store, ReplaySpace) else load_space(store)[0]
+    bud = parse_budget(budget if budget is not None else max(1, space.count()))
+    strat = get_strategy(strategy)(space, seed=seed, **options)
+    res = Results(f"replay-{strategy}-{seed}", strategy, seed, "", None, bud)
+    res.total_candidates = space.count()
+    seen: set = set()
+    repeats, spent = 0, 0.0
+    it = strat.candidates()
+    res.stopped_by = "exhausted"
+    for cand in it:
+        key = (cand.mapping, _cfg_key(cand.tuning))
+        if key in seen:
+            repeats += 1
+            if repeats >= MAX_REPEATS:
+                break
+            continue
+        repeats = 0
+        seen.add(key)
+        row = dict(space.row(cand.mapping, cand.tuning), cached=True)
+        res.rows.append(row)
+        res.cached += 1
+        spent += (row.get("search_s") or 0.0) + (row.get("wall_s") or 0.0)
+        res.elapsed_s = spent
+        strat.observe(cand, row)
+        if stop_at is not None and _perf(row) >= stop_at:
+            res.stopped_by = "target"
+            break
+        if bud.candidates is not None and res.considered >= bud.candidates:
+            res.stopped_by = "budget"
+            break
+        if bud.seconds is not None and spent >= bud.seconds:
+            res.stopped_by = "time"
+            break
+        if len(seen) >= space.count():
+            break
+    res.draws = strat.draws_total
+    return res
+
+
+def _perf(row: Mapping[str, Any]) -> float:
+    if row["status"] != "ok":
+        return 0.0
+    if row.get("gflops"):
+        return float(row["gflops"])
+    return 1.0 / row["time_s"] if row.get("time_s") else 0.0
+
+
+def evaluations_to_reach(res: Results, target: float) -> int | None:
+    """How many candidates ``res`` took until one reached ``target`` (GFLOP/s, or 1/time)."""
+    for i, r in enumerate(res.rows, 1):
+        if _perf(r) >= target:
+            return i
+    return None
+
+
+@dataclass
+class Comparison:
+    """Per strategy, the evaluations each seed needed to reach ``fraction`` of the best."""
+
+    best: float
+    fraction: float
+    evaluations: dict[str, list[int | None]]
+    candidates: int
+
+    def median(self, strategy: str) -> float | None:
+        """Median over seeds (a seed that never reached the target counts as infinite)."""
+        vals = [v if v is not None else float("inf") for v in self.evaluations[strategy]]
+        m = statistics.median(vals)
+        return None if m == float("inf") else m
+
+
+def compare(store: str | ResultStore, strategies: Iterable[str], *, seeds: int = 10,
+            fraction: float = 0.9, budget: int | None = None) -> Comparison:
+    """Replays each strategy with seeds 0..seeds-1 on the store's candidates."""
+    space, _ = load_space(store)
+    best = max((_perf(r) for r in space.rows.values()), default=0.0)
+    if best <= 0:
+        raise StoreError("the store has no ok candidate: nothing to reach")
+    out: dict[str, list[int | None]] = {}
+    for name in strategies:
+        get_strategy(name)
+        out[name] = [evaluations_to_reach(replay(space, name, budget=budget, seed=s,
+                                                 stop_at=fraction * best), fraction * best)
+                     for s in range(seeds)]
+    return Comparison(best, fraction, out, space.count())

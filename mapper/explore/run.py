@@ -1,0 +1,284 @@
+"""``explore(...)``: a strategy, the evaluator and the store in one loop.
+
+The budget counts the candidates a run *considers*: evaluated now or found in the store.
+So the same command run again (same strategy, seed and store) walks the same sequence,
+takes the stored candidates without evaluating them, and continues where the last run
+stopped; with a larger budget it extends that run. A candidate a strategy proposes twice
+in one run is skipped and not counted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mapper.explore.store import ResultStore
+from mapper.explore.strategies import Candidate, get_strategy
+from mapper.explore.task import Task
+
+# a strategy that proposes only candidates it proposed before is treated as exhausted
+MAX_REPEATS = 2000
+
+
+class BudgetError(ValueError):
+    """A budget that is not a positive number of candidates or a positive duration."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """At most ``candidates`` candidates and/or ``seconds`` of wall time."""
+
+    candidates: int | None = None
+    seconds: float | None = None
+    text: str = ""
+
+    @property
+    def total(self) -> float:
+        """The budget's size in its own unit (candidates or seconds)."""
+        return float(self.candidates if self.candidates is not None else self.seconds or 0)
+
+
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_budget(budget: int | float | str | Budget) -> Budget:
+    """``500`` (candidates), ``"10m"``, ``"90s"``, ``"1.5h"`` (wall time) -> ``Budget``."""
+    if isinstance(budget, Budget):
+        return budget
+    if isinstance(budget, bool):
+        raise BudgetError(f"budget must be a number of candidates or a time, got {budget!r}")
+    if isinstance(budget, (int, float)):
+        if budget != int(budget) or budget <= 0:
+            raise BudgetError(f"budget must be a positive number of candidates, got {budget}")
+        return Budget(candidates=int(budget), text=str(int(budget)))
+    text = str(budget).strip().lower()
+    if re.fullmatch(r"[+-]?\d+", text):
+        n = int(text)
+        if n <= 0:
+            raise BudgetError(f"budget must be a positive number of candidates, got {text}")
+        return Budget(candidates=n, text=text)
+    m = re.fullmatch(r"([+-]?\d+(?:\.\d*)?)\s*(s|sec|m|min|h)", text)
+    if not m:
+        raise BudgetError(f"cannot read budget {budget!r}: give a number of candidates (500) "
+                          "or a time (90s, 10m, 1.5h)")
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise BudgetError(f"budget must be a positive time, got {budget!r}")
+    return Budget(seconds=seconds, text=text)
+
+
+@dataclass
+class Results:
+    """What one ``explore`` call did: its rows (evaluated now or found in the store, in the
+    order the strategy proposed them), counts and the best candidate."""
+
+    run_id: str
+    strategy: str
+    seed: int
+    store_path: str
+    context: Any
+    budget: Budget
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    evaluated: int = 0  # evaluated in this run
+    cached: int = 0  # found in the store
+    stopped_by: str = ""  # budget | time | exhausted | interrupted
+    elapsed_s: float = 0.0
+    draws: int = 0  # random strategy: code assignments drawn in all
+    total_candidates: int | None = None  # size of the joint space
+
+    @property
+    def considered(self) -> int:
+        return len(self.rows)
+
+    @property
+    def counts(self) -> Counter:
+        """Outcome labels of this run's rows."""
+        return Counter(label(r) for r in self.rows)
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The ``ok`` row with the highest GFLOP/s (or the lowest time)."""
+        ok = [r for r in self.rows if r["status"] == "ok"]
+        if not ok:
+            return None
+        return max(ok, key=lambda r: (r["gflops"] or 0.0, -(r["time_s"] or math.inf)))
+
+    def summary(self) -> str:
+        """Some lines in words."""
+        b = self.best
+        lines = [f"run {self.run_id}: strategy {self.strategy}, seed {self.seed}: "
+                 f"{self.considered} candidate(s), {self.evaluated} evaluated, {self.cached} "
+                 f"found in the store, stopped by {self.stopped_by} after "
+                 f"{self.elapsed_s:.1f} s",
+                 "outcomes: " + (", ".join(f"{k} {v}" for k, v in self.counts.most_common())
+                                 or "none")]
+        if self.strategy == "random":
+            lines.append(f"random code assignments drawn: {self.draws}")
+        lines.append(f"best: {describe_row(b)}" if b else "best: no candidate ran ok")
+        return "\n".join(lines)
+
+
+def label(row: Mapping[str, Any]) -> str:
+    """``ok``, ``rejected:<check>``, ``compile-error``, ... of a row."""
+    if row["status"] == "rejected" and row.get("outcome_check"):
+        return f"rejected:{row['outcome_check']}"
+    return row["status"]
+
+
+def describe_row(row: Mapping[str, Any]) -> str:
+    """``12.3 GFLOP/s (0.045 ms): A=20 B=10 ...; s0=64 s1=4``."""
+    import json
+
+    tun = " ".join(f"{k}={v}" for k, v in json.loads(row["tuning"]).items())
+    perf = f"{row['gflops']:.3g} GFLOP/s " if row.get("gflops") else ""
+    t = f"({row['time_s'] * 1e3:.4g} ms)" if row.get("time_s") else ""
+    return f"{perf}{t}: {row['mapping']}" + (f"; {tun}" if tun else "")
+
+
+def _task(program, sizes, *, fusion, inputs, reference, flops, max_value, data_seed) -> Task:
+    if isinstance(program, Task):
+        return program
+    from ir.programs import Pipeline
+
+    if isinstance(program, Pipeline):
+        if inputs is None or reference is None:
+            raise ValueError("exploring a pipeline needs its inputs and reference result")
+        return Task.from_pipeline(program, sizes or {}, inputs=inputs, reference=reference,
+                                  flops=flops, max_value=max_value)
+    return Task.from_program(program, sizes or {}, fusion=fusion, inputs=inputs,
+                             reference=reference, flops=flops, max_value=max_value,
+                             seed=data_seed)
+
+
+def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = "solver",
+            budget: int | str | Budget = 100, store: str | ResultStore | None = None,
+            device: str | None = None, seed: int = 0, mapping=None,
+            timeout_s: float = 60.0, repeats: int = 3, cut: float | None = None,
+            cut_min_s: float = 5.0, fusion: str = "always",
+            inputs=None, reference=None, flops: int | None = None,
+            max_value: int | None = None, pool=None,
+            on_start: Callable[[Results], None] | None = None,
+            on_result: Callable[[dict[str, Any], Results], None] | None = None,
+            **strategy_options: Any) -> Results:
+    """Explores ``program`` (a ``Task``, a program ``Lambda``, its text, a ``.lift`` path,
+    or a ``Pipeline`` with ``inputs``/``reference``) for ``sizes`` with ``strategy`` until
+    ``budget`` is spent, recording every candidate in ``store`` (a path, a ``ResultStore``
+    or ``None`` for an in-memory store). ``mapping`` is the fixed mapping of ``manual``.
+    ``cut``: the early cut, a candidate's time limit becomes ``cut`` times the best
+    candidate's evaluation time (at least ``cut_min_s``, at most ``timeout_s``); a cut
+    candidate is stored as ``timeout`` with check ``early-cut``.
+    ``on_result(row, results)`` is called after each candidate. Ctrl-C stops the run
+    cleanly (``stopped_by == "interrupted"``); the candidate in flight is not recorded.
+    """
+    bud = parse_budget(budget)
+    cls = get_strategy(strategy)
+    if mapping is not None:
+        strategy_options["mapping"] = mapping
+    own_store = not isinstance(store, ResultStore)
+    st = store if isinstance(store, ResultStore) else ResultStore(store or ":memory:")
+    evaluator = None
+    try:
+        task = _task(program, sizes, fusion=fusion, inputs=inputs, reference=reference,
+                     flops=flops, max_value=max_value, data_seed=0)
+        from mapper.explore.evaluator import Evaluator
+        from mapper.tuning import DeviceModel
+
+        run_id = uuid.uuid4().hex[:12]
+        evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
+                              device=device, pool=pool, timeout_s=timeout_s, repeats=repeats,
+                              cut=cut, cut_min_s=cut_min_s)
+        st.bind(evaluator.context, {"explored_program": task.explored_text,
+                                    "fusion": task.fusion, "stage": task.stage or ""})
+        joint = task.joint(DeviceModel.from_limits(evaluator.limits))
+        strat = cls(joint, seed=seed, **strategy_options)
+        res = Results(run_id, strategy, seed, st.path, evaluator.context, bud)
+        try:
+            res.total_candidates = joint.count() if strategy != "manual" else \
+                joint.tuning(strat.mapping).count()
+        except Exception:  # counting is informative only
+            res.total_candidates = None
+        st.start_run(run_id, strategy, seed, bud.text,
+                     {"timeout_s": timeout_s, "repeats": repeats, "cut": cut, "task": task.name,
+                      **{k: str(v) for k, v in strategy_options.items()}})
+        if on_start:
+            on_start(res)
+        _loop(res, strat, evaluator, st, bud, on_result)
+        st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
+                      strat.draws_total if strategy == "random" else None)
+        return res
+    finally:
+        if evaluator is not None:
+            evaluator.close()
+        if own_store:
+            st.close()
+
+
+def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result) -> None:
+    interrupted = threading.Event()
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        def on_sigint(signum, frame):
+            interrupted.set()
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGINT, on_sigint)
+    t_start = time.perf_counter()
+    seen: set[str] = set()
+    repeats = 0
+    it = strat.candidates()
+    try:
+        while True:
+            if bud.candidates is not None and res.considered >= bud.candidates:
+                res.stopped_by = "budget"
+                break
+            if bud.seconds is not None and time.perf_counter() - t_start >= bud.seconds:
+                res.stopped_by = "time"
+                break
+            cand: Candidate | None = next(it, None)
+            if cand is None:
+                res.stopped_by = "exhausted"
+                break
+            key = evaluator.key(cand)
+            if key in seen:
+                repeats += 1
+                if repeats >= MAX_REPEATS:
+                    res.stopped_by = "exhausted"
+                    break
+                continue
+            repeats = 0
+            seen.add(key)
+            row = st.get(key)
+            if row is not None:
+                res.cached += 1
+                row["cached"] = True
+            else:
+                best = res.best
+                row = evaluator.run(cand, res.considered, best["wall_s"] if best else None)
+                if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
+                    raise KeyboardInterrupt
+                if not st.add(row):  # another writer stored it meanwhile
+                    row = st.get(key) or row
+                    res.cached += 1
+                else:
+                    res.evaluated += 1
+            res.rows.append(row)
+            res.draws = strat.draws_total
+            res.elapsed_s = time.perf_counter() - t_start
+            strat.observe(cand, row)
+            if on_result:
+                on_result(row, res)
+    except KeyboardInterrupt:
+        res.stopped_by = "interrupted"
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+        res.elapsed_s = time.perf_counter() - t_start
+        res.draws = strat.draws_total

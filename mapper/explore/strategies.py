@@ -1,0 +1,205 @@
+"""Search strategies: plug-ins over the joint mapping x tuning space.
+
+A strategy is a class registered by name with ``@register``. It is built with the task's
+``JointSpace``, a seed and its options, and yields ``Candidate`` objects from
+``candidates()``; the explorer calls ``observe`` with each candidate's stored row (new or
+found in the store) before asking for the next one, so adaptive strategies can learn.
+The same seed gives the same sequence, which is what makes a rerun resume a run.
+
+* ``manual``: one fixed mapping (``mapping=``), its tuning space in a seeded random order
+  (every configuration once).
+* ``solver`` (CC'22): a uniformly random valid mapping from the solver, then a uniformly
+  random tuning configuration of it.
+* ``random`` (CC'22's naive baseline): uniformly random code assignments until one
+  satisfies the mapping constraints (``draws`` counts them), then a random configuration.
+* ``model`` (``mapper/explore/model.py``, needs scikit-learn): a learned cost model and a
+  feasibility classifier choose batches from a pool of valid samples.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mapper.encoding import Mapping as MapCodes
+from mapper.tuning import JointSpace
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+@dataclass
+class Candidate:
+    """A mapping and its tuning values, with how it was found."""
+
+    mapping: MapCodes
+    tuning: dict[str, int]
+    search_s: float = 0.0
+    draws: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class StrategyError(ValueError):
+    """A strategy cannot be built (unknown name, bad option): a user error."""
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: makes a strategy available by its ``name``."""
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+def get_strategy(name: str) -> type[Strategy]:
+    """The strategy class called ``name``; ``StrategyError`` lists the known ones."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r}; strategies: "
+                            f"{', '.join(sorted(STRATEGIES))}") from None
+
+
+def make_strategy(name: str, joint: JointSpace, seed: int = 0, **options: Any) -> Strategy:
+    """Builds the strategy ``name`` over ``joint``."""
+    return get_strategy(name)(joint, seed=seed, **options)
+
+
+class Strategy:
+    """Base class. Subclasses set ``name`` and implement ``candidates``."""
+
+    name = "base"
+
+    def __init__(self, joint: JointSpace, *, seed: int = 0, **options: Any):
+        if options:
+            raise StrategyError(f"strategy {self.name!r} takes no option(s) "
+                                f"{', '.join(sorted(options))}")
+        self.joint = joint
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.draws_total = 0  # code assignments drawn (random strategy)
+
+    def candidates(self) -> Iterator[Candidate]:
+        raise NotImplementedError
+
+    def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
+        """Called with the stored row of each candidate (default: nothing learned)."""
+
+    # helpers ---------------------------------------------------------------
+
+    def _tuning_sample(self, mapping) -> dict[str, int] | None:
+        """A uniform configuration of ``mapping``'s tuning space ({} when it has no
+        parameter, None when it is empty or cannot be built)."""
+        try:
+            tp = self.joint.tuning(mapping)
+        except Exception:  # a mapping the lowering cannot apply: no tuning space
+            return None
+        if not tp.params:
+            return {}
+        if tp.count() == 0:
+            return None
+        cfg = tp.space.sample(1, seed=self.rng.randrange(2**31))[0]
+        return {k: int(v) for k, v in cfg.items()}
+
+
+@register
+class Manual(Strategy):
+    """A fixed mapping (``mapping="A=W0 B=L0 ..."``), every tuning configuration once in a
+    seeded random order."""
+
+    name = "manual"
+
+    def __init__(self, joint: JointSpace, *, seed: int = 0, mapping=None, **options: Any):
+        super().__init__(joint, seed=seed, **options)
+        if mapping is None:
+            raise StrategyError("strategy 'manual' needs a mapping, e.g. --mapping "
+                                "'A=W0 B=L0 C=L0 D=S'")
+        from mapper.api import check_mapping
+
+        p = joint.problem
+        self.mapping = p.mapping(mapping)
+        bad = check_mapping(p, self.mapping, fusion=p.fusion)
+        if bad:
+            rules = ", ".join(sorted({c.rule for c in bad}))
+            raise StrategyError(f"mapping {self.mapping} is not valid (violates {rules}); "
+                                f"`mapper check` says why")
+
+    def candidates(self) -> Iterator[Candidate]:
+        t0 = time.perf_counter()
+        tp = self.joint.tuning(self.mapping)
+        if not tp.params:
+            yield Candidate(self.mapping, {}, time.perf_counter() - t0)
+            return
+        for cfg in tp.space.iter_random(seed=self.seed):
+            yield Candidate(self.mapping, {k: int(v) for k, v in cfg.items()},
+                            time.perf_counter() - t0)
+            t0 = time.perf_counter()
+
+
+@register
+class Solver(Strategy):
+    """CC'22: a uniformly random valid mapping (the solver's enumeration), then a uniformly
+    random configuration of its tuning space."""
+
+    name = "solver"
+
+    def candidates(self) -> Iterator[Candidate]:
+        pool = list(self.joint.mappings)
+        while pool:
+            t0 = time.perf_counter()
+            m = self.rng.choice(pool)
+            cfg = self._tuning_sample(m)
+            if cfg is None:  # an empty tuning space: this mapping has no candidate
+                pool.remove(m)
+                continue
+            yield Candidate(m, cfg, time.perf_counter() - t0)
+
+
+@register
+class RandomAssignment(Strategy):
+    """CC'22's naive baseline: uniformly random codes for every map until an assignment
+    satisfies the constraints; ``draws`` is how many were drawn for this candidate."""
+
+    name = "random"
+    max_draws = 10_000_000
+    memo_size = 1_000_000
+
+    def candidates(self) -> Iterator[Candidate]:
+        p = self.joint.problem
+        doms = [(m, p.model.param(m).domain) for m in p.labels]
+        checks = [(c.predicate.compile(tuple(sorted(c.params))), tuple(sorted(c.params)))
+                  for c in p.constraints]
+        labels = [m for m, _ in doms]
+        memo: dict[tuple, bool] = {}  # validity of assignments drawn before (bounded)
+        valid = set(self.joint.mappings)
+        empty: set = set()
+        carry = 0  # draws spent on mappings without a tuning configuration
+        while not valid <= empty:
+            t0 = time.perf_counter()
+            draws = carry
+            while True:
+                draws += 1
+                codes = tuple(self.rng.choice(d) for _, d in doms)
+                ok = memo.get(codes)
+                if ok is None:
+                    a = dict(zip(labels, codes))
+                    ok = all(fn(*(a[x] for x in names)) for fn, names in checks)
+                    if len(memo) < self.memo_size:
+                        memo[codes] = ok
+                if ok:
+                    a = dict(zip(labels, codes))
+                    break
+                if draws >= self.max_draws:
+                    raise StrategyError(f"no valid assignment in {draws:,} random draws")
+            self.draws_total += draws - carry
+            m = MapCodes(a)
+            cfg = None if m in empty else self._tuning_sample(m)
+            if cfg is None:
+                empty.add(m)
+                carry = draws
+                continue
+            carry = 0
+            yield Candidate(m, cfg, time.perf_counter() - t0, draws=draws)
+
+
+from mapper.explore import model as _model  # noqa: E402,F401  (registers "model")

@@ -1,0 +1,204 @@
+"""What is explored: a program (or one stage of a pipeline), its fixed sizes, its data.
+
+A ``Task`` gives the strategies a joint mapping x tuning space (``mapper.tuning.JointSpace``)
+and the evaluator a picklable lowering function per candidate, the inputs, the reference
+result, the FLOP count and the comparison tolerance.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codegen.program import CompiledProgram
+from mapper.explore.store import content_hash
+from mapper.tuning import DeviceModel, JointSpace
+
+
+@dataclass
+class Task:
+    """One exploration problem. Build it with ``from_program`` or ``from_pipeline``."""
+
+    name: str
+    text: str  # the program text: part of every key
+    program: Any  # the explored program (a Lambda): its maps are the mapping parameters
+    sizes: dict[str, int]  # fixed sizes; the other size variables are tuning parameters
+    inputs: dict[str, np.ndarray]
+    reference: np.ndarray | None
+    flops: int | None
+    tolerance: dict[str, float]
+    fusion: str = "always"
+    max_value: int | None = None
+    pipeline: Any = None
+    stage: str | None = None
+    stage_mappings: dict[str, dict[str, int]] = field(default_factory=dict)
+    _joint: JointSpace | None = None
+    _device: DeviceModel | None = None
+
+    @property
+    def program_hash(self) -> str:
+        return content_hash(self.text)
+
+    @property
+    def explored_text(self) -> str:
+        """The explored program's text (stored in the store's meta table for replay)."""
+        from ir.syntax import print_program
+
+        return print_program(self.program)
+
+    def joint(self, device: DeviceModel | None = None) -> JointSpace:
+        """The joint space (built once; ``device`` adds its limits as constraints)."""
+        if self._joint is None:
+            self._joint = JointSpace(self.program, self.sizes, fusion=self.fusion,
+                                     device=device, max_value=self.max_value)
+        return self._joint
+
+    def lower_fn(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
+                 ) -> Callable[[], CompiledProgram]:
+        """A picklable function that lowers one candidate (runs in a worker)."""
+        from mapper.candidates import lower_candidate, lower_pipeline
+
+        sizes = {**self.sizes, **{k: int(v) for k, v in tuning.items()}}
+        if self.pipeline is not None:
+            maps = dict(self.stage_mappings, **{self.stage: dict(mapping)})
+            return functools.partial(lower_pipeline, self.pipeline, maps, sizes,
+                                     flops=self.flops)
+        return functools.partial(lower_candidate, self.program, dict(mapping), sizes,
+                                 fusion=self.fusion, flops=self.flops)
+
+    # ------------------------------------------------------------------ builders
+
+    @classmethod
+    def from_program(cls, program, sizes: Mapping[str, int], *, fusion: str = "always",
+                     name: str | None = None, inputs: Mapping[str, np.ndarray] | None = None,
+                     reference: np.ndarray | None = None, flops: int | None = None,
+                     max_value: int | None = None, seed: int = 0) -> Task:
+        """A single-kernel program (a ``Lambda``, its text, or a ``.lift`` path). Inputs
+        default to seeded random data, the reference to the interpreter's result."""
+        from ir.syntax import parse, parse_file, print_program
+        from mapper.api import problem
+        from mapper.witness import random_inputs
+
+        if isinstance(program, str):
+            if program.endswith(".lift"):
+                name = name or program
+                program = parse_file(program)
+            else:
+                program = parse(program)
+        sizes = {k: int(v) for k, v in sizes.items()}
+        prog = problem(program, fusion=fusion).program
+        text = print_program(prog)
+        for p in prog.params:
+            from ir.types import shape_of
+
+            dims, _ = shape_of(p.type)
+            missing = sorted(set().union(*(d.free_vars() for d in dims)) - sizes.keys(),
+                             key=str) if dims else []
+            if missing:
+                raise ValueError(f"input {p.name} has size(s) {', '.join(map(str, missing))}"
+                                 " that are not given: give them in the sizes")
+        task = cls(name or "program", text, prog, sizes, {}, None, flops, {},
+                   fusion=fusion, max_value=max_value)
+        if inputs is None:
+            inputs = random_inputs(prog, sizes, seed=seed)
+        task.inputs = {k: np.asarray(v) for k, v in inputs.items()}
+        if reference is None:
+            reference = task._interpret()
+        task.reference = reference
+        from mapper.candidates import reduction_tolerance
+
+        task.tolerance = reduction_tolerance(reference)
+        return task
+
+    def _interpret(self) -> np.ndarray:
+        """The interpreter's result; tuning sizes the interpreter needs come from a valid
+        configuration (the result does not depend on them)."""
+        from ir.interp import evaluate
+        from ir.sym import UnboundSizeError
+
+        scalars = {q.name for q in self.program.params if not hasattr(q.type, "size")}
+        args = {k: (v.reshape(-1)[0] if k in scalars else v) for k, v in self.inputs.items()}
+        try:
+            return np.asarray(evaluate(self.program, args, self.sizes))
+        except UnboundSizeError:
+            js = self.joint()
+            for m in js.mappings:
+                tp = js.tuning(m)
+                if tp.params and tp.count():
+                    return np.asarray(evaluate(self.program, args, tp.sizes_for(tp.space[0])))
+            raise
+
+    @classmethod
+    def from_pipeline(cls, pipeline, sizes: Mapping[str, int], *, stage: str | None = None,
+                      stage_mappings: Mapping[str, Mapping[str, int]] | None = None,
+                      inputs: Mapping[str, np.ndarray], reference: np.ndarray,
+                      flops: int | None = None, max_value: int | None = None,
+                      fusion: str = "always", name: str | None = None) -> Task:
+        """One stage of a ``Pipeline`` explored, the other stages with fixed mappings
+        (default: ``mapper.candidates.conv_stage_mappings``)."""
+        from ir.syntax import print_program
+        from mapper.api import problem
+        from mapper.candidates import conv_stage_mappings, reduction_tolerance
+
+        if stage is None:
+            stage = max(pipeline.stages,
+                        key=lambda s: len(problem(s.program, fusion=fusion).labels)).name
+        st = pipeline.stage(stage)
+        maps = {k: dict(v) for k, v in (stage_mappings or conv_stage_mappings(pipeline)).items()}
+        text = "\n".join(f"# stage {s.name} {s.sources}"
+                         + ("" if s.name == stage else f" mapping {sorted(maps[s.name].items())}")
+                         + "\n" + print_program(s.program) for s in pipeline.stages)
+        return cls(name or f"{pipeline.name}:{stage}", text, st.program,
+                   {k: int(v) for k, v in sizes.items()},
+                   {k: np.asarray(v) for k, v in inputs.items()}, reference, flops,
+                   reduction_tolerance(reference), fusion=fusion, max_value=max_value,
+                   pipeline=pipeline, stage=stage, stage_mappings=maps)
+
+    @classmethod
+    def conv_layer(cls, layer, *, seed: int = 0) -> Task:
+        """The GPGPU'20 convolution pipeline on a ``ConvLayer``: random data, a float64
+        numpy reference, the partial-convolution stage explored."""
+        from ir.programs import gpgpu20_conv_pipeline
+
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
+        w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
+        return cls.from_pipeline(
+            gpgpu20_conv_pipeline(), layer.sizes(), stage="partial",
+            inputs={"inputData": x, "kernelsWeights": w}, reference=conv_reference(x, w, layer),
+            flops=layer.flops, max_value=2 * layer.H, name=f"conv:vgg16-{layer.name}")
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:
+    """A direct float64 convolution (HWC input, MKKC weights) -> float32 (H', W', M)."""
+    pad, s = layer.P, layer.S
+    xp = np.pad(x.astype(np.float64), ((pad, pad), (pad, pad), (0, 0)))
+    oh, ow = layer.out_h, layer.out_w
+    out = np.zeros((oh, ow, layer.M))
+    for i in range(layer.K):
+        for j in range(layer.K):
+            patch = xp[i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
+            out += patch @ w[:, i, j, :].astype(np.float64).T
+    return out.astype(np.float32)
+
+
+def parse_layer(text: str):
+    """``"19"`` or ``"19/2"`` (a VGG-16 layer, H and W divided by 2) -> ``ConvLayer``."""
+    from ir.programs import ConvLayer, vgg16_layer
+
+    name, _, scale = text.partition("/")
+    try:
+        base = vgg16_layer(name)
+    except KeyError as e:
+        raise ValueError(str(e).strip("'\"")) from None
+    k = int(scale) if scale else 1
+    if k < 1:
+        raise ValueError(f"the layer scale must be >= 1, got {k}")
+    if k == 1:
+        return base
+    return ConvLayer(f"{base.name}/{k}", base.C, base.H // k, base.W // k, base.M, base.K,
+                     base.S, base.P)

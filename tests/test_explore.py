@@ -1,0 +1,419 @@
+"""Exploration: store, strategies, evaluator, resume after SIGKILL, the CLI commands."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mapper.explore import (
+    STRATEGIES,
+    BudgetError,
+    Context,
+    ResultStore,
+    StoreError,
+    StoreMismatchError,
+    StrategyError,
+    Task,
+    candidate_key,
+    explore,
+    get_strategy,
+    make_strategy,
+    parse_budget,
+)
+from mapper.explore.strategies import Candidate
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+L3 = os.path.join(ROOT, "examples", "cc22_listing3.lift")
+DEV = {"name": "dev-a", "platform_version": "1"}
+
+
+def _row(key, run="r1", status="ok", gflops=None, time_s=1e-3, check=None):
+    return {"key": key, "run_id": run, "strategy": "solver", "seed": 0, "idx": 0,
+            "mapping": "A=20 B=10 C=10 D=0", "tuning": '{"s0": 64, "s1": 4}',
+            "status": status, "outcome_check": check, "reason": "", "gflops": gflops,
+            "time_s": time_s}
+
+
+# ------------------------------------------------------------------ budget
+
+
+def test_parse_budget():
+    assert parse_budget(500).candidates == 500
+    assert parse_budget("500").candidates == 500
+    assert parse_budget("90s").seconds == 90
+    assert parse_budget("10m").seconds == 600
+    assert parse_budget("1.5h").seconds == 5400
+    for bad in (0, "0", -3, "-2", "0s", "abc", "10 parsecs", 2.5):
+        with pytest.raises(BudgetError):
+            parse_budget(bad)
+
+
+# ------------------------------------------------------------------ store
+
+
+def test_keys_separate_program_sizes_device_mapping_tuning():
+    base = ("prog", {"N": 64}, {"A": 20}, {"s0": 4}, DEV)
+    k = candidate_key(*base, version="1")
+    assert k == candidate_key(*base, version="1")
+    variants = [("prog2", {"N": 64}, {"A": 20}, {"s0": 4}, DEV),
+                ("prog", {"N": 128}, {"A": 20}, {"s0": 4}, DEV),
+                ("prog", {"N": 64}, {"A": 21}, {"s0": 4}, DEV),
+                ("prog", {"N": 64}, {"A": 20}, {"s0": 8}, DEV),
+                ("prog", {"N": 64}, {"A": 20}, {"s0": 4}, {"name": "dev-b"})]
+    keys = {candidate_key(*v, version="1") for v in variants}
+    assert k not in keys and len(keys) == len(variants)
+    assert candidate_key(*base, version="2") != k
+
+
+def test_store_round_trip(tmp_path):
+    path = tmp_path / "s.sqlite"
+    ctx = Context("p", "abc", {"N": 64}, DEV)
+    with ResultStore(path) as st:
+        assert st.context() is None
+        st.bind(ctx)
+        assert st.add(_row("k1", gflops=2.0))
+        assert st.add(_row("k2", gflops=5.0))
+        assert st.add(_row("k3", status="rejected", check="local-memory", time_s=None))
+        assert not st.add(_row("k1", gflops=99.0))  # a key is stored once
+        assert st.has("k1") and not st.has("nope") and len(st) == 3
+    with ResultStore(path, readonly=True) as st:
+        assert st.context() == ctx
+        assert st.get("k1")["gflops"] == 2.0
+        assert [r["key"] for r in st.best(5)] == ["k2", "k1"]
+        assert st.counts() == {"ok": 2, "rejected:local-memory": 1}
+        assert st.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with ResultStore(path) as st:
+        st.bind(ctx)  # same context: fine
+        for other in (Context("p", "xyz", {"N": 64}, DEV), Context("p", "abc", {"N": 32}, DEV),
+                      Context("p", "abc", {"N": 64}, {"name": "dev-b"})):
+            with pytest.raises(StoreMismatchError, match="holds program p"):
+                st.bind(other)
+
+
+def test_store_user_errors(tmp_path):
+    with pytest.raises(StoreError, match="no results store"):
+        ResultStore(tmp_path / "missing.sqlite", readonly=True)
+    (tmp_path / "junk.sqlite").write_text("not a database" * 100)
+    with pytest.raises(StoreError):
+        ResultStore(tmp_path / "junk.sqlite", readonly=True)
+    with pytest.raises(StoreError, match="cannot"):
+        ResultStore("/proc/no-such-dir/x.sqlite")
+    with pytest.raises(StoreError, match="cannot open"):
+        ResultStore(tmp_path)  # a directory
+
+
+_WRITER = """
+import sys
+from mapper.explore.store import ResultStore
+st = ResultStore(sys.argv[1], timeout_s=30)
+for i in range(150):
+    st.add({"key": f"{sys.argv[2]}-{i}", "run_id": sys.argv[2], "strategy": "s",
+            "mapping": "A=0", "tuning": "{}", "status": "ok"})
+    st.add({"key": f"shared-{i}", "run_id": sys.argv[2], "strategy": "s",
+            "mapping": "A=0", "tuning": "{}", "status": "ok"})
+"""
+
+
+def test_two_writers_at_once(tmp_path):
+    path = str(tmp_path / "w.sqlite")
+    ResultStore(path).close()
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, path, name], cwd=ROOT)
+             for name in ("a", "b")]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 450
+
+
+# ------------------------------------------------------------------ strategies
+
+
+@pytest.fixture(scope="module")
+def joint():
+    task = Task.from_program(L3, {"N": 1024})
+    return task.joint()
+
+
+def test_strategy_registry(joint):
+    assert {"manual", "solver", "random"} <= set(STRATEGIES)
+    with pytest.raises(StrategyError,
+                       match="unknown strategy .nope.*manual, model, random, solver"):
+        get_strategy("nope")
+    with pytest.raises(StrategyError, match="needs a mapping"):
+        make_strategy("manual", joint)
+    with pytest.raises(StrategyError, match="not valid"):
+        make_strategy("manual", joint, mapping="A=G1 B=G0 C=G0 D=S")
+    with pytest.raises(StrategyError, match="takes no option"):
+        make_strategy("solver", joint, colour="red")
+
+
+def _take(strategy, n):
+    it = strategy.candidates()
+    return [next(it) for _ in range(n)]
+
+
+def test_random_strategy_records_draws(joint):
+    s = make_strategy("random", joint, seed=3)
+    cands = _take(s, 6)
+    assert all(c.draws >= 1 for c in cands)
+    assert s.draws_total == sum(c.draws for c in cands)
+    assert sum(c.draws for c in cands) > len(cands)  # most assignments are invalid
+    assert all(c.mapping in joint.mappings for c in cands)
+
+
+def test_strategies_are_seeded_and_valid(joint):
+    a = [(c.mapping, c.tuning) for c in _take(make_strategy("solver", joint, seed=5), 8)]
+    b = [(c.mapping, c.tuning) for c in _take(make_strategy("solver", joint, seed=5), 8)]
+    assert a == b and all(m in joint.mappings for m, _ in a)
+    assert all(cfg in joint.tuning(m).space for m, cfg in a)
+    man = make_strategy("manual", joint, seed=1, mapping="A=W0 B=L0 C=L0 D=S")
+    cands = list(man.candidates())
+    assert len(cands) == joint.tuning(man.mapping).count()  # every configuration once
+    assert len({json.dumps(c.tuning, sort_keys=True) for c in cands}) == len(cands)
+    assert all(str(c.mapping) == str(man.mapping) for c in cands)
+
+
+# ------------------------------------------------------------------ on the device
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from codegen.worker import WorkerPool
+
+    with WorkerPool() as p:
+        yield p
+
+
+@pytest.mark.opencl
+def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
+    path = tmp_path / "r.sqlite"
+    r1 = explore(L3, {"N": 1024}, strategy="solver", budget=2, store=path, seed=4, pool=pool)
+    assert (r1.evaluated, r1.cached, r1.stopped_by) == (2, 0, "budget")
+    assert all(r["status"] for r in r1.rows) and r1.best is not None
+    r2 = explore(L3, {"N": 1024}, strategy="solver", budget=3, store=path, seed=4, pool=pool)
+    assert (r2.evaluated, r2.cached) == (1, 2)
+    assert [r["key"] for r in r2.rows[:2]] == [r["key"] for r in r1.rows]
+    with ResultStore(path, readonly=True) as st:
+        rows = st.rows()
+        assert len(rows) == 3
+        assert sum(r["run_id"] == r1.run_id for r in rows) == 2
+        assert {r["stopped_by"] for r in st.runs()} == {"budget"}
+        for r in rows:
+            assert r["wall_s"] > 0 and r["search_s"] is not None
+            assert r["status"] != "ok" or (r["time_s"] and r["source_hash"]
+                                           and r["memory_bytes"])
+    r3 = explore(L3, {"N": 1024}, strategy="random", budget=1, store=path, seed=1, pool=pool)
+    assert r3.draws >= 1 and all(r["draws"] for r in r3.rows if not r.get("cached"))
+    with pytest.raises(StoreMismatchError, match="use another --store"):
+        explore(L3, {"N": 2048}, strategy="solver", budget=1, store=path, pool=pool)
+
+
+@pytest.mark.opencl
+def test_explore_manual_exhausts_and_records_failures(tmp_path, pool):
+    # s0 fixed: only s1 (a divisor of s0) is tuned; every configuration once, all stored
+    res = explore(L3, {"N": 64, "s0": 16}, strategy="manual", mapping="A=W0 B=L0 C=L0 D=S",
+                  budget=1000, store=tmp_path / "m.sqlite", pool=pool)
+    assert res.stopped_by == "exhausted"
+    assert res.considered == res.total_candidates == res.evaluated
+    with ResultStore(tmp_path / "m.sqlite", readonly=True) as st:
+        assert len(st) == res.evaluated and sum(st.counts().values()) == res.evaluated
+
+
+def _store_rows(path):
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            return db.execute("SELECT key, run_id, created FROM results").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return []
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_sigkill_then_resume(tmp_path):
+    path = str(tmp_path / "k.sqlite")
+    cmd = [sys.executable, "-m", "mapper.cli", "explore", L3, "--sizes", "N=1024",
+           "--budget", "12", "--store", path, "--seed", "9"]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while len(_store_rows(path)) < 4 and time.time() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(30)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the session we started: its workers
+        except ProcessLookupError:
+            pass
+    before = _store_rows(path)
+    assert 4 <= len(before) < 12, p.stderr.read().decode()[-2000:]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"{12 - len(before)} evaluated, {len(before)} found in the store" in \
+        " ".join(out.stdout.split())
+    after = _store_rows(path)
+    assert len(after) == 12 and len({k for k, _, _ in after}) == 12
+    assert set(before) <= set(after)  # earlier rows kept unchanged
+    with ResultStore(path, readonly=True) as st:
+        stopped = [r["stopped_by"] for r in st.runs()]
+    assert stopped == [None, "budget"]  # the killed run never finished
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def _cli(capsys, *argv):
+    from mapper.cli import main
+
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.opencl
+def test_cli_explore_and_results(tmp_path, capsys):
+    store = str(tmp_path / "c.sqlite")
+    rc, out, err = _cli(capsys, "explore", L3, "--sizes", "N=1024", "--budget", "3",
+                        "--store", store, "--strategy", "random", "--seed", "2")
+    assert rc == 0, err
+    text = " ".join(out.split())
+    assert "3 candidate(s), 3 evaluated" in text and "random code assignments drawn" in text
+    rc, out, err = _cli(capsys, "results", store, "--csv", str(tmp_path / "c.csv"))
+    assert rc == 0, err
+    text = " ".join(out.split())
+    assert "cc22_listing3.lift" in text and "N=1024" in text and "Outcomes" in text
+    assert "3 candidate(s) in 1 run(s)" in text
+    assert len((tmp_path / "c.csv").read_text().splitlines()) == 4
+    rc, out, _ = _cli(capsys, "results", store, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and len(doc["rows"]) == 3 and sum(doc["counts"].values()) == 3
+    assert doc["meta"]["program"] == "cc22_listing3.lift"
+
+
+def test_cli_explore_user_errors(tmp_path, capsys):
+    cases = [
+        (["--budget", "0"], "budget must be a positive"),
+        (["--budget", "-5"], "budget must be a positive"),
+        (["--budget", "soon"], "cannot read budget"),
+        (["--strategy", "genetic"], "unknown strategy 'genetic'"),
+        (["--strategy", "manual"], "needs --mapping"),
+        (["--store", "/proc/nope/x.sqlite"], "cannot"),
+    ]
+    for extra, msg in cases:
+        rc, out, err = _cli(capsys, "explore", L3, "--sizes", "N=1024",
+                            "--store", str(tmp_path / "e.sqlite"), *extra)
+        assert rc == 2 and msg in err, (extra, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    rc, _, err = _cli(capsys, "results", str(tmp_path / "none.sqlite"))
+    assert rc == 2 and "no results store" in err
+
+
+def test_candidate_dataclass():
+    from mapper.encoding import Mapping
+
+    c = Candidate(Mapping({"A": 20}), {"s0": 4})
+    assert c.draws is None and c.search_s == 0.0
+
+
+def test_model_strategy_learns_from_observations(joint):
+    pytest.importorskip("sklearn", reason="the model strategy needs scikit-learn "
+                        "(pip install 'liftmap[model]')")
+    s = make_strategy("model", joint, seed=0, pool_size=150, n_init=8, batch=4)
+    it = s.candidates()
+    late = []
+    for i in range(32):
+        c = next(it)
+        assert c.mapping in joint.mappings and c.tuning in joint.tuning(c.mapping).space
+        ok = c.mapping["A"] >= 20  # a hidden constraint: only work-group/global mappings
+        s.observe(c, {"status": "ok" if ok else "rejected",
+                      "gflops": float(c.tuning["s0"]) if ok else None})
+        if i >= 20:
+            late.append((ok, c.tuning["s0"]))
+    assert sum(ok for ok, _ in late) >= 10  # learned the feasibility
+    assert sum(s0 for _, s0 in late) / len(late) >= 256  # and that a larger s0 is faster
+
+
+# ------------------------------------------------------------------ replay (no device)
+
+
+@pytest.fixture(scope="module")
+def synthetic_store(tmp_path_factory, joint):
+    """A store of 60 candidates of Listing 3 with made-up outcomes (no device)."""
+    path = tmp_path_factory.mktemp("replay") / "syn.sqlite"
+    task = Task.from_program(L3, {"N": 1024})
+    with ResultStore(path) as st:
+        st.bind(Context("syn", task.program_hash, task.sizes, DEV),
+                {"explored_program": task.explored_text, "fusion": "always"})
+        s = make_strategy("solver", joint, seed=11)
+        it, keys = s.candidates(), set()
+        while len(keys) < 60:
+            c = next(it)
+            key = candidate_key(task.text, task.sizes, c.mapping, c.tuning, DEV, "t")
+            if key in keys:
+                continue
+            keys.add(key)
+            ok = c.mapping["A"] != 0
+            st.add({"key": key, "run_id": "syn", "strategy": "solver", "seed": 11,
+                    "mapping": " ".join(f"{k}={v}" for k, v in c.mapping.items()),
+                    "tuning": json.dumps(c.tuning, sort_keys=True),
+                    "status": "ok" if ok else "wrong-result",
+                    "gflops": float(c.tuning["s0"]) if ok else None, "wall_s": 0.5})
+    return str(path)
+
+
+def test_replay_each_strategy_sees_each_stored_candidate_once(synthetic_store):
+    from mapper.explore.replay import compare, load_space, replay
+
+    space, _ = load_space(synthetic_store)
+    assert space.count() == 60
+    for name, n in (("solver", 60), ("random", 25), ("manual", None)):
+        opts = {"mapping": next(iter(space.mappings))} if name == "manual" else {}
+        res = replay(space, name, seed=2, budget=n, **opts)
+        keys = [r["key"] for r in res.rows]
+        assert len(keys) == len(set(keys)) == (n or space.tuning(opts["mapping"]).count())
+    assert replay(space, "random", seed=2, budget=5).draws >= 5
+    timed = replay(space, "solver", seed=1, budget="3s")  # simulated: 0.5 s a candidate
+    assert timed.stopped_by == "time" and timed.considered == 6
+    c = compare(synthetic_store, ["solver", "random"], seeds=3)
+    assert c.best == max(r["gflops"] or 0 for r in space.rows.values())
+    assert all(len(v) == 3 and all(x is not None for x in v) for v in c.evaluations.values())
+
+
+def test_cli_results_compare(synthetic_store, capsys):
+    rc, out, err = _cli(capsys, "results", synthetic_store, "--compare", "solver,random",
+                        "--seeds", "2")
+    assert rc == 0, err
+    assert "Replay of 60 stored candidates" in " ".join(out.split()) and "random" in out
+    rc, _, err = _cli(capsys, "results", synthetic_store, "--compare", "solver,annealing")
+    assert rc == 2 and "unknown strategy 'annealing'" in err
+
+
+@pytest.mark.opencl
+def test_early_cut_relative_to_the_best(tmp_path, pool):
+    res = explore(L3, {"N": 1024}, strategy="solver", budget=2, seed=4, pool=pool,
+                  cut=1e-3, cut_min_s=1e-3)
+    first, second = res.rows
+    assert first["status"] == "ok"
+    assert (second["status"], second["outcome_check"]) == ("timeout", "early-cut")
+    assert "the best candidate's" in second["reason"]
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_cli_explore_conv_pipeline(tmp_path, capsys):
+    store = str(tmp_path / "conv.sqlite")
+    rc, out, err = _cli(capsys, "explore", "conv", "--layer", "19/8", "--budget", "1",
+                        "--store", store, "--timeout", "120")
+    assert rc == 0, err
+    assert "1 candidate(s), 1 evaluated" in " ".join(out.split())
+    rc, out, err = _cli(capsys, "results", store)
+    assert rc == 0 and "conv:vgg16-19,21/8" in out and "H=3" in out
