@@ -1,5 +1,5 @@
 """The ``mapper`` command line: show, constraints, enumerate, check, explain, space, run, demo,
-explore, results.
+explore, results, plot.
 
 Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
 mistakes (bad files, bad mappings, contradictory constraints) print one clear error
@@ -9,6 +9,7 @@ and exit with status 2; nothing prints a traceback for them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -428,6 +429,18 @@ def _compare(args) -> int:
     return 0
 
 
+def cmd_plot(args) -> int:
+    from mapper.explore import ResultStore
+    from mapper.explore.plot import plot_store
+
+    out = args.out or os.path.splitext(args.store)[0] + "-plots"
+    with ResultStore(args.store, readonly=True) as st:
+        paths = plot_store(st, out)
+    for p in paths:
+        console.print(p)
+    return 0
+
+
 COMMANDS = {
     "show": cmd_show,
     "constraints": cmd_constraints,
@@ -440,6 +453,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "explore": cmd_explore,
     "results": cmd_results,
+    "plot": cmd_plot,
 }
 
 
@@ -534,6 +548,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=10, help="--compare: seeds per strategy")
     p.add_argument("--target", type=float, default=0.9, help="--compare: fraction of the "
                    "best throughput to reach (default 0.9)")
+    p = sub.add_parser("plot", help="PNG plots of a results store: best throughput against "
+                       "time, time per stage, time-memory Pareto front")
+    p.add_argument("store", help="the SQLite file written by mapper explore")
+    p.add_argument("--out", help="folder for the PNGs (default: STORE without .sqlite + -plots)")
     return ap
 
 

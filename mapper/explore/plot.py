@@ -1,0 +1,175 @@
+"""Plots of a results store (matplotlib, optional extra ``liftmap[plot]``).
+
+Three figures, each re-drawn from the store alone (no device, no re-run):
+
+* ``progress.png``: best throughput so far (best kernel time where the program has no FLOP
+  count) against exploration time, one curve per run
+  (strategy and seed), each point annotated with the number of candidates evaluated, and
+  a horizontal line at the best throughput in the store;
+* ``breakdown.png``: where the time went, one stacked bar per strategy (proposing the
+  candidate, lowering, building, running);
+* ``pareto.png``: device memory against kernel time of every ``ok`` candidate, with the
+  time-memory Pareto front.
+
+Exploration time of a run is the sum, in candidate order, of each candidate's proposal
+time and evaluation wall time (candidates found in the store cost nothing again).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mapper.explore.store import ResultStore
+
+STAGES = (("search_s", "finding a candidate"), ("lower_s", "lowering"),
+          ("build_s", "compiling"), ("run_s", "running"))
+
+
+class PlotError(ValueError):
+    """Nothing to plot, or matplotlib is missing (one clear line)."""
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PlotError("mapper plot needs matplotlib: pip install 'liftmap[plot]' "
+                        "(or pip install matplotlib)") from None
+    return plt
+
+
+def progress_curves(rows: Iterable[dict[str, Any]], metric: str = "gflops"
+                    ) -> dict[str, list[tuple[float, float, int]]]:
+    """Per run (``strategy seed run-id``): ``(elapsed s, best so far, evaluated)`` at every
+    candidate that improved the best, plus the run's last candidate. ``metric`` is
+    ``"gflops"`` (higher is better) or ``"time_ms"`` (kernel time, lower is better: for
+    programs without a FLOP count)."""
+    by_run: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_run[f"{r['strategy']} (seed {r['seed']}, run {r['run_id'][:6]})"].append(r)
+    sign = 1.0 if metric == "gflops" else -1.0
+    out: dict[str, list[tuple[float, float, int]]] = {}
+    for label, rs in by_run.items():
+        rs.sort(key=lambda r: (r["idx"] if r["idx"] is not None else 0, r["created"]))
+        t, best, pts = 0.0, None, []
+        for i, r in enumerate(rs, 1):
+            t += (r["search_s"] or 0.0) + (r["wall_s"] or 0.0)
+            v = _value(r, metric)
+            if v is not None and (best is None or sign * v > sign * best):
+                best = v
+                pts.append((t, best, i))
+        if best is not None and pts[-1][2] != len(rs):
+            pts.append((t, best, len(rs)))
+        out[label] = pts
+    return out
+
+
+def _value(r: dict[str, Any], metric: str) -> float | None:
+    if r["status"] != "ok":
+        return None
+    if metric == "gflops":
+        return r["gflops"] or None
+    return r["time_s"] * 1e3 if r["time_s"] else None
+
+
+def time_breakdown(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per strategy: seconds spent in each stage of ``STAGES``."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {k: 0.0 for k, _ in STAGES})
+    for r in rows:
+        for k, _ in STAGES:
+            out[r["strategy"]][k] += r[k] or 0.0
+    return dict(out)
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points not dominated in (time, memory), both lower-is-better, by time."""
+    front: list[tuple[float, float]] = []
+    for t, m in sorted(points):
+        if not front or m < front[-1][1]:
+            front.append((t, m))
+    return front
+
+
+def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
+               title: str | None = None) -> list[str]:
+    """Writes the three PNGs of the module docstring into ``out_dir``; returns their paths.
+    Raises ``PlotError`` when the store holds no candidate."""
+    rows = store.rows()
+    if not rows:
+        raise PlotError(f"store {store.path} holds no candidate yet; run mapper explore first")
+    plt = _pyplot()
+    os.makedirs(out_dir, exist_ok=True)
+    ctx = store.context()
+    head = title or (ctx.describe() if ctx else store.path)
+    paths = []
+
+    metric = "gflops" if any(r["gflops"] for r in rows) else "time_ms"
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, pts in sorted(progress_curves(rows, metric).items()):
+        if not pts:
+            continue
+        xs, ys, ns = zip(*pts)
+        ax.step(xs, ys, where="post", marker="o", label=label)
+        for x, y, n in pts:
+            ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(2, 4), fontsize=7)
+    vals = [v for v in (_value(r, metric) for r in rows) if v is not None]
+    if vals:
+        top = max(vals) if metric == "gflops" else min(vals)
+        unit = "GFLOP/s" if metric == "gflops" else "ms"
+        ax.axhline(top, color="grey", linestyle="--", linewidth=1,
+                   label=f"best in store: {top:.4g} {unit}")
+    ax.set_xlabel("exploration time (s)")
+    ax.set_ylabel("best throughput so far (GFLOP/s)" if metric == "gflops"
+                  else "best kernel time so far (ms; the program has no FLOP count)")
+    ax.set_title(_wrap(head), fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    paths.append(_save(fig, plt, out_dir, "progress.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    br = time_breakdown(rows)
+    names = sorted(br)
+    bottom = [0.0] * len(names)
+    for key, label in STAGES:
+        vals = [br[n][key] for n in names]
+        ax.bar(names, vals, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("seconds")
+    ax.set_title("where the exploration time went", fontsize=9)
+    ax.legend(fontsize=7)
+    paths.append(_save(fig, plt, out_dir, "breakdown.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    pts = [(r["time_s"] * 1e3, r["memory_bytes"] / 2**20) for r in rows
+           if r["status"] == "ok" and r["time_s"] and r["memory_bytes"]]
+    if pts:
+        ax.scatter(*zip(*pts), s=10, alpha=0.5, label="ok candidates")
+        front = pareto_front(pts)
+        ax.step(*zip(*front), where="post", color="red", marker="o", label="Pareto front")
+        ax.legend(fontsize=7)
+    ax.set_xlabel("kernel time (ms)")
+    ax.set_ylabel("device memory (MiB)")
+    ax.set_title("time and memory of the candidates", fontsize=9)
+    ax.grid(alpha=0.3)
+    paths.append(_save(fig, plt, out_dir, "pareto.png"))
+    return paths
+
+
+def _wrap(text: str, width: int = 90) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _save(fig, plt, out_dir, name: str) -> str:
+    path = os.path.join(os.fspath(out_dir), name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
