@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything liftmap needs in ./.venv (idempotent).
 #
-# The OpenCL device is PoCL on the CPU. pip's pocl-binary-distribution (PoCL 3.0, LLVM 14)
-# cannot compile for CPUs newer than its LLVM (AMD Zen 5 reports "unknown target CPU"), so
-# where apt is available and we are root, Debian's PoCL (and Oclgrind, the data-race
-# checker) are installed too; liftmap picks the first device that builds a test kernel.
+# The OpenCL device is Debian's PoCL (pocl-opencl-icd, PoCL 3.1) on the CPU, installed here
+# with Oclgrind (the data-race checker) when apt is available and we are root. pip's PoCL
+# (pocl-binary-distribution 3.0) is not installed: on AMD Zen 4 it fails liftmap's device
+# probe (hangs or crashes on float16 fma) and runs ~10x slower, on Zen 5 it compiles nothing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,11 +15,11 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   if [ -n "$need" ]; then
     echo "installing Debian packages:$need"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null) \
-      || echo "warning: could not install$need; pip's PoCL will be used where it works"
+      || echo "warning: could not install$need; liftmap needs an OpenCL device (e.g. pocl-opencl-icd)"
   fi
 else
-  echo "note: not root or no apt-get: using pip's PoCL only (install pocl-opencl-icd and"
-  echo "      oclgrind yourself if kernels fail to build with 'unknown target CPU')"
+  echo "note: not root or no apt-get: install an OpenCL device yourself (Debian/Ubuntu:"
+  echo "      pocl-opencl-icd and oclgrind; or a GPU vendor's OpenCL ICD)"
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

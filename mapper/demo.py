@@ -86,7 +86,10 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     t_start = time.perf_counter()
     with WorkerPool() as pool:
         lim = pool.device_info().get("limits", {})
-        console.print(f"[bold]OpenCL device:[/bold] {escape(str(lim.get('name', '?')))} "
+        from codegen.device import describe_choice
+
+        console.print(escape(describe_choice()))
+        console.print(f"  limits as the worker sees them: {escape(str(lim.get('name', '?')))} "
                       f"({escape(str(lim.get('platform_version', '')))})")
 
         # 1. Listing 3, every valid mapping ------------------------------------------------
