@@ -9,9 +9,12 @@ copies; ``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg
   an ``if (i < n)`` when each work-item has at most one iteration, and a plain declaration
   when the trip count equals the number of threads (GPGPU'20 Listing 2);
 * a sequential loop of at most :data:`UNROLL_MAX` iterations that indexes a private array
-  with its variable is unrolled (so private arrays can live in registers);
+  with its variable is fully unrolled (so private arrays can live in registers) when the
+  unrolled nest prints at most :data:`UNROLL_BUDGET` statements; otherwise it stays a
+  ``for`` loop (its private arrays may then live on the stack);
 * user functions become C functions (``uf_<name>``; vectorised ones take ``floatN``);
-  vector accesses are ``vloadN``/``vstoreN``. No ``mad``/``fma`` is ever emitted.
+  vector accesses are ``vloadN``/``vstoreN``; ``fma`` appears only in vector accumulators
+  (:mod:`codegen.accumulate`).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ import re
 from dataclasses import dataclass, field
 
 from codegen.errors import UnsupportedError
-from codegen.views import Call, Const, Lanes, Leaf, Mem, Sel, VecMem
+from codegen.views import Call, Const, Lanes, Leaf, Mem, Sel, VecMem, build_expr
 from ir.nodes import UserFun
-from ir.sym import Expr, Rel
+from ir.sym import Cst, Expr, Rel, Var
 from ir.types import ScalarType, Type, VectorType
 
-UNROLL_MAX = 8
+UNROLL_MAX = 64  # most iterations of one unrolled loop
+UNROLL_BUDGET = 1024  # most statements an unrolled loop nest may print
 
 THREAD_FUNS = {
     "glb": ("get_global_id", "get_global_size"),
@@ -150,11 +154,46 @@ class Printer:
     def __init__(self, indent: str = "  "):
         self.lines: list[str] = []
         self.ind = indent
+        self.hoisted: list[tuple[frozenset, dict]] = []  # per enclosing for loop
+        self.nhoist = 0
 
-    def expr(self, e: Expr, env: dict) -> str:
+    def index(self, e: Expr, env: dict) -> Expr:
+        """``e`` with the loop-invariant parts hoisted above the enclosing ``for`` loops
+        replaced by their ``int`` variables."""
         if env:
             e = e.subs(env)
-        return e.to_c()
+        for inner, names in self.hoisted:
+            if not names:
+                continue
+            inv, rest = split_invariant(e, inner)
+            if inv is not None:
+                name = names.get(str(inv))
+                if name is not None:
+                    e = Var(name) + rest
+        return e
+
+    def expr(self, e: Expr, env: dict) -> str:
+        return self.index(e, env).to_c()
+
+    def hoist(self, lp: Loop, depth: int, env: dict) -> None:
+        """Declares, before the ``for`` loop ``lp``, one ``int`` per distinct loop-invariant
+        part of the global and local indices in its body (CSE + LICM done here, so that the
+        loop keeps only the part that depends on its variables)."""
+        inner = frozenset(x.name for x in walk_stmts([lp]) if isinstance(x, Loop))
+        names: dict[str, str] = {}
+        for s in walk_stmts(lp.body):
+            if not isinstance(s, Store):
+                continue
+            for leaf in (s.dest, *leaves_of(s.value)):
+                if leaf.buf.space == "private":
+                    continue
+                inv, _ = split_invariant(self.index(leaf.idx, env), inner)
+                if inv is None or str(inv) in names or not _worth_hoisting(inv):
+                    continue
+                name = names[str(inv)] = f"lm_ix{self.nhoist}"
+                self.nhoist += 1
+                self.emit(f"int {name} = {inv.to_c()};", depth)
+        self.hoisted.append((inner, names))
 
     def leaf(self, v: Leaf, env: dict) -> str:
         if isinstance(v, Mem):
@@ -184,7 +223,7 @@ class Printer:
         raise UnsupportedError(f"internal: cannot print {type(v).__name__}")
 
     def vec_addr(self, v: VecMem, env: dict) -> tuple[str, str]:
-        idx = v.idx.subs(env) if env else v.idx
+        idx = self.index(v.idx, env)
         w = v.width
         q = idx // w
         if q * w == idx:
@@ -238,7 +277,8 @@ class Printer:
                 self.emit(f"{{ // {lp.what}: one iteration", depth)
                 self.stmts(lp.body, depth + 1, {**env, v: 0})
                 self.emit("}", depth)
-            elif n <= UNROLL_MAX and touches_private_array(lp):
+            elif n <= UNROLL_MAX and touches_private_array(lp) and \
+                    unrolled_size(lp) <= UNROLL_BUDGET:
                 self.emit(f"// {lp.what}: unrolled, {v} = 0..{n - 1}", depth)
                 scoped = any(isinstance(x, Decl) for x in lp.body)
                 for k in range(n):
@@ -248,9 +288,11 @@ class Printer:
                     if scoped:
                         self.emit("}", depth)
             else:
+                self.hoist(lp, depth, env)
                 self.emit(f"for (int {v} = 0; {v} < {n}; {v} += 1) {{ // {lp.what}", depth)
                 self.stmts(lp.body, depth + 1, env)
                 self.emit("}", depth)
+                self.hoisted.pop()
             return
         idf, sizef = THREAD_FUNS[lp.kind]
         t = lp.threads
@@ -275,8 +317,57 @@ class Printer:
             self.emit("}", depth)
 
 
+def _worth_hoisting(inv: Expr) -> bool:
+    """Hoist what costs more than one multiply-add: divisions, remainders, several
+    variables (a single ``16*i`` stays in place, as the compiler handles it alike)."""
+    c = inv.to_c()
+    return "/" in c or "%" in c or len(inv.free_vars()) > 1
+
+
+def split_invariant(e: Expr, inner: frozenset) -> tuple[Expr | None, Expr]:
+    """``(inv, rest)`` with ``e = inv + rest``: ``inv`` the sum of the non-constant terms of
+    ``e`` that use no variable of ``inner`` (None when there are none)."""
+    fv = e.free_vars()
+    if not fv or fv <= inner:
+        return None, e
+    if not fv & inner:
+        c = e.subs({x: 0 for x in fv}) if e.to_tree()[0] == "add" else None
+        if c is not None and c.is_const and (e - c).free_vars() == fv:
+            return e - c, c
+        return e, Cst(0)
+    tree = e.to_tree()
+    if tree[0] != "add":
+        return None, e
+    inv, rest = Cst(0), Cst(0)
+    for item in tree[1]:
+        x = build_expr(item)
+        if x.free_vars() and not x.free_vars() & inner:
+            inv = inv + x
+        else:
+            rest = rest + x
+    if not inv.free_vars():
+        return None, e
+    return inv, rest
+
+
 def _rel_c(r: Rel) -> str:
     return f"{r.lhs.to_c()} {r.op} {r.rhs.to_c()}"
+
+
+def unrolled_size(lp: Loop) -> int:
+    """Statements the printer emits for ``lp`` when it unrolls it (and every nested loop it
+    would unroll): the code-size measure the unrolling is capped by."""
+    return lp.n * sum(_printed_size(s) for s in lp.body)
+
+
+def _printed_size(s) -> int:
+    if not isinstance(s, Loop):
+        return 1
+    if s.kind == "seq" and s.n <= UNROLL_MAX and touches_private_array(s):
+        size = unrolled_size(s)
+        if size <= UNROLL_BUDGET:
+            return size
+    return 1 + sum(_printed_size(x) for x in s.body)
 
 
 def touches_private_array(lp: Loop) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from codegen import barriers as bar
 from codegen import views as vw
+from codegen.accumulate import vector_accumulate
 from codegen.emit import (
     Decl,
     Loop,
@@ -755,6 +756,10 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
                         uses_local=any(x.space == "local" for x in kbufs))
         issues.extend(cfg.issues)
         issues.extend(bar.analyze(stmts, cfg, b.map_of))
+        # after the analysis: the rewrite only reassociates one work-item's private sums
+        vbufs, helpers = vector_accumulate(stmts, b.fun_of, b.names)
+        kbufs += vbufs
+        funs += [h for h in helpers if h not in funs]
         locs = [x for x in kbufs if x.space == "local"]
         lbytes = bar.local_bytes(locs)
         if lbytes > limits.local_mem_size:

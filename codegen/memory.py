@@ -70,7 +70,10 @@ class Buf:
 
     @property
     def nbytes(self) -> int:
-        return self.count * ITEM_BYTES[self.dtype]
+        """Bytes of the buffer (``dtype`` may be a vector type such as ``float8``)."""
+        base = self.dtype.rstrip("0123456789")
+        width = int(self.dtype[len(base):] or 1)
+        return self.count * width * ITEM_BYTES[base]
 
 
 def size_of(t: Type) -> int:

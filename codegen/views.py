@@ -319,6 +319,11 @@ def _build(t: tuple) -> Expr:
     return p // q if tag == "floordiv" else p % q
 
 
+def build_expr(t: tuple) -> Expr:
+    """The expression of an ``Expr.to_tree()`` tree (with :func:`normalize`'s rule)."""
+    return _build(t)
+
+
 def _divisors(m: int) -> list[int]:
     """Divisors of m above 1, largest first."""
     small = [d for d in range(1, math.isqrt(m) + 1) if m % d == 0]

@@ -1,6 +1,11 @@
 """One VGG-16 convolution layer end to end: OpenCL kernel vs PyTorch vs numpy im2col+matmul.
 
     python -m experiments.bench_conv --layer 7 [--scale 0.5] [--rounds 5] [--repeats 5]
+    python -m experiments.bench_conv --layer 19 --no-coalesce --omega 1536 --v 16
+
+``--theta/--rho/--kappa/--sigma/--omega/--v`` override the generated pipeline's tuning
+(default ``mapper.candidates.paper_like_tuning``, v=1); ``--no-coalesce`` uses the partial
+stage without the GPU coalescing reorder (contiguous chunks, the CPU's choice).
 
 Prints, for one run on one machine: GFLOP/s (the papers' definition: the layer's
 theoretical FLOPs / median time), the median and spread of the times, and the memory
@@ -74,8 +79,11 @@ def conv_tuning(layer: ConvLayer) -> dict[str, int]:
 
     return paper_like_tuning(layer)
 
-def generated_program(layer: ConvLayer):
-    """``(lower_fn, label)`` for the generated pipeline if ``codegen.lower`` exists."""
+def generated_program(layer: ConvLayer, tuning: dict[str, int] | None = None,
+                      coalesce: bool = True):
+    """``(lower_fn, label)`` for the generated pipeline if ``codegen.lower`` exists:
+    the paper's hand mapping with ``conv_tuning(layer)`` updated by ``tuning``;
+    ``coalesce=False`` uses the partial stage without the GPU coalescing reorder."""
     try:
         import codegen.lower  # noqa: F401
     except ImportError:
@@ -83,11 +91,12 @@ def generated_program(layer: ConvLayer):
     from ir.programs import gpgpu20_conv_pipeline
     from mapper.candidates import conv_stage_mappings, lower_pipeline
 
-    tuning = conv_tuning(layer)
-    pipe = gpgpu20_conv_pipeline()
+    tuning = {**conv_tuning(layer), **(tuning or {})}
+    pipe = gpgpu20_conv_pipeline(coalesce=coalesce)
     mappings = conv_stage_mappings(pipe)
     label = ("generated OpenCL, GPGPU'20 pipeline, hand mapping, "
-             + " ".join(f"{k}={v}" for k, v in tuning.items()))
+             + " ".join(f"{k}={v}" for k, v in tuning.items())
+             + ("" if coalesce else ", contiguous chunks (coalesce=False)"))
     return functools.partial(lower_pipeline, pipe, mappings, {**layer.sizes(), **tuning},
                              flops=layer.flops), label
 
@@ -108,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle", type=float, default=0.3,
                     help="idle seconds before each block, so that the other runtimes' "
                     "spinning threads (OpenMP, BLAS, PoCL) go to sleep")
+    for k in ("theta", "rho", "kappa", "sigma", "omega", "v"):
+        ap.add_argument(f"--{k}", type=int, default=None,
+                        help=f"tuning value {k} of the generated pipeline (default: "
+                        "mapper.candidates.paper_like_tuning)")
+    ap.add_argument("--no-coalesce", action="store_true",
+                    help="generated pipeline without the GPU coalescing reorder "
+                    "(contiguous chunks)")
     args = ap.parse_args(argv)
 
     load0 = os.getloadavg()[0]
@@ -122,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         info = pool.device_info()
         threads = info["limits"]["max_compute_units"]
         candidates = []  # (label, lower_fn): the generated program first, if any
-        gen = generated_program(layer)
+        over = {k: getattr(args, k) for k in ("theta", "rho", "kappa", "sigma", "omega", "v")
+                if getattr(args, k) is not None}
+        gen = generated_program(layer, over, coalesce=not args.no_coalesce)
         if gen is not None:
             candidates.append((gen[1], gen[0]))
         hand, hand_label = hand_program(layer)

@@ -222,18 +222,17 @@ def conv_sizes() -> dict:
                 outH=(H + 2 * P - K) // S + 1, outW=(W + 2 * P - K) // S + 1)
 
 
-def _chunk_vectorise(s) -> object:
+def _chunk_vectorise(s, coalesce: bool = True) -> object:
     """Flatten a ``[[[float]C]K]K`` window, vectorise it by v, reorder the vectors with
     stride ``ws/ω`` (coalescing: chunk i takes every (ws/ω)-th vector) and split into
     chunks of ω/v vectors: ``-> [[float<v>]ω/v]ws/ω``. Vectorising before reordering keeps
-    each vector's lanes contiguous in memory (v consecutive channels of one pixel)."""
-    return compose(
-        split(s["omega"] / s["v"]),
-        reorder_stride(s["ws"] / s["omega"]),
-        as_vector(s["v"]),
-        join(),
-        join(),
-    )
+    each vector's lanes contiguous in memory (v consecutive channels of one pixel).
+    ``coalesce=False`` leaves the reorder out: chunk i is the i-th ω contiguous elements
+    (contiguous reads per work-item, what a CPU wants)."""
+    layout = [split(s["omega"] / s["v"])]
+    if coalesce:
+        layout.append(reorder_stride(s["ws"] / s["omega"]))
+    return compose(*layout, as_vector(s["v"]), join(), join())
 
 
 def conv_pad_stage() -> Lambda:
@@ -247,8 +246,14 @@ def conv_pad_stage() -> Lambda:
     return Lambda((data,), body)
 
 
-def conv_partial_stage() -> Lambda:
+def conv_partial_stage(coalesce: bool = True) -> Lambda:
     """GPGPU'20 Listing 4, partial convolution, maps free.
+
+    ``coalesce=True`` (the paper's) reorders the flattened windows and kernels with
+    ``reorder(stride(ws/ω))`` so that consecutive work-items of a GPU read consecutive
+    vectors; ``coalesce=False`` leaves the reorder out, so each work-item reads one
+    contiguous chunk (faster on a CPU). Both sum the same products per output: only the
+    assignment of products to chunks differs (the final stage sums all chunks).
 
     Tiles ``θ x θ`` (stride ``θ-(K-S)``, strict), windows per tile grouped by σ,
     kernels grouped by κ, windows and kernels flattened, coalesced, chunked by ω
@@ -273,11 +278,13 @@ def conv_partial_stage() -> Lambda:
     windows = FunCall(map_(compose(join(), slide2d(K, S, K, S, strict=True))), (tiles,))
     # per tile: [[ [[floatv]ω/v]σ ] nC ] nW/σ  (window groups, chunk-major)
     tiles_ready = FunCall(
-        map_(compose(map_(transpose()), split(sigma), map_(_chunk_vectorise(s)))), (windows,)
+        map_(compose(map_(transpose()), split(sigma), map_(_chunk_vectorise(s, coalesce)))),
+        (windows,)
     )
     # [[ [[floatv]ω/v]κ ] nC ] M/κ (kernel groups, chunk-major)
     kernels_ready = FunCall(
-        compose(map_(transpose()), split(kappa), map_(_chunk_vectorise(s))), (weights,)
+        compose(map_(transpose()), split(kappa), map_(_chunk_vectorise(s, coalesce))),
+        (weights,)
     )
 
     zero = Literal(0.0, array(Float, sigma, kappa))
@@ -374,16 +381,17 @@ def conv_crop_stage() -> Lambda:
     return Lambda((x,), body)
 
 
-def gpgpu20_conv_pipeline() -> Pipeline:
+def gpgpu20_conv_pipeline(coalesce: bool = True) -> Pipeline:
     """The four kernels of GPGPU'20 Section 4.2: pad, partial convolution, final
     reduction, crop. Inputs ``inputData: [[[float]C]W]H`` and
-    ``kernelsWeights: [[[[float]C]K]K]M`` (no bias, as in the paper's listing)."""
+    ``kernelsWeights: [[[[float]C]K]K]M`` (no bias, as in the paper's listing).
+    ``coalesce`` picks the partial stage's layout (see :func:`conv_partial_stage`)."""
     return Pipeline(
         "conv",
         ("inputData", "kernelsWeights"),
         (
             Stage("pad", conv_pad_stage(), (("inputData", "inputData"),)),
-            Stage("partial", conv_partial_stage(),
+            Stage("partial", conv_partial_stage(coalesce),
                   (("kernelsWeights", "kernelsWeights"), ("paddedInput", "<previous>"))),
             Stage("final", conv_final_stage(), (("partial", "<previous>"),)),
             Stage("crop", conv_crop_stage(), (("paddedOutput", "<previous>"),)),
