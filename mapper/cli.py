@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -22,8 +23,11 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
+
+
 def parse_sizes(text: str | None) -> dict[str, int]:
-    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``."""
+    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``; names once each, values 1..2^31-1."""
     out: dict[str, int] = {}
     if not text:
         return out
@@ -32,12 +36,57 @@ def parse_sizes(text: str | None) -> dict[str, int]:
             continue
         if "=" not in part:
             raise ValueError(f"sizes are NAME=VALUE pairs separated by commas, got {part!r}")
-        k, v = part.split("=", 1)
-        try:
-            out[k.strip()] = int(v)
-        except ValueError:
-            raise ValueError(f"size {k.strip()} must be an integer, got {v!r}") from None
+        k, v = (x.strip() for x in part.split("=", 1))
+        if not k.isidentifier():
+            raise ValueError(f"size name {k!r} in {part!r} is not a name (e.g. N=64)")
+        if k in out:
+            raise ValueError(f"size {k} is given twice ({k}={out[k]} and {part})")
+        if not re.fullmatch(r"[+-]?[0-9]{1,12}", v):
+            raise ValueError(f"size {k} must be an integer, got {v!r}")
+        n = int(v)
+        if not 1 <= n <= MAX_SIZE:
+            raise ValueError(f"size {k}={n} is out of range: sizes are 1..{MAX_SIZE}")
+        out[k] = n
     return out
+
+
+def size_names(prog) -> frozenset[str]:
+    """Every size variable the program mentions (input types, split/slide/pad sizes...)."""
+    from dataclasses import fields, is_dataclass
+
+    from ir.nodes import walk
+    from ir.sym import Expr
+    from ir.types import Type
+
+    out: set[str] = set()
+
+    def visit(v) -> None:
+        if isinstance(v, (Expr, Type)):
+            out.update(v.free_vars())
+        elif isinstance(v, tuple):
+            for x in v:
+                visit(x)
+
+    for node in walk(prog):
+        if is_dataclass(node):
+            for f in fields(node):
+                visit(getattr(node, f.name))
+    return frozenset(x for x in out if not x.startswith("_"))
+
+
+def check_sizes(prog, sizes: dict[str, int], path: str, *, complete: bool = False) -> None:
+    """Unknown size names are an error naming the program's sizes; with ``complete``, so
+    is a missing one."""
+    names = size_names(prog)
+    have = ", ".join(sorted(names)) or "none"
+    unknown = sorted(set(sizes) - names)
+    if unknown:
+        raise ValueError(f"{path} has no size {', '.join(unknown)}; its sizes are: {have}")
+    missing = sorted(names - set(sizes))
+    if complete and missing:
+        raise ValueError(f"give a value for every size of {path}: missing "
+                         f"{', '.join(missing)} (e.g. --sizes "
+                         + ",".join(f"{k}=..." for k in missing) + ")")
 
 
 def load(path: str):
@@ -55,6 +104,7 @@ def cmd_show(args) -> int:
 
     prog = load(args.file)
     sizes = parse_sizes(args.sizes)
+    check_sizes(prog, sizes, args.file)
     info = typecheck(prog, None)
     console.print(f"[bold]{args.file}[/bold]")
     console.print(print_program(prog), markup=False)
@@ -189,10 +239,12 @@ def cmd_space(args) -> int:
     from mapper.tuning import infer_tuning
 
     prog = load(args.file)
+    sizes = parse_sizes(args.sizes)
+    check_sizes(prog, sizes, args.file)
     if args.mapping:
         prog = lower_mapping(problem(prog), args.mapping)
     t0 = time.perf_counter()
-    tp = infer_tuning(prog, parse_sizes(args.sizes), domains=parse_domains(args.domain),
+    tp = infer_tuning(prog, sizes, domains=parse_domains(args.domain),
                       max_value=args.max)
     sp = tp.space
     n = sp.count()
@@ -233,6 +285,7 @@ def cmd_run(args) -> int:
 
     prog = load(args.file)
     sizes = parse_sizes(args.sizes)
+    check_sizes(prog, sizes, args.file, complete=True)
     p = problem(prog, fusion=args.fusion)
     try:
         cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
@@ -299,7 +352,9 @@ def _explore_task(args):
 
     from ir.syntax import parse_file
 
-    return Task.from_program(parse_file(args.file), sizes, fusion=args.fusion,
+    prog = parse_file(args.file)
+    check_sizes(prog, sizes, args.file)
+    return Task.from_program(prog, sizes, fusion=args.fusion,
                              name=os.path.basename(args.file), max_value=args.max)
 
 
@@ -457,12 +512,30 @@ COMMANDS = {
 }
 
 
+def _version() -> str:
+    from mapper.explore.store import library_version
+
+    return library_version()
+
+
+def _non_negative(text: str) -> int:
+    """argparse type: an integer >= 0 (argparse turns the error into one usage line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; give 0 or more")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="mapper",
         description="Valid parallel mappings of functional array programs onto OpenCL, "
         "found by constraint satisfaction.",
     )
+    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     def prog_cmd(name: str, help: str) -> argparse.ArgumentParser:
@@ -482,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = prog_cmd("enumerate", "enumerate (or count) the valid mappings")
     fusion(p)
     p.add_argument("--count", action="store_true", help="only count them")
-    p.add_argument("--limit", type=int, help="show at most N mappings")
+    p.add_argument("--limit", type=_non_negative, help="show at most N mappings")
     p.add_argument("--random", action="store_true", help="uniformly random order")
     p.add_argument("--seed", type=int, default=None, help="seed of the random order")
     p.add_argument("--backend", choices=("cp", "z3", "brute"), default="cp")

@@ -76,7 +76,11 @@ class Mapping(AbcMapping):
             if "=" not in part:
                 raise MappingError(f"expected LABEL=CODE, got {part!r} (e.g. 'A=20 B=mapLcl(0)')")
             k, v = part.split("=", 1)
-            codes[k.strip()] = parse_code(v)
+            k = k.strip()
+            if k in codes:
+                raise MappingError(f"map {k} is given twice in {text.strip()!r}; give each map "
+                                   "one code")
+            codes[k] = parse_code(v)
         return cls(codes)
 
     def __getitem__(self, k: str) -> int:

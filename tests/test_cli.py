@@ -3,6 +3,7 @@
 import io
 import os
 
+import pytest
 from rich.console import Console
 
 from mapper.cli import main, parse_sizes
@@ -100,3 +101,35 @@ def test_run_refuses_invalid_mappings(capsys):
                      "--mapping", "A=S B=W0 C=L0 D=W0 E=L0", "--sizes", "I=4,J=8,K=8",
                      "--force")
     assert rc == 1 and "rejected:memory-scope" in out
+
+
+L3 = f"{EX}/cc22_listing3.lift"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["show", L3, "--sizes", "Q=5"], "has no size Q; its sizes are: N, s0, s1"),
+    (["show", L3, "--sizes", "N=64,N=32"], "size N is given twice"),
+    (["show", L3, "--sizes", "=5"], "is not a name"),
+    (["show", L3, "--sizes", "N=0"], "out of range"),
+    (["show", L3, "--sizes", "N=-3"], "out of range"),
+    (["show", L3, "--sizes", "N=64,s0=0"], "out of range"),
+    (["show", L3, "--sizes", "N=" + "9" * 5000], "must be an integer"),
+    (["space", f"{EX}/gpgpu20_conv_highlevel.lift", "--sizes",
+      "H=28,W=28,C=64,M=64,K=3,S=1,P=1"], "has no size K, P, S; its sizes are: C, H, KH"),
+    (["run", L3, "--mapping", "A=W0 B=L0 C=L0 D=S", "--sizes", "N=4096,s0=64"],
+     "missing s1"),
+    (["check", L3, "--mapping", "A=W0 A=G0"], "map A is given twice"),
+])
+def test_bad_arguments_are_one_clear_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_negative_limit_and_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["enumerate", L3, "--limit", "-1"])
+    assert e.value.code == 2 and "negative" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("mapper ")
