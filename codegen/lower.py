@@ -60,6 +60,7 @@ from codegen.memory import (
 )
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.views import ArrV, Leaf, TupV, View
+from ir.computes import computes
 from ir.nodes import (
     AsScalar,
     AsVector,
@@ -107,12 +108,6 @@ class _Thunk:
         self.expr, self.env = expr, env
         self.value: View | None = None
         self.consumed = False
-
-
-def computes(node) -> bool:
-    """True when evaluating ``node`` (a function or expression) emits code: it contains a
-    user function, an ``id`` copy, a reduce or a memory annotation."""
-    return any(isinstance(n, (UserFun, Vectorize, Id, Reduce, ToMem)) for n in walk(node))
 
 
 class Builder:

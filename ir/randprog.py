@@ -7,6 +7,12 @@ transposed tiling ``join o transpose o map(g) o transpose o split(s)`` (a
 non-identity view between producer and consumer), and composition (siblings).
 Split sizes are symbols ``s0, s1, ...``; ``sizes_for(program)`` gives concrete
 values that satisfy every split.
+
+``extended=True`` (the oracle's programs; the default keeps every seed's program as it
+was) adds local tiles (``join o map(g o map(toLocal(id))) o split(s)``), reductions into
+private accumulators under (possibly nested) maps, as the program's output or as a first
+stage, and more top-level pipelines (compositions at the top, which the lowering splits
+into consecutive kernels).
 """
 
 from __future__ import annotations
@@ -27,18 +33,50 @@ from ir.builders import (
     to_private,
     transpose,
 )
-from ir.nodes import FunCall, FunDecl, Lambda, Literal, walk
+from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal, Reduce, walk
 from ir.types import Float, array
 
 _ANNOTATIONS = (None, None, "global", "local", "private")
 
 
 class _Gen:
-    def __init__(self, rng: random.Random, max_maps: int, memory: bool):
+    def __init__(self, rng: random.Random, max_maps: int, memory: bool,
+                 extended: bool = False):
         self.rng = rng
         self.maps_left = max_maps
         self.memory = memory
+        self.extended = extended
         self.n_splits = 0
+
+    def split_name(self) -> str:
+        s = f"s{self.n_splits}"
+        self.n_splits += 1
+        return s
+
+    def reduction(self) -> FunDecl:
+        """``join o map(\\w -> reduce(+)(init, w)) o split(s)``, sometimes inside one more
+        tiling map: a private accumulator per output element under parallel maps."""
+        self.maps_left -= 1
+        init = Literal(0.0, Float)
+        if self.rng.random() < 0.6:
+            init = FunCall(to_private(Id()), (init,))
+        k = self.rng.choice((1.5, 2.0, -0.5))
+        red = Reduce(lam(lambda acc, x: FunCall(add, (acc, FunCall(mult, (x, Literal(
+            k, Float))))), arity=2), "reduce")
+        body: FunDecl = lam(lambda w: FunCall(red, (init, w)))
+        f = compose(join(), map_(body), split(self.split_name()))
+        if self.maps_left >= 1 and self.rng.random() < 0.5:
+            self.maps_left -= 1
+            f = compose(join(), map_(f), split(self.split_name()))
+        return f
+
+    def local_tile(self, depth: int) -> FunDecl:
+        """``join o map(g o map(toLocal(id))) o split(s)``: a tile copied to local memory,
+        then processed by ``g`` (its threads read what others wrote)."""
+        self.maps_left -= 2
+        copy = map_(to_local(Id()))
+        inner = self.gen(depth + 1) if self.maps_left >= 1 else map_(lam(lambda e: e))
+        return compose(join(), map_(compose(inner, copy)), split(self.split_name()))
 
     def leaf(self) -> FunDecl:
         self.maps_left -= 1
@@ -56,6 +94,10 @@ class _Gen:
 
     def gen(self, depth: int) -> FunDecl:
         r = self.rng.random()
+        if self.extended and self.maps_left >= 3 and depth < 3 and r < 0.2:
+            return self.local_tile(depth)
+        if self.extended:
+            r = self.rng.random()
         if self.maps_left >= 2 and r < 0.3:
             a = self.gen(depth)
             if self.maps_left >= 1:
@@ -72,10 +114,26 @@ class _Gen:
         return self.leaf()
 
 
-def random_program(seed: int, max_maps: int = 7, memory: bool = True) -> Lambda:
-    """A random program ``X: [float]N -> [float]N`` with at most ``max_maps`` maps."""
+def random_program(seed: int, max_maps: int = 7, memory: bool = True,
+                   extended: bool = False) -> Lambda:
+    """A random program ``X: [float]N -> [float]N`` with at most ``max_maps`` maps
+    (``extended``: also reductions, so the output may be shorter; see the module doc)."""
     rng = random.Random(seed)
-    g = _Gen(rng, max(1, max_maps), memory)
+    g = _Gen(rng, max(1, max_maps), memory, extended)
+    if extended:
+        red = None
+        r = rng.random()
+        if r < 0.5:
+            red = g.reduction()
+        f = g.gen(0) if g.maps_left >= 1 else None
+        if red is not None and f is not None:
+            f = compose(red, f) if rng.random() < 0.6 else compose(f, red)
+        elif red is not None:
+            f = red
+        if g.maps_left >= 1 and rng.random() < 0.3:
+            f = compose(g.gen(0), f)  # one more kernel-level stage
+        X = param("X", array(Float, "N"))
+        return Lambda((X,), FunCall(f, (X,)))
     f = g.gen(0)
     X = param("X", array(Float, "N"))
     return Lambda((X,), FunCall(f, (X,)))
@@ -91,7 +149,7 @@ def split_names(program) -> list[str]:
     return sorted(set(out), key=lambda s: int(s[1:]))
 
 
-def sizes_for(program, max_n: int = 256) -> dict[str, int]:
+def sizes_for(program, max_n: int = 1024) -> dict[str, int]:
     """Concrete sizes satisfying every algorithmic constraint: the smallest ``N`` (a power
     of two up to ``max_n``) with split sizes from {2, 4, 8} that works."""
     import itertools
@@ -108,3 +166,21 @@ def sizes_for(program, max_n: int = 256) -> dict[str, int]:
                 return env
         n *= 2
     raise ValueError(f"no sizes up to N={max_n} satisfy the program's splits")
+
+
+def size_points(program, max_n: int = 1024) -> tuple[dict[str, int], dict[str, int]]:
+    """Two size points for oracle runs: :func:`sizes_for`, and the same split sizes with a
+    length whose loop counts carry a factor 3 (so they do not divide power-of-two
+    work-group sizes), when the program's constraints allow one."""
+    from ir.typecheck import typecheck
+
+    first = sizes_for(program, max_n)
+    rels = [c.rel for c in typecheck(program).constraints]
+    n = first.get("N")
+    if n is None:
+        return first, dict(first)
+    for cand in (n * 3 // 2, n * 3 // 4, n * 3):
+        env = {**first, "N": cand}
+        if cand != n and cand > 0 and all(r.evaluate(env) for r in rels):
+            return first, env
+    return first, dict(first)

@@ -16,7 +16,7 @@ from mapper.apply import apply_mapping
 from mapper.encoding import CODES, FUSED, Mapping, code_name, parse_code
 from mapper.errors import ContradictoryFixedError, InvalidMappingError, MappingError
 from mapper.nesting import MapNestingTree, label_maps
-from mapper.rules import FUSION_STRATEGIES, RULES, generate
+from mapper.rules import FUSION_STRATEGIES, RULES, generate, rule_kind
 
 BACKENDS = {"cp": cp_backend, "z3": z3_backend, "brute": bruteforce}
 
@@ -37,6 +37,7 @@ class MappingProblem:
     tree: MapNestingTree
     fusion: str
     constraints: list[Constraint]
+    heuristics: bool = True
 
     @cached_property
     def model(self) -> Model:
@@ -55,6 +56,11 @@ class MappingProblem:
         """Constraint instances per rule, in rule order (CC'22 Table 4 style)."""
         counts = Counter(c.rule for c in self.constraints)
         return {r.name: counts[r.name] for r in RULES if counts[r.name]}
+
+    def per_kind(self) -> dict[str, int]:
+        """Constraint instances per kind of rule (``validity``, ``heuristic``)."""
+        counts = Counter(rule_kind(c.rule) for c in self.constraints)
+        return {k: counts[k] for k in ("validity", "heuristic") if counts[k]}
 
     def mapping(self, m) -> Mapping:
         """Validate and normalise a mapping given as text, dict or Mapping."""
@@ -76,15 +82,17 @@ class MappingProblem:
         return Mapping({k: m[k] for k in self.labels if k in m})
 
 
-def problem(expr, *, fusion: str = "always") -> MappingProblem:
-    """Build the mapping problem of ``expr`` (a program node or its text)."""
+def problem(expr, *, fusion: str = "always", heuristics: bool = True) -> MappingProblem:
+    """Build the mapping problem of ``expr`` (a program node or its text): the validity
+    rules, and the heuristic rules when ``heuristics``."""
     if fusion not in FUSION_STRATEGIES:
         raise ValueError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
     if isinstance(expr, MappingProblem):
         return expr
     prog = _program(expr)
     tree = MapNestingTree(prog)
-    return MappingProblem(prog, tree, fusion, generate(tree, fusion))
+    return MappingProblem(prog, tree, fusion, generate(tree, fusion, heuristics),
+                          heuristics)
 
 
 def _backend(name: str):
@@ -117,6 +125,7 @@ def enumerate_mappings(
     limit: int | None = None,
     fusion: str = "always",
     fixed=None,
+    heuristics: bool = True,
 ) -> Iterator[Mapping]:
     """Yield every valid mapping of ``expr`` (or the first ``limit``).
 
@@ -126,7 +135,7 @@ def enumerate_mappings(
     """
     if order not in ("solver", "random"):
         raise ValueError(f"order must be 'solver' or 'random', got {order!r}")
-    p = problem(expr, fusion=fusion)
+    p = problem(expr, fusion=fusion, heuristics=heuristics)
     f = _fixed(p, fixed)
     solver = _backend(backend)
     sols = solver.iter_solutions(p.model, fixed=f or None)
@@ -141,20 +150,39 @@ def enumerate_mappings(
         yield Mapping({m: s[m] for m in p.labels})
 
 
-def count_mappings(expr, *, backend: str = "cp", fusion: str = "always", fixed=None) -> int:
+def count_mappings(expr, *, backend: str = "cp", fusion: str = "always", fixed=None,
+                   heuristics: bool = True) -> int:
     """The number of valid mappings."""
-    p = problem(expr, fusion=fusion)
+    p = problem(expr, fusion=fusion, heuristics=heuristics)
     return _backend(backend).count(p.model, fixed=_fixed(p, fixed) or None)
 
 
-def check_mapping(expr, mapping, *, fusion: str = "always") -> list[Constraint]:
-    """The constraint instances ``mapping`` violates (empty when it is valid)."""
-    p = problem(expr, fusion=fusion)
+def check_mapping(expr, mapping, *, fusion: str = "always",
+                  heuristics: bool = True) -> list[Constraint]:
+    """The constraint instances ``mapping`` violates (empty when it is valid); see
+    ``rejected_by`` for whether a validity rule or only heuristics reject it."""
+    p = problem(expr, fusion=fusion, heuristics=heuristics)
     m = p.mapping(mapping)
     missing = [k for k in p.labels if k not in m]
     if missing:
         raise MappingError(f"the mapping gives no code for map(s) {', '.join(missing)}")
     return p.model.violated(dict(m))
+
+
+def rejected_by(violations) -> str | None:
+    """``"validity"`` when a validity rule is among ``violations`` (the mapping is wrong
+    OpenCL), ``"heuristic"`` when only heuristics reject it (it would lower and run, but is
+    pruned), None when there is none."""
+    kinds = {rule_kind(c.rule) for c in violations}
+    if not kinds:
+        return None
+    return "validity" if "validity" in kinds else "heuristic"
+
+
+def describe_violation(c: Constraint) -> str:
+    """``[validity rule private-memory] map B ...`` / ``[heuristic local-in-group] ...``."""
+    kind = rule_kind(c.rule)
+    return f"[{'validity rule' if kind == 'validity' else 'heuristic'} {c.rule}] {c.description}"
 
 
 @dataclass(frozen=True)
@@ -169,23 +197,39 @@ class Explanation:
     def possible(self) -> bool:
         return not self.core
 
+    @property
+    def kind(self) -> str | None:
+        """``validity`` when a validity rule is in the core (the partial mapping cannot
+        give correct OpenCL), ``heuristic`` when only heuristics forbid it, None if
+        possible."""
+        return rejected_by(self.core)
+
     def __str__(self) -> str:
         if self.possible:
             return f"{self.partial} is possible, e.g. {self.example}"
-        lines = [f"{self.partial} is impossible because of these rule instances:"]
-        lines += [f"  [{c.rule}] {c.description}: {c.predicate}" for c in self.core]
+        what = ("a validity rule rejects it" if self.kind == "validity" else
+                "only heuristics reject it (heuristics=False admits it)")
+        lines = [f"{self.partial} is impossible ({what}) because of these rule instances:"]
+        lines += [f"  [{rule_kind(c.rule)}: {c.rule}] {c.description}: {c.predicate}"
+                  for c in self.core]
         return "\n".join(lines)
 
 
-def explain(expr, partial, *, fusion: str = "always") -> Explanation:
+def explain(expr, partial, *, fusion: str = "always", heuristics: bool = True) -> Explanation:
     """Why can't ``partial`` (e.g. ``"A=20 C=30"``) be part of a valid mapping?
 
     Returns a minimal set of constraint instances (a Z3 unsat core, minimised) or, when
     the partial mapping is possible, an example completion.
     """
-    p = problem(expr, fusion=fusion)
+    p = problem(expr, fusion=fusion, heuristics=heuristics)
     part = p.mapping(partial)
     core = z3_backend.unsat_core(p.model, dict(part))
+    if core and heuristics and rejected_by(core) == "heuristic":
+        # a heuristic core: say "validity" if the validity rules alone also reject it
+        pv = problem(expr, fusion=fusion, heuristics=False)
+        vcore = z3_backend.unsat_core(pv.model, dict(part))
+        if vcore:
+            core = vcore
     example = None
     if not core:
         sol = next(z3_backend.iter_solutions(p.model, fixed=dict(part)), None)
@@ -193,14 +237,15 @@ def explain(expr, partial, *, fusion: str = "always") -> Explanation:
     return Explanation(part, tuple(core), example)
 
 
-def constraints_of(expr, *, fusion: str = "always") -> MappingProblem:
+def constraints_of(expr, *, fusion: str = "always", heuristics: bool = True) -> MappingProblem:
     """The constraint instances of ``expr`` (``.constraints``) with ``.per_rule()`` counts."""
-    return problem(expr, fusion=fusion)
+    return problem(expr, fusion=fusion, heuristics=heuristics)
 
 
-def lower_mapping(expr, mapping, *, fusion: str = "always", check: bool = True) -> Node:
+def lower_mapping(expr, mapping, *, fusion: str = "always", check: bool = True,
+                  heuristics: bool = True) -> Node:
     """Apply a valid mapping to ``expr``: the low-level program (raises if invalid)."""
-    p = problem(expr, fusion=fusion)
+    p = problem(expr, fusion=fusion, heuristics=heuristics)
     m = p.mapping(mapping)
     if check:
         bad = p.model.violated(dict(m)) if len(m) == len(p.labels) else None
@@ -214,10 +259,11 @@ def lower_mapping(expr, mapping, *, fusion: str = "always", check: bool = True) 
 
 
 def random_assignment_validity(expr, samples: int = 100_000, *, seed: int = 0,
-                               fusion: str = "always") -> tuple[int, int]:
+                               fusion: str = "always",
+                               heuristics: bool = True) -> tuple[int, int]:
     """How many of ``samples`` uniformly random code assignments are valid (the paper's
     random baseline). Returns (valid, samples)."""
-    p = problem(expr, fusion=fusion)
+    p = problem(expr, fusion=fusion, heuristics=heuristics)
     rng = random.Random(seed)
     doms = [(m, p.model.param(m).domain) for m in p.labels]
     funcs = [(c.predicate.compile(tuple(sorted(c.params))), tuple(sorted(c.params)))
@@ -232,6 +278,7 @@ def random_assignment_validity(expr, samples: int = 100_000, *, seed: int = 0,
 
 __all__ = [
     "MappingProblem", "problem", "enumerate_mappings", "count_mappings", "check_mapping",
-    "explain", "Explanation", "constraints_of", "lower_mapping", "random_assignment_validity",
+    "explain", "Explanation", "rejected_by", "describe_violation", "constraints_of",
+    "lower_mapping", "random_assignment_validity",
     "AbcMapping", "Model",
 ]

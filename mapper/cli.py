@@ -137,18 +137,22 @@ def cmd_constraints(args) -> int:
     from mapper.api import problem
     from mapper.rules import RULES
 
-    p = problem(load(args.file), fusion=args.fusion)
+    p = problem(load(args.file), fusion=args.fusion,
+                heuristics=args.heuristics)
     console.print("[bold]Map-nesting tree[/bold]")
     console.print(p.tree.render(), markup=False)
     console.print("chains: " + "  ".join("-".join(c) for c in p.tree.chains()))
-    t = Table(title=f"Constraint instances per rule (fusion={args.fusion})")
+    heur = "on" if args.heuristics else "off"
+    t = Table(title=f"Constraint instances per rule (fusion={args.fusion}, heuristics={heur})")
     t.add_column("rule")
+    t.add_column("kind")
     t.add_column("source")
     t.add_column("instances", justify="right")
     src = {r.name: r.source for r in RULES}
+    kind = {r.name: r.kind for r in RULES}
     for rule, n in p.per_rule().items():
-        t.add_row(rule, src[rule], str(n))
-    t.add_row("[bold]total[/bold]", "", f"[bold]{len(p.constraints)}[/bold]")
+        t.add_row(rule, kind[rule], src[rule], str(n))
+    t.add_row("[bold]total[/bold]", "", "", f"[bold]{len(p.constraints)}[/bold]")
     console.print(t)
     if args.list:
         lst = Table(title="Instances")
@@ -167,7 +171,7 @@ def cmd_enumerate(args) -> int:
     from mapper.api import count_mappings, enumerate_mappings, problem
 
     prog = load(args.file)
-    p = problem(prog, fusion=args.fusion)
+    p = problem(prog, fusion=args.fusion, heuristics=args.heuristics)
     if args.count:
         t0 = time.perf_counter()
         n = count_mappings(p, backend=args.backend, fusion=args.fusion, fixed=args.fixed)
@@ -192,21 +196,29 @@ def cmd_enumerate(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from mapper.api import check_mapping, problem
+    from mapper.api import check_mapping, problem, rejected_by
+    from mapper.rules import rule_kind
 
-    p = problem(load(args.file), fusion=args.fusion)
+    p = problem(load(args.file), fusion=args.fusion,
+                heuristics=args.heuristics)
     m = p.mapping(args.mapping)
     bad = check_mapping(p, m, fusion=args.fusion)
     if not bad:
         console.print(f"[green]valid[/green]: {m}")
         return 0
-    console.print(f"[red]invalid[/red]: {m} violates {len(bad)} constraint instance(s):")
+    if rejected_by(bad) == "validity":
+        verdict = "[red]invalid[/red] (a validity rule rejects it)"
+    else:
+        verdict = ("[yellow]pruned by heuristics only[/yellow] (it would lower and run; "
+                   "--no-heuristics admits it)")
+    console.print(f"{verdict}: {m} violates {len(bad)} constraint instance(s):")
     t = Table()
     t.add_column("rule")
+    t.add_column("kind")
     t.add_column("maps")
     t.add_column("why")
     for c in bad:
-        t.add_row(c.rule, ",".join(c.subjects), escape(c.description))
+        t.add_row(c.rule, rule_kind(c.rule), ",".join(c.subjects), escape(c.description))
     console.print(t)
     return 1
 
@@ -214,7 +226,8 @@ def cmd_check(args) -> int:
 def cmd_explain(args) -> int:
     from mapper.api import explain, problem
 
-    p = problem(load(args.file), fusion=args.fusion)
+    p = problem(load(args.file), fusion=args.fusion,
+                heuristics=args.heuristics)
     console.print(str(explain(p, args.partial, fusion=args.fusion)), markup=False)
     return 0
 
@@ -546,6 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
     def fusion(p):
         p.add_argument("--fusion", choices=("always", "never", "free"), default="always",
                        help="sequential map fusion strategy (CC'22 Section 4.5)")
+        p.add_argument("--no-heuristics", dest="heuristics", action="store_false",
+                       help="validity rules only: drop the heuristic rules that prune "
+                       "correct but unlikely mappings (see mapper constraints)")
 
     p = prog_cmd("show", "parse a program, print it typed with its algorithmic constraints")
     p.add_argument("--sizes", help="check the constraints for sizes, e.g. N=64,s0=16,s1=4")

@@ -15,19 +15,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import count
 
+from ir.computes import computes
 from ir.nodes import (
+    AsScalar,
+    AsVector,
     ExprNode,
     FunCall,
     FunDecl,
     Get,
     Id,
+    Join,
     Lambda,
     Literal,
     Map,
     Node,
+    Pad,
     Param,
     Reduce,
+    ReorderStride,
+    Slide,
+    Split,
     ToMem,
+    Transpose,
     UserFun,
     Vectorize,
     Zip,
@@ -39,10 +48,36 @@ from ir.nodes import (
 from ir.typecheck import TypeInfo, typecheck
 from mapper.errors import NoMapsError
 
+_LAYOUT = (AsScalar, AsVector, Id, Join, Pad, ReorderStride, Slide, Split, Transpose)
 
-def computes(f: Node) -> bool:
-    """True if evaluating ``f`` computes values (not only rearranges them)."""
-    return any(isinstance(n, (UserFun, Vectorize, Id, Reduce, Literal)) for n in walk(f))
+
+def annotated_space(f: FunDecl) -> str | None:
+    """The address space a map's function writes its result to by annotation: the
+    outermost ``toGlobal``/``toLocal``/``toPrivate`` on the path to the values it writes,
+    through maps, lambdas and layout primitives (as ``codegen.memory.infer_fun_space``).
+    A reduction is no annotation: its accumulator is private, but the map that contains it
+    copies the result to the map's own destination."""
+    if isinstance(f, ToMem):
+        return f.space
+    if isinstance(f, Map):
+        return annotated_space(f.f)
+    if isinstance(f, Lambda):
+        return _annotated_expr(f.body)
+    return None
+
+
+def _annotated_expr(e) -> str | None:
+    if isinstance(e, FunCall):
+        f = e.f
+        if isinstance(f, ToMem):
+            return f.space
+        if isinstance(f, Map):
+            return annotated_space(f.f)
+        if isinstance(f, Lambda):
+            return _annotated_expr(f.body)
+        if len(e.args) == 1 and isinstance(f, _LAYOUT):
+            return _annotated_expr(e.args[0])
+    return None
 
 
 @dataclass
@@ -59,6 +94,7 @@ class MapInfo:
     reads: set[str] = field(default_factory=set)
     depends_on: set[str] = field(default_factory=set)  # sibling maps whose output it reads
     identity_from: set[str] = field(default_factory=set)  # ... read element-for-element
+    in_reduce: bool = False  # inside a reduction's function (a loop that is no map)
 
     @property
     def uses_private(self) -> bool:
@@ -155,6 +191,43 @@ class MapNestingTree:
         """ConcreteMaps: maps that write memory (every computing map)."""
         return self.labels
 
+    def kernel_boundary(self, prod: str, cons: str) -> bool:
+        """True when the lowering puts a kernel boundary (a global barrier) between
+        ``prod`` and ``cons``: both are top-level maps (no map or reduction around them)
+        and ``prod`` writes global memory (``codegen.lower.split_kernels``)."""
+        p, c = self.maps[prod], self.maps[cons]
+        return (p.parent is None and c.parent is None and not p.in_reduce
+                and not c.in_reduce and p.writes == "global")
+
+    def root_of(self, m: str) -> str:
+        while self.maps[m].parent is not None:
+            m = self.maps[m].parent
+        return m
+
+    def same_kernel(self, a: str, b: str) -> bool:
+        """True when maps ``a`` and ``b`` end up in one kernel (see ``kernels``)."""
+        k = self.kernels()
+        return k[self.root_of(a)] == k[self.root_of(b)]
+
+    def kernels(self) -> dict[str, int]:
+        """The kernel each top-level map ends up in (as ``codegen.lower.split_kernels``):
+        a top-level map reading the global output of another one runs in a later kernel;
+        others share their producer's kernel; independent ones share kernel 0."""
+        roots = self.roots()
+        k = dict.fromkeys(roots, 0)
+        for _ in range(len(roots) + 1):
+            changed = False
+            for c in roots:
+                for p in self.maps[c].depends_on:
+                    if p not in k:
+                        continue
+                    need = k[p] + 1 if self.kernel_boundary(p, c) else k[p]
+                    if need > k[c]:
+                        k[c], changed = need, True
+            if not changed:
+                break
+        return k
+
     def siblings(self, m: str) -> list[str]:
         p = self.maps[m].parent
         return [x for x in (self.maps[p].children if p else self.roots()) if x != m]
@@ -202,6 +275,7 @@ class _Spaces:
 
     def __init__(self, tree: MapNestingTree):
         self.t = tree
+        self.reduce_depth = 0
 
     def run(self) -> None:
         root = self.t.program
@@ -231,12 +305,15 @@ class _Spaces:
             acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
             arr = self.expr(args[1], dest, env)
             acc = (acc_space, init[1], False)
+            self.reduce_depth += 1
             self.fun(f.f, [acc, arr], acc_space, env)
+            self.reduce_depth -= 1
             return acc_space, init[1] | arr[1], False
         vals = [self.expr(a, dest, env) for a in args]
         if isinstance(f, Map) and computes(f.f):
             label = self.t.label_of(f)
             info = self.t.maps[label]
+            info.in_reduce = info.in_reduce or self.reduce_depth > 0
             sp, prod, direct = vals[0]
             info.reads.add(sp) if sp != "const" else None
             sibs = set(self.t.siblings(label))
@@ -245,8 +322,11 @@ class _Spaces:
                 info.identity_from |= set(prod) & sibs
             free_prod = self.free_producers(f.f, env) & sibs
             info.depends_on |= free_prod
-            out = self.fun(f.f, [(sp, prod, False)], dest, env)
-            info.writes = out[0] if out[0] in ("global", "local", "private") else dest
+            self.fun(f.f, [(sp, prod, False)], dest, env)
+            # where the lowering puts the map's result: its function's annotation, else
+            # the destination its consumer gives (a reduction inside is no annotation)
+            ann = annotated_space(f.f)
+            info.writes = ann or (dest if dest in ("global", "local", "private") else "global")
             return info.writes, frozenset({label}), True
         if isinstance(f, (Lambda,)):
             return self.fun(f, vals, dest, env)

@@ -43,8 +43,10 @@ EXAMPLE_FILES = sorted(EXAMPLES.glob("*.lift"))
 # ------------------------------------------------------------------------- examples
 
 
-def test_every_example_has_a_builder():
-    assert {p.stem for p in EXAMPLE_FILES} == set(EXAMPLE_BUILDERS)
+def test_every_builder_has_its_example_file():
+    """The papers' programs exist both as builders and as files; further examples (the
+    exact-rules programs) are text only."""
+    assert set(EXAMPLE_BUILDERS) <= {p.stem for p in EXAMPLE_FILES}
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
@@ -52,7 +54,8 @@ def test_example_parses_typechecks_and_matches_builder(path):
     prog = parse_file(path)
     assert isinstance(prog, Lambda)
     typecheck(prog)
-    assert alpha_equal(prog, EXAMPLE_BUILDERS[path.stem]())
+    if path.stem in EXAMPLE_BUILDERS:
+        assert alpha_equal(prog, EXAMPLE_BUILDERS[path.stem]())
     text = print_program(prog)
     again = parse(text)
     assert alpha_equal(again, prog)

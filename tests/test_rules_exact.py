@@ -1,0 +1,151 @@
+"""Validity rules vs heuristics, and the holes the oracle (experiments/oracle.py) found."""
+
+import time
+from pathlib import Path
+
+import pytest
+from witness import brute_force_solutions, product_size
+
+from ir.computes import computes
+from ir.programs import cc22_listing1, cc22_listing3, conv_partial_stage
+from ir.randprog import random_program, size_points
+from ir.syntax import parse, parse_file
+from mapper import NoMapsError, check_mapping, count_mappings, enumerate_mappings, explain
+from mapper.api import problem, rejected_by
+from mapper.rules import HEURISTIC_RULES, RULES, VALIDITY_RULES
+
+EX = Path(__file__).resolve().parent.parent / "examples"
+TABLE1 = {
+    "M1": "A=G0 B=S C=S D=S E=S",
+    "M2": "A=G1 B=G0 C=S D=G0 E=S",
+    "M3": "A=S B=W0 C=L0 D=W0 E=L0",
+    "M4": "A=W0 B=L0 C=S D=L0 E=S",
+    "M6": "A=W0 B=L0 C=S D=S E=L0",
+}
+MATMUL_GPU = "A=W1 B=W0 E=L1 F=L0 G=L1 H=L0 C=L1 D=L0"
+
+
+def test_every_rule_has_a_kind_a_title_and_a_source():
+    for r in RULES:
+        assert r.kind in ("validity", "heuristic") and r.title and r.source
+    assert {"private-memory", "local-memory", "duplicate-scheduling", "local-hierarchy",
+            "exhaustive-indexing", "cross-thread-dependency",
+            "shared-dimension"} == set(VALIDITY_RULES)
+    assert {"local-dimensionality", "local-in-group", "sequential-fusion",
+            "global-xor-groups"} == set(HEURISTIC_RULES)
+
+
+def test_heuristics_switch_only_adds_mappings():
+    for p in (cc22_listing1(), cc22_listing3(), parse_file(EX / "gpgpu20_stencil2d.lift")):
+        for fusion in ("always", "free"):
+            with_h = set(enumerate_mappings(p, fusion=fusion))
+            without = set(enumerate_mappings(p, fusion=fusion, heuristics=False))
+            assert with_h < without
+            assert count_mappings(p, fusion=fusion, heuristics=False) == len(without)
+
+
+def test_tiled_matmul_private_accumulators_under_mapLcl():
+    p = parse_file(EX / "matmul_tiled.lift")
+    tree = problem(p).tree
+    assert tree.maps["D"].writes == "global"  # the accumulator is D's, not D's output
+    assert not tree.maps["C"].uses_private and not tree.maps["D"].uses_private
+    assert check_mapping(p, MATMUL_GPU) == []
+    assert check_mapping(p, MATMUL_GPU, heuristics=False) == []
+
+
+def test_stencil_output_reduction_admits_the_papers_mapping():
+    p = parse_file(EX / "gpgpu20_stencil2d.lift")
+    assert check_mapping(p, "A=W0 B=L0") == []
+    assert check_mapping(p, "A=G1 B=G0") == []
+    assert count_mappings(p, fusion="free") > 1
+
+
+def test_kernel_level_pipeline_admits_global_parallelism_in_both_stages():
+    p = parse_file(EX / "pipeline2.lift")
+    assert check_mapping(p, "A=G1 B=G0 C=G1 D=G0") == []
+    assert check_mapping(p, "A=G0 B=G1 C=W0 D=L0") == []  # one kernel each
+    q = parse_file(EX / "rowcol_sums.lift")
+    assert check_mapping(q, "A=G1 B=G0 C=G0") == []
+    # within one kernel the hole stays closed (CC'22 Listing 3, no kernel boundary)
+    assert "cross-thread-dependency" in {
+        c.rule for c in check_mapping(cc22_listing3(), "A=G1 B=G0 C=G0 D=S")}
+
+
+def test_table1_verdicts_unchanged():
+    p = cc22_listing1()
+    for name in ("M1", "M4", "M6"):
+        assert check_mapping(p, TABLE1[name], fusion="free") == [], name
+    for name in ("M2", "M3"):
+        for h in (True, False):
+            bad = check_mapping(p, TABLE1[name], fusion="free", heuristics=h)
+            assert rejected_by(bad) == "validity", name
+    assert "cross-thread-dependency" in {c.rule for c in check_mapping(p, TABLE1["M2"],
+                                                                      fusion="free")}
+    assert "local-memory" in {c.rule for c in check_mapping(p, TABLE1["M3"], fusion="free")}
+
+
+def test_explain_and_check_say_which_kind_rejected():
+    p = parse_file(EX / "gpgpu20_stencil2d.lift")
+    e = explain(p, "A=L0 B=S")  # a single work-group: correct, pruned by a heuristic
+    assert not e.possible and e.kind == "heuristic" and "heuristic" in str(e)
+    assert explain(p, "A=L0 B=S", heuristics=False).possible
+    assert rejected_by(check_mapping(p, "A=L0 B=S")) == "heuristic"
+    e = explain(p, "A=G0 B=L0")  # mapLcl(0) inside mapGlb(0): the lowering refuses it
+    assert e.kind == "validity" and "validity" in str(e)
+    assert rejected_by(check_mapping(p, "A=G0 B=L0")) == "validity"
+
+
+def test_one_definition_of_a_map_that_computes():
+    from codegen import lower
+
+    with pytest.raises(NoMapsError):
+        problem(parse("X : [float]N\nmapA(\\x -> value(2.0, float)) $ X"))
+    assert lower.computes is computes  # the lowering uses the same definition
+
+
+def _agree(p, **kw):
+    pr = problem(p, **kw)
+    cp = {frozenset(m.items()) for m in enumerate_mappings(p, **kw)}
+    z3s = {frozenset(m.items()) for m in enumerate_mappings(p, backend="z3", **kw)}
+    assert cp == z3s == brute_force_solutions(pr.model)
+
+
+@pytest.mark.parametrize("heuristics", [True, False])
+def test_backends_agree_on_examples(heuristics):
+    for f in ("cc22_listing1", "cc22_listing3", "listing3_local", "gpgpu20_stencil2d",
+              "pipeline2", "rowcol_sums"):
+        for fusion in ("always", "free"):
+            _agree(parse_file(EX / f"{f}.lift"), fusion=fusion, heuristics=heuristics)
+
+
+def test_backends_agree_on_extended_random_programs():
+    for seed in range(20):
+        p = random_program(seed, max_maps=4, extended=True)
+        size_points(p)
+        if product_size(problem(p).model) > 11**4:
+            continue
+        for h in (True, False):
+            _agree(p, heuristics=h)
+
+
+def test_extended_random_programs_reach_the_new_cases():
+    seen = set()
+    for seed in range(60):
+        t = problem(random_program(seed, max_maps=5, extended=True)).tree
+        if len(t.roots()) > 1 and any(t.kernel_boundary(a, b) for b in t.roots()
+                                      for a in t.maps[b].depends_on):
+            seen.add("pipeline")
+        if any(i.uses_local for i in t.maps.values()):
+            seen.add("local")
+        if any(m.node.f is not None and "Reduce" in repr(m.node.f) and m.parent
+               for m in t.maps.values()):
+            seen.add("reduce-under-map")
+    assert {"pipeline", "local", "reduce-under-map"} <= seen
+
+
+def test_convolution_enumeration_stays_fast():
+    p = conv_partial_stage()
+    problem(p, fusion="free")  # warm caches (imports, compilation of nothing)
+    t = time.perf_counter()
+    n = sum(1 for _ in enumerate_mappings(p, fusion="free"))
+    assert n > 0 and time.perf_counter() - t < 1.0  # ~0.1 s on 2 shared cores
