@@ -5,8 +5,10 @@
 2. CC'22 Listing 1 / Table 1: the valid mappings run, the invalid ones are refused with
    the rule that rejects them.
 3. The GPGPU'20 convolution pipeline (pad, partial convolution, final sum, crop) on a
-   scaled VGG-16 layer: the paper's hand mapping, then candidates drawn uniformly from the
-   joint mapping x tuning space of the partial convolution; every one ends in a typed
+   scaled VGG-16 layer: the paper's hand mapping (with the paper's GPU coalescing layout,
+   and with contiguous reads and float8, the layout a CPU wants), then candidates drawn
+   uniformly from the joint mapping x tuning space of the partial convolution; every one
+   ends in a typed
    outcome, checked against an independent numpy convolution.
 
 Candidates run in worker processes with a time limit. The exit status is 1 if any valid
@@ -175,9 +177,18 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         o = pool.evaluate_candidate(
             functools.partial(lower_pipeline, pipe, hand, {**layer.sizes(), **tuning},
                               flops=layer.flops),
-            conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops)
+            conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)
         row(f"hand mapping {_short(hand['partial'])}; "
             + " ".join(f"{k}={v}" for k, v in tuning.items()), o, required=True)
+        # the same mapping with contiguous reads instead of the GPU coalescing reorder and
+        # float8 vectors: the layout a CPU wants (see docs/codegen.md)
+        cpu_tuning = paper_like_tuning(layer, v=8)
+        o = pool.evaluate_candidate(
+            functools.partial(lower_pipeline, gpgpu20_conv_pipeline(coalesce=False), hand,
+                              {**layer.sizes(), **cpu_tuning}, flops=layer.flops),
+            conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)
+        row("hand mapping, contiguous layout (coalesce=False); "
+            + " ".join(f"{k}={v}" for k, v in cpu_tuning.items()), o, required=True)
         js = JointSpace(conv_partial_stage(), layer.sizes(), fusion="always",
                         max_value=2 * layer.H)
         console.print(f"partial convolution: {len(js.mappings)} valid mappings; "
