@@ -8,8 +8,7 @@
    scaled VGG-16 layer: the paper's hand mapping (with the paper's GPU coalescing layout,
    and with contiguous reads and float8, the layout a CPU wants), then candidates drawn
    uniformly from the joint mapping x tuning space of the partial convolution; every one
-   ends in a typed
-   outcome, checked against an independent numpy convolution.
+   ends in a typed outcome, checked against an independent numpy convolution.
 
 Candidates run in worker processes with a time limit. The exit status is 1 if any valid
 candidate computed a wrong result, crashed or timed out (a bug), or if a candidate the
