@@ -54,6 +54,10 @@ class MapperShell(cmd.Cmd):
         except _ERRORS as e:
             self.console.print(f"[red]error:[/red] {escape(str(e))}")
             return False
+        except KeyboardInterrupt:  # Ctrl-C cancels the command, not the session
+            self.console.print("interrupted: the command was cancelled; the program and "
+                               "its pins are kept ('quit' leaves)")
+            return False
 
     def emptyline(self) -> bool:
         return False
@@ -174,5 +178,10 @@ def run_repl(path: str | None = None, console: Console | None = None) -> int:
     shell = MapperShell(console)
     if path:
         shell.onecmd(f"load {shlex.quote(path)}")
-    shell.cmdloop()
-    return 0
+    while True:
+        try:
+            shell.cmdloop()
+            return 0
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: a new prompt, nothing lost
+            shell.intro = None
+            shell.console.print("\n(Ctrl-C: 'quit' leaves the shell)")

@@ -133,3 +133,22 @@ def test_negative_limit_and_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.startswith("mapper ")
+
+
+def test_repl_ctrl_c_cancels_the_command_and_keeps_the_session():
+    from mapper.repl import MapperShell
+
+    buf = io.StringIO()
+    sh = MapperShell(Console(file=buf, width=200, highlight=False))
+    sh.onecmd(f"load {EX}/cc22_listing3.lift")
+    sh.onecmd("pin A=W0")
+
+    def interrupted(arg):
+        raise KeyboardInterrupt
+
+    sh.do_enumerate = interrupted
+    assert sh.onecmd("enumerate 3") is False
+    assert "interrupted" in buf.getvalue()
+    assert sh.pins and sh.problem is not None
+    sh.onecmd("count")
+    assert "3 valid mapping(s)" in buf.getvalue()
