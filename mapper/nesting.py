@@ -15,28 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import count
 
+from codegen.memory import infer_fun_space
 from ir.computes import computes
 from ir.nodes import (
-    AsScalar,
-    AsVector,
     ExprNode,
     FunCall,
     FunDecl,
     Get,
     Id,
-    Join,
     Lambda,
     Literal,
     Map,
     Node,
-    Pad,
     Param,
     Reduce,
-    ReorderStride,
-    Slide,
-    Split,
     ToMem,
-    Transpose,
     UserFun,
     Vectorize,
     Zip,
@@ -47,37 +40,6 @@ from ir.nodes import (
 )
 from ir.typecheck import TypeInfo, typecheck
 from mapper.errors import NoMapsError
-
-_LAYOUT = (AsScalar, AsVector, Id, Join, Pad, ReorderStride, Slide, Split, Transpose)
-
-
-def annotated_space(f: FunDecl) -> str | None:
-    """The address space a map's function writes its result to by annotation: the
-    outermost ``toGlobal``/``toLocal``/``toPrivate`` on the path to the values it writes,
-    through maps, lambdas and layout primitives (as ``codegen.memory.infer_fun_space``).
-    A reduction is no annotation: its accumulator is private, but the map that contains it
-    copies the result to the map's own destination."""
-    if isinstance(f, ToMem):
-        return f.space
-    if isinstance(f, Map):
-        return annotated_space(f.f)
-    if isinstance(f, Lambda):
-        return _annotated_expr(f.body)
-    return None
-
-
-def _annotated_expr(e) -> str | None:
-    if isinstance(e, FunCall):
-        f = e.f
-        if isinstance(f, ToMem):
-            return f.space
-        if isinstance(f, Map):
-            return annotated_space(f.f)
-        if isinstance(f, Lambda):
-            return _annotated_expr(f.body)
-        if len(e.args) == 1 and isinstance(f, _LAYOUT):
-            return _annotated_expr(e.args[0])
-    return None
 
 
 @dataclass
@@ -325,7 +287,7 @@ class _Spaces:
             self.fun(f.f, [(sp, prod, False)], dest, env)
             # where the lowering puts the map's result: its function's annotation, else
             # the destination its consumer gives (a reduction inside is no annotation)
-            ann = annotated_space(f.f)
+            ann = infer_fun_space(f.f)  # as the lowering decides it
             info.writes = ann or (dest if dest in ("global", "local", "private") else "global")
             return info.writes, frozenset({label}), True
         if isinstance(f, (Lambda,)):
