@@ -290,16 +290,26 @@ def cmd_space(args) -> int:
 
 def cmd_run(args) -> int:
     from codegen.errors import LoweringError
-    from codegen.runner import Runner
+    from codegen.worker import WorkerPool
     from ir.interp import evaluate
-    from mapper.api import problem
+    from mapper.api import check_mapping, problem
     from mapper.candidates import lower_candidate, reduction_tolerance
+    from mapper.rules import rule_kind
     from mapper.witness import random_inputs
 
     prog = load(args.file)
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file, complete=True)
     p = problem(prog, fusion=args.fusion)
+    if args.force:
+        overridden = check_mapping(p, p.mapping(args.mapping))
+        if overridden:
+            rules = ", ".join(f"{r} ({rule_kind(r)})"
+                              for r in sorted({c.rule for c in overridden}))
+            err_console.print(f"[yellow]warning:[/yellow] --force overrides "
+                              f"{len(overridden)} constraint instance(s) of {rules}; only "
+                              "the lowering's checks and the run judge this mapping",
+                              soft_wrap=True)
     try:
         cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
                              check=not args.force)
@@ -313,8 +323,9 @@ def cmd_run(args) -> int:
     scalars = {q.name for q in p.program.params if not hasattr(q.type, "size")}
     ref = evaluate(p.program, {k: (v[0] if k in scalars else v) for k, v in inputs.items()},
                    sizes)
-    o = Runner(args.device).evaluate(cp, inputs, ref, repeats=args.repeats,
-                                     **reduction_tolerance(ref))
+    with WorkerPool(args.device) as pool:  # a hanging or crashing kernel costs the worker
+        o = pool.evaluate(cp, inputs, ref, timeout_s=args.timeout, repeats=args.repeats,
+                          **reduction_tolerance(ref))
     colour = "green" if o.ok else "red" if o.status != "rejected" else "yellow"
     console.print(f"[{colour}]{escape(o.label)}[/{colour}] {escape(o.reason)}")
     if o.ok:
@@ -595,6 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
                    "that builds)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds for build and runs "
+                   "in the worker process (default 120)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--show-source", action="store_true", help="print the OpenCL source")
     p.add_argument("--force", action="store_true", help="skip the mapping constraints: let "

@@ -152,3 +152,12 @@ def test_repl_ctrl_c_cancels_the_command_and_keeps_the_session():
     assert sh.pins and sh.problem is not None
     sh.onecmd("count")
     assert "3 valid mapping(s)" in buf.getvalue()
+
+
+def test_run_force_names_the_rules_it_overrides(capsys):
+    rc = main(["run", f"{EX}/cc22_listing3.lift", "--mapping", "A=G1 B=G0 C=G0 D=S",
+               "--sizes", "N=4096,s0=64,s1=4", "--force"])
+    out = capsys.readouterr()
+    assert "--force overrides 2 constraint instance(s) of cross-thread-dependency (validity)" \
+        in out.err
+    assert rc == 1 and "rejected:cross-group-dependency" in out.out  # the lowering refuses it
