@@ -108,7 +108,8 @@ def _med(ts):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layer", default="7", help="VGG-16 layer number (default 7)")
-    ap.add_argument("--scale", type=float, default=1.0, help="shrink H and W by this factor")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply H and W by this factor (0.5: half size)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per round")
     ap.add_argument("--device", default=None, help="OpenCL device spec (LIFTMAP_DEVICE)")

@@ -21,11 +21,7 @@ from codegen.device import (
     parse_spec,
     select_device,
 )
-from codegen.oclgrind import check_with_oclgrind, oclgrind_available, parse_oclgrind_log
-from codegen.program import Buffer, CompiledProgram, Kernel, Outcome
-from codegen.runner import Runner, check_launch, compare, source_hash
-from codegen.worker import WorkerPool, data_token
-from experiments.baselines import (
+from codegen.handwritten import (
     conv_inputs,
     conv_reference,
     local_tiled_conv_program,
@@ -33,6 +29,10 @@ from experiments.baselines import (
     register_tiled_conv_program,
     vector_add_program,
 )
+from codegen.oclgrind import check_with_oclgrind, oclgrind_available, parse_oclgrind_log
+from codegen.program import Buffer, CompiledProgram, Kernel, Outcome
+from codegen.runner import Runner, check_launch, compare, source_hash
+from codegen.worker import WorkerPool, data_token
 from ir.programs import ConvLayer
 
 pytestmark = pytest.mark.opencl
@@ -387,11 +387,14 @@ def test_pool_on_missing_device_raises_setup_error():
 
 def test_generated_conv_pipeline_end_to_end(pool):
     """The lowering's GPGPU'20 pipeline (hand mapping), lowered inside a worker."""
-    pytest.importorskip("codegen.lower")
-    from experiments.bench_conv import generated_program
+    from ir.programs import gpgpu20_conv_pipeline
+    from mapper.candidates import conv_stage_mappings, lower_pipeline, paper_like_tuning
 
     layer = ConvLayer("tiny", 4, 8, 8, 8)
-    lower_fn, _ = generated_program(layer)
+    pipe = gpgpu20_conv_pipeline()
+    lower_fn = functools.partial(lower_pipeline, pipe, conv_stage_mappings(pipe),
+                                 {**layer.sizes(), **paper_like_tuning(layer)},
+                                 flops=layer.flops)
     inp = conv_inputs(layer)
     out = pool.evaluate_candidate(lower_fn, inp, conv_reference(layer, inp), timeout_s=60,
                                   repeats=1)
