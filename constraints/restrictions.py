@@ -18,8 +18,16 @@ sub-expression.  It computes in int64/float64: integer results beyond 2**63 wrap
 form uses Python integers), which realistic tuning spaces never reach.
 
 Callables (``fn`` or ``(fn, names)``) have no vectorised form; their "vector" function calls
-``fn`` row by row (``np.frompyfunc``) on the original Python values, and exceptions they
-raise propagate.
+``fn`` row by row (``np.frompyfunc``) on the original Python values.  An exception a callable
+raises is an error, not a false result: it becomes :class:`RestrictionEvaluationError` naming
+the restriction and the values (``MemoryError`` passes through).
+
+Kernel Tuner's form, a callable of one argument that is not a parameter name
+(``lambda p: p["block_size_x"] > 1``), is called with a configuration dict
+(:func:`restriction_from_dict_callable`).  The keys it reads are taken from its source when
+every use of the argument is ``p["name"]`` or ``p.get("name")`` with a constant string;
+otherwise it reads all parameters.  A ``KeyError`` for a key that is not a parameter becomes
+:class:`UnknownNameError`.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import ast
 import difflib
 import functools
 import inspect
+import linecache
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -42,9 +51,13 @@ __all__ = [
     "RestrictionSyntaxError",
     "EmptyParameterDomainError",
     "EmptySpaceError",
+    "RestrictionEvaluationError",
+    "SpaceTooLargeError",
+    "LateRestrictionWarning",
     "Restriction",
     "parse_restriction",
     "restriction_from_callable",
+    "restriction_from_dict_callable",
 ]
 
 
@@ -72,6 +85,21 @@ class EmptySpaceError(SpaceError):
     """The space has no valid configuration; the message explains which restriction emptied it."""
 
 
+class RestrictionEvaluationError(SpaceError):
+    """A callable restriction raised while being evaluated; the message names the restriction
+    and the values it was given, ``__cause__`` is the original exception."""
+
+
+class SpaceTooLargeError(SpaceError):
+    """A group of dependent parameters has more valid rows than the space may materialise
+    (``max_rows``), or ran out of memory while enumerating them."""
+
+
+class LateRestrictionWarning(UserWarning):
+    """A restriction depends on every parameter of a large space, so it can only be checked
+    once all of them are bound: the whole Cartesian product is filtered row by row."""
+
+
 FUNCTIONS = ("min", "max", "abs")
 _NUM, _BOOL = "number", "truth value"
 
@@ -87,6 +115,11 @@ class Restriction:
     scalar: Callable[..., bool]
     vector: Callable[..., np.ndarray]
     vectorised: bool = True
+    takes_dict: bool = False
+    """The underlying callable takes one configuration dict (Kernel Tuner's convention)."""
+    keys_inferred: bool = False
+    """For ``takes_dict``: ``params`` was read from the callable's source (else: all
+    parameters, because the keys it reads are unknown)."""
 
     def __call__(self, config: dict[str, Any]) -> bool:
         """Evaluate on a configuration (a mapping holding at least ``params``)."""
@@ -496,6 +529,33 @@ def parse_restriction(source: str, names: Sequence[str], origin: str = "user") -
     return Restriction(text, tuple(used), origin, scalar, vector, True)
 
 
+def _short(values: dict[str, Any], limit: int = 300) -> str:
+    text = repr(values)
+    return text if len(text) <= limit else text[: limit - 5] + " ...}"
+
+
+def _guarded(
+    fn: Callable[..., Any], source: str, names: Sequence[str] | None
+) -> Callable[..., bool]:
+    """``bool(fn(...))`` whose exceptions (other than ``MemoryError``) become
+    :class:`RestrictionEvaluationError` naming ``source`` and the values: ``names`` are the
+    positional arguments' parameter names, None for a callable taking one configuration dict."""
+
+    def call(*args: Any) -> bool:
+        try:
+            return bool(fn(*args))
+        except (MemoryError, SpaceError):
+            raise
+        except Exception as e:
+            values = args[0] if names is None else dict(zip(names, args, strict=True))
+            raise RestrictionEvaluationError(
+                f"restriction {source} raised {type(e).__name__}: {e} for configuration "
+                f"{_short(values)}"
+            ) from e
+
+    return call
+
+
 def restriction_from_callable(
     fn: Callable[..., Any],
     names: Sequence[str] | None,
@@ -504,12 +564,17 @@ def restriction_from_callable(
 ) -> Restriction:
     """Wrap a callable taking parameter values positionally (in ``names`` order).
 
-    Without ``names`` they are the callable's parameter names (``inspect.signature``).
-    Evaluation is row by row; exceptions raised by ``fn`` propagate.
+    Without ``names`` they are the callable's parameter names (``inspect.signature``), except
+    for Kernel Tuner's form: a callable of exactly one positional parameter whose name is not
+    a parameter is called with a configuration dict (:func:`restriction_from_dict_callable`)
+    -- unless its source uses that argument only as a number (``lambda q: q > 1``), which is
+    an :class:`UnknownNameError` as before.  Evaluation is row by row; an exception raised by
+    ``fn`` becomes :class:`RestrictionEvaluationError`.
     """
     if not callable(fn):
         raise TypeError(f"a callable is needed, got {type(fn).__name__}")
     label = getattr(fn, "__qualname__", None) or repr(fn)
+    known_set = set(known)
     if names is None:
         try:
             sig = inspect.signature(fn)
@@ -523,22 +588,281 @@ def restriction_from_callable(
                 f"callable {label}: *args/**kwargs or keyword-only parameters; pass (fn, names)"
             )
         names = list(sig.parameters)
+        if len(names) == 1 and names[0] not in known_set:
+            found = _find_function_node(fn)
+            if found is None or _argument_use(found[0], names[0])[1] != "number":
+                return restriction_from_dict_callable(fn, known, origin)
+            source = f"<callable {label}({names[0]})>"
+            err = _unknown(source, names[0], list(known), 1)
+            raise UnknownNameError(
+                f"{err}\n(a callable of one argument that is not a parameter is called with a "
+                f"configuration dict, Kernel Tuner's convention, but it uses {names[0]!r} as a "
+                f"number)"
+            )
     names = tuple(names)
-    known_set = set(known)
     source = f"<callable {label}({', '.join(names)})>"
     for n in names:
         if n not in known_set:
             raise _unknown(source, n, list(known), 1)
-    ufunc = np.frompyfunc(fn, len(names), 1) if names else None
+    guarded = _guarded(fn, source, names)
+    ufunc = np.frompyfunc(guarded, len(names), 1) if names else None
 
     def scalar(*values: Any) -> bool:
-        return bool(fn(*values))
+        return bool(guarded(*values))
 
     scalar.__wrapped_fn__ = fn  # type: ignore[attr-defined]  # for cache fingerprints
 
     def vector(*cols: Any) -> np.ndarray:
         if ufunc is None:
-            return np.asarray(bool(fn()))
+            return np.asarray(bool(guarded()))
         return np.asarray(ufunc(*cols), dtype=bool)
 
     return Restriction(source, names, origin, scalar, vector, False)
+
+
+# ----------------------------------------------------------------------------- dict callables
+# Kernel Tuner calls a restriction function with the configuration as a dict.  Which keys it
+# reads is read from its source: the function's AST node is found in its file (linecache)
+# from the positions of its bytecode, and every use of the argument must be ``p["name"]`` or
+# ``p.get("name", ...)`` with a constant string; anything else means "all parameters".
+
+_FunctionNode = ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef
+_DYNAMIC = frozenset({"eval", "exec", "locals", "vars", "globals"})
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_module(text: str) -> tuple[ast.AST, ...] | None:
+    """The function-like nodes of a module's source, or None if it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    return tuple(n for n in ast.walk(tree) if isinstance(n, _FunctionNode))
+
+
+def _node_args(node: ast.AST) -> list[str]:
+    assert isinstance(node, _FunctionNode)
+    a = node.args
+    return [x.arg for x in [*a.posonlyargs, *a.args]]
+
+
+def _find_function_node(fn: Callable[..., Any]) -> tuple[ast.AST, str] | None:
+    """The AST node of a plain Python function or lambda and its module's text, or None when
+    the source is unavailable or the node cannot be identified unambiguously."""
+    if not inspect.isfunction(fn):
+        return None
+    code = fn.__code__
+    try:
+        filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    except (TypeError, OSError):
+        return None
+    lines = linecache.getlines(filename, fn.__globals__)
+    if not lines:
+        return None
+    text = "".join(lines)
+    nodes = _parse_module(text)
+    if not nodes:
+        return None
+    args = list(code.co_varnames[: code.co_argcount])  # co_argcount counts positional-only
+    is_lambda = fn.__name__ == "<lambda>"
+    cands = [
+        n
+        for n in nodes
+        if isinstance(n, ast.Lambda) == is_lambda
+        and (is_lambda or getattr(n, "name", None) == fn.__name__)
+        and _node_args(n) == args
+    ]
+    positions = getattr(code, "co_positions", None)
+    if positions is not None:  # Python >= 3.11: the node spanning all instructions
+        spans = [
+            (l0, c0, l1, c1)
+            for l0, l1, c0, c1 in positions()
+            if None not in (l0, l1, c0, c1) and (l0, c0) != (l1, c1)
+        ]
+        if not spans:
+            return None
+
+        def contains(n: ast.AST) -> bool:
+            start = (n.lineno, n.col_offset)
+            end = (n.end_lineno, n.end_col_offset)
+            return all(start <= (l0, c0) and (l1, c1) <= end for l0, c0, l1, c1 in spans)
+
+        cands = [n for n in cands if contains(n)]
+        if not cands:
+            return None
+        best = min(cands, key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset))
+        return best, text
+    first = code.co_firstlineno  # Python 3.10: by line; ambiguous means unknown
+    cands = [
+        n
+        for n in cands
+        if first == min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))])
+    ]
+    return (cands[0], text) if len(cands) == 1 else None
+
+
+def _argument_use(node: ast.AST, arg: str) -> tuple[list[tuple[str, ast.AST]] | None, str]:
+    """How a function's body uses its argument ``arg``: the constant keys it reads with
+    their nodes (None when some use is not a constant key) and a verdict, ``"dict"``,
+    ``"number"`` (only as an operand of arithmetic or an ordering/equality comparison) or
+    ``"other"``."""
+    assert isinstance(node, _FunctionNode)
+    body = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
+    parent: dict[int, ast.AST] = {}
+    inner: list[ast.AST] = []
+    for b in body:
+        for n in ast.walk(b):
+            inner.append(n)
+            for c in ast.iter_child_nodes(n):
+                parent[id(c)] = n
+    keys: list[tuple[str, ast.AST]] = []
+    unknown = False
+    numeric = dictlike = 0
+    for n in inner:
+        if isinstance(n, ast.arg) and n.arg == arg:
+            unknown = True  # rebound in a nested scope
+        elif isinstance(n, (ast.Global, ast.Nonlocal)) and arg in n.names:
+            unknown = True
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _DYNAMIC:
+            unknown = True
+        if not (isinstance(n, ast.Name) and n.id == arg):
+            continue
+        up = parent.get(id(n))
+        if not isinstance(n.ctx, ast.Load):
+            unknown = True
+        elif isinstance(up, ast.Subscript) and up.value is n:
+            dictlike += 1
+            k = up.slice
+            if isinstance(up.ctx, ast.Load) and isinstance(k, ast.Constant):
+                if isinstance(k.value, str):
+                    keys.append((k.value, k))
+                    continue
+            unknown = True
+        elif isinstance(up, ast.Attribute) and up.value is n:
+            dictlike += 1
+            call = parent.get(id(up))
+            if (
+                up.attr == "get"
+                and isinstance(call, ast.Call)
+                and call.func is up
+                and 1 <= len(call.args) <= 2
+                and not call.keywords
+                and isinstance(call.args[0], ast.Constant)
+                and isinstance(call.args[0].value, str)
+            ):
+                keys.append((call.args[0].value, call.args[0]))
+                continue
+            unknown = True
+        elif isinstance(up, (ast.BinOp, ast.UnaryOp)):
+            numeric += 1
+            unknown = True
+        elif isinstance(up, ast.Compare):
+            ops = up.ops
+            where = [up.left, *up.comparators].index(n)
+            beside = [ops[i] for i in (where - 1, where) if 0 <= i < len(ops)]
+            if any(isinstance(o, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for o in beside):
+                dictlike += 1
+            else:
+                numeric += 1
+            unknown = True
+        else:
+            unknown = True
+    verdict = "number" if numeric and not dictlike else "dict" if dictlike else "other"
+    return (None if unknown else keys), verdict
+
+
+def _lambda_text(node: ast.AST, text: str, limit: int = 120) -> str | None:
+    if not isinstance(node, ast.Lambda):
+        return None
+    seg = ast.get_source_segment(text, node)
+    if not seg:
+        return None
+    seg = " ".join(seg.split())
+    return seg if len(seg) <= limit else seg[: limit - 3] + "..."
+
+
+def restriction_from_dict_callable(
+    fn: Callable[..., Any], known: Sequence[str], origin: str = "user"
+) -> Restriction:
+    """Wrap a callable taking one configuration dict (Kernel Tuner's form,
+    ``lambda p: p["block_size_x"] * p["block_size_y"] <= 1024``).
+
+    Its :attr:`Restriction.params` are the keys read in its source (``p["name"]`` or
+    ``p.get("name"...)`` with constant strings, when that is its only use of ``p``), else all
+    of ``known``; a constant key that is not a parameter is an :class:`UnknownNameError`.
+    The callable receives a dict of exactly those parameters.  At evaluation a ``KeyError``
+    for a name that is not a parameter becomes :class:`UnknownNameError`; any other
+    exception :class:`RestrictionEvaluationError`.
+    """
+    label = getattr(fn, "__qualname__", None) or repr(fn)
+    try:
+        arg = next(iter(inspect.signature(fn).parameters))
+    except (TypeError, ValueError, StopIteration):
+        arg = "p"
+    found = _find_function_node(fn)
+    keys: list[tuple[str, ast.AST]] | None = None
+    text = None
+    if found is not None:
+        node, module = found
+        keys = _argument_use(node, arg)[0]
+        text = _lambda_text(node, module)
+    source = f"<{text}>" if text else f"<callable {label}({arg})>"
+    known = list(known)
+    known_set = set(known)
+    if keys is None:
+        names = tuple(known)
+    else:
+        for k, _ in keys:
+            if k not in known_set:
+                raise _unknown_key(source, k, known)
+        names = tuple(dict.fromkeys(k for k, _ in keys))
+    guarded = _guarded(fn, source, None)
+
+    def call(config: dict[str, Any]) -> bool:
+        try:
+            return guarded(config)
+        except RestrictionEvaluationError as e:
+            cause = e.__cause__
+            if isinstance(cause, KeyError) and cause.args:
+                k = cause.args[0]
+                if isinstance(k, str) and k not in known_set:
+                    raise _unknown_key(source, k, known) from None
+            if keys is None and isinstance(cause, TypeError):
+                raise RestrictionEvaluationError(
+                    f"{e} (a callable of one argument that is not a parameter is called with "
+                    f"a configuration dict, Kernel Tuner's convention; name its arguments after "
+                    f"parameters to receive values)"
+                ) from cause
+            raise
+
+    def scalar(*values: Any) -> bool:
+        return bool(call(dict(zip(names, values, strict=True))))
+
+    scalar.__wrapped_fn__ = fn  # type: ignore[attr-defined]  # for cache fingerprints
+    ufunc = np.frompyfunc(scalar, len(names), 1) if names else None
+
+    def vector(*cols: Any) -> np.ndarray:
+        if ufunc is None:
+            return np.asarray(scalar())
+        return np.asarray(ufunc(*cols), dtype=bool)
+
+    return Restriction(
+        source,
+        names,
+        origin,
+        scalar,
+        vector,
+        False,
+        takes_dict=True,
+        keys_inferred=keys is not None,
+    )
+
+
+def _unknown_key(source: str, name: str, known: Sequence[str]) -> UnknownNameError:
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    listed = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
+    return UnknownNameError(
+        f"restriction {source}: reads key {name!r}, which is not a parameter{hint} "
+        f"(parameters: {listed})"
+    )

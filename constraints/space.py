@@ -20,6 +20,12 @@ How the space is built (see ``docs/tuning-space.md``):
 5. A configuration's index is a mixed-radix number over the groups (last group fastest),
    so counting, indexing, membership and uniform sampling never touch the product.
 
+Kernel Tuner's forms are accepted as they are: ``restrictions=None``, a single function, a
+callable taking the configuration as a dict (``lambda p: p["block_size_x"] > 1``) and, with
+``max_threads=``, its implicit limit on the product of the block sizes.  A group whose valid
+rows would exceed ``max_rows`` (estimated before enumerating it, checked while enumerating)
+raises :class:`SpaceTooLargeError` instead of running out of memory.
+
 An empty space is not an error at construction: ``count() == 0``, :meth:`explain_empty`
 names the restriction after which a group became empty, and indexing, sampling or
 :meth:`require_nonempty` raise :class:`EmptySpaceError` with that text.  Iterating an empty
@@ -35,6 +41,7 @@ import json
 import math
 import operator
 import random
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from numbers import Real
 from pathlib import Path
@@ -46,10 +53,13 @@ import numpy as np
 from constraints.restrictions import (
     EmptyParameterDomainError,
     EmptySpaceError,
+    LateRestrictionWarning,
     NotAPredicateError,
     Restriction,
+    RestrictionEvaluationError,
     RestrictionSyntaxError,
     SpaceError,
+    SpaceTooLargeError,
     UnknownNameError,
     parse_restriction,
     restriction_from_callable,
@@ -64,12 +74,27 @@ __all__ = [
     "RestrictionSyntaxError",
     "EmptyParameterDomainError",
     "EmptySpaceError",
+    "RestrictionEvaluationError",
+    "SpaceTooLargeError",
+    "LateRestrictionWarning",
+    "MAX_ROWS",
+    "KERNEL_TUNER_BLOCK_SIZE_NAMES",
 ]
 
 RestrictionLike = str | Callable[..., Any] | tuple[Callable[..., Any], Sequence[str]] | Restriction
+Restrictions = Sequence[RestrictionLike] | RestrictionLike | None
 
 CHUNK_ROWS = 1 << 21
 """Default maximum number of candidate rows generated at once while enumerating a group."""
+MAX_ROWS = 50_000_000
+"""Default ``max_rows``: the most valid rows one group may materialise (each row takes one byte
+per parameter of the group for domains of up to 256 values, plus 8 bytes for its lookup key:
+about 0.5-1 GB at this limit for a group of 2-12 parameters)."""
+LATE_WARN_CARTESIAN = 100_000
+"""A dict-callable restriction over all parameters warns when their Cartesian product is at
+least this large (it is evaluated there row by row in Python)."""
+KERNEL_TUNER_BLOCK_SIZE_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+"""Kernel Tuner's default thread block size parameter names (used by ``max_threads``)."""
 MATERIALISE_MAX = 1_000_000
 """``iter_random`` shuffles an index array up to this count, above it uses a Feistel network."""
 _DP_MAX_VARS = 16
@@ -77,6 +102,7 @@ _PERM_MAX_VARS = 4
 _SEL_EXHAUSTIVE = 4096
 _SEL_SAMPLES = 2048
 _SEL_CALLABLE_SAMPLES = 256
+_SIZE_SAMPLES = 4096
 _CACHE_VERSION = 1
 
 
@@ -253,10 +279,16 @@ class SearchSpace:
     """Valid configurations of tuning parameters under restrictions.
 
     ``params`` maps each name to its domain (a sequence of distinct hashable values, normally
-    ints/floats).  ``restrictions`` are strings (Python expressions, see
-    ``constraints.restrictions``), callables whose argument names are parameters,
-    ``(callable, names)`` pairs or :class:`Restriction` objects.  ``origins`` maps a
-    restriction's position to its origin label (default ``"user"``).
+    ints/floats).  ``restrictions`` (None, one restriction or a sequence of them) are strings
+    (Python expressions, see ``constraints.restrictions``), callables whose argument names
+    are parameters, callables of one other argument that receive the configuration as a dict
+    (Kernel Tuner's form), ``(callable, names)`` pairs or :class:`Restriction` objects.
+    ``origins`` maps a restriction's position to its origin label (default ``"user"``).
+
+    ``max_threads`` adds Kernel Tuner's implicit restriction: the product of the parameters
+    named in ``block_size_names`` (default ``block_size_x/y/z``) that exist is at most
+    ``max_threads``.  ``max_rows`` (default :data:`MAX_ROWS`, None for no limit) bounds the
+    valid rows any one group may materialise: above it :class:`SpaceTooLargeError`.
 
     Configurations are dicts in ``params`` order; their index order (``space[i]``,
     iteration) is a mixed radix over :attr:`groups`, each group's rows in lexicographic
@@ -266,16 +298,29 @@ class SearchSpace:
     def __init__(
         self,
         params: Mapping[str, Sequence[Any]],
-        restrictions: Sequence[RestrictionLike] = (),
+        restrictions: Restrictions = None,
         *,
         origins: Mapping[int, str] | None = None,
         chunk_rows: int = CHUNK_ROWS,
+        max_threads: int | None = None,
+        block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
+        max_rows: int | None = MAX_ROWS,
     ) -> None:
-        self._setup(params, restrictions, origins, chunk_rows)
+        self._setup(params, restrictions, origins, chunk_rows, max_threads, block_size_names)
+        self._warn_late()
+        limit = None if max_rows is None else max(1, operator.index(max_rows))
+        estimates = [self._check_size(gi, limit) for gi in range(len(self._groups))]
         self._deaths: list[tuple[int, int] | None] = []
         tables = []
         for gi in range(len(self._groups)):
-            table, death = self._enumerate(gi)
+            try:
+                table, death = self._enumerate(gi, limit, estimates[gi])
+            except MemoryError:
+                detail = (
+                    f"ran out of memory while enumerating its valid rows "
+                    f"(estimated: {estimates[gi]})"
+                )
+                raise SpaceTooLargeError(self._too_large(gi, detail, limit)) from None
             tables.append(table)
             self._deaths.append(death)
         self._finish(tables)
@@ -284,14 +329,18 @@ class SearchSpace:
     def _setup(
         self,
         params: Mapping[str, Sequence[Any]],
-        restrictions: Sequence[RestrictionLike],
+        restrictions: Restrictions,
         origins: Mapping[int, str] | None,
         chunk_rows: int,
+        max_threads: int | None = None,
+        block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
     ) -> None:
         if not isinstance(params, Mapping):
             raise TypeError("params must be a mapping from parameter name to domain")
-        if isinstance(restrictions, (str, Restriction)) or callable(restrictions):
-            restrictions = [restrictions]  # a single restriction is a common slip
+        if restrictions is None:
+            restrictions = []
+        elif isinstance(restrictions, (str, Restriction)) or callable(restrictions):
+            restrictions = [restrictions]  # Kernel Tuner accepts a single function
         self._chunk_rows = max(1, int(chunk_rows))
         self._names: list[str] = []
         self._domains: dict[str, tuple[Any, ...]] = {}
@@ -338,6 +387,10 @@ class SearchSpace:
         for i, r in enumerate(restrictions):
             origin = origins.get(i, "user")
             parsed.append(self._coerce(r, origin, i in origins))
+        if max_threads is not None:
+            implicit = self._max_threads(max_threads, block_size_names)
+            if implicit is not None:
+                parsed.append(implicit)
         self._restrictions: tuple[Restriction, ...] = tuple(parsed)
         self._false_const: Restriction | None = None
         for r in parsed:
@@ -386,6 +439,53 @@ class SearchSpace:
             self._groups.append(names)
             self._steps.append(steps)
 
+    def _max_threads(self, max_threads: int, names: Sequence[str]) -> Restriction | None:
+        """Kernel Tuner's implicit restriction: the product of the block-size parameters
+        present among ``names`` is at most ``max_threads`` (None if none is present)."""
+        try:
+            limit = operator.index(max_threads)
+        except TypeError:
+            raise SpaceError(f"max_threads must be an integer, got {max_threads!r}") from None
+        if limit < 1:
+            raise SpaceError(f"max_threads must be positive, got {limit}")
+        names = [names] if isinstance(names, str) else list(names)
+        present = [n for n in names if n in self._decl]
+        if not present:
+            return None
+        origin = (
+            f"max_threads: {'*'.join(present)} <= {limit} (Kernel Tuner's implicit restriction)"
+        )
+        return parse_restriction(f"{' * '.join(present)} <= {limit}", self._names, origin)
+
+    def _warn_late(self) -> None:
+        """Warn about dict-callables that depend on every parameter of a large space."""
+        if len(self._names) < 2:
+            return
+        every = set(self._names)
+        for r in self._restrictions:
+            if not r.takes_dict or set(r.params) != every:
+                continue
+            cart = self.cartesian_size()
+            if cart < LATE_WARN_CARTESIAN:
+                continue
+            why = (
+                "it reads all of them"
+                if r.keys_inferred
+                else 'the keys it reads could not be found in its source (only p["name"] or '
+                'p.get("name") with constant names can be)'
+            )
+            warnings.warn(
+                f"restriction {r.source} [{r.origin}] takes the configuration as a dict and "
+                f"{why}: it can only be checked once all {len(self._names)} parameters are "
+                f"chosen, filtering their Cartesian product of {cart:,} configurations row by "
+                f"row in Python. Prefer restriction strings "
+                f"('block_size_x * block_size_y <= 1024') or callables with named arguments "
+                f"(lambda block_size_x, block_size_y: ...), which depend only on the parameters "
+                f"they name",
+                LateRestrictionWarning,
+                stacklevel=3,
+            )
+
     def _coerce(self, r: RestrictionLike, origin: str, override: bool) -> Restriction:
         if isinstance(r, Restriction):
             unknown = [p for p in r.params if p not in self._decl]
@@ -422,8 +522,69 @@ class SearchSpace:
         n = len(idx[0])
         return max(float(np.count_nonzero(mask)) / n, 0.5 / n)
 
-    def _enumerate(self, gi: int) -> tuple[np.ndarray, tuple[int, int] | None]:
-        """Valid rows of group ``gi`` (domain indices, columns in variable order)."""
+    def _check_size(self, gi: int, limit: int | None) -> str:
+        """Estimate the valid rows of group ``gi`` before enumerating it; raise
+        :class:`SpaceTooLargeError` when that is confidently above ``limit``.
+
+        Only a group whose Cartesian size exceeds ``limit`` is examined: its restrictions are
+        evaluated on ``_SIZE_SAMPLES`` seeded random points of its Cartesian product, and the
+        group is refused when a 3-sigma lower bound of the passing fraction, times the
+        Cartesian size, exceeds ``limit`` (with few passing points the estimate is left to the
+        check made while enumerating).  Returns the estimate as text for error messages.
+        """
+        names = self._groups[gi]
+        sizes = [len(self._domains[n]) for n in names]
+        cart = math.prod(sizes)
+        if limit is None or cart <= limit:
+            return f"at most {cart:,} (its Cartesian size)"
+        rids = sorted(
+            (i for s in self._steps[gi] for i in s),
+            key=lambda i: (not self._restrictions[i].vectorised, self._sel[i], i),
+        )
+        if not rids:  # a free parameter: every value is a row
+            raise SpaceTooLargeError(self._too_large(gi, f"has {cart:,} valid rows", limit))
+        rng = np.random.default_rng(0)
+        n = _SIZE_SAMPLES
+        idx = {p: rng.integers(0, size, n) for p, size in zip(names, sizes, strict=True)}
+        alive = np.arange(n)
+        for i in rids:
+            r = self._restrictions[i]
+            src = self._num if r.vectorised else self._obj
+            mask = np.asarray(r.vector(*[src[p][idx[p][alive]] for p in r.params]), dtype=bool)
+            alive = alive[np.broadcast_to(mask, alive.shape)]
+            if not len(alive):
+                break
+        hits = len(alive)
+        estimate = cart * hits / n
+        text = (
+            f"about {estimate:,.0f} ({hits:,} of {n:,} random points of its Cartesian product "
+            f"of {cart:,} pass its restrictions)"
+        )
+        if (hits - 3 * math.sqrt(hits)) * cart / n > limit:
+            detail = f"would hold {text.replace(' (', ' valid rows (', 1)}"
+            raise SpaceTooLargeError(self._too_large(gi, detail, limit))
+        return text
+
+    def _too_large(self, gi: int, detail: str, limit: int | None) -> str:
+        """Message of :class:`SpaceTooLargeError`: group ``gi`` ``detail``, then what to do."""
+        names = self._groups[gi]
+        rids = [i for s in self._steps[gi] for i in s]
+        tied = "; ".join(repr(self._restrictions[i].source) for i in rids[:6])
+        tied += "; ..." if len(rids) > 6 else ""
+        bound = "no max_rows limit" if limit is None else f"max_rows={limit:,}"
+        return (
+            f"group ({', '.join(names)}) {detail}; a group's valid rows are materialised "
+            f"({bound})"
+            + (f"; restrictions tying the group together: {tied}" if tied else "")
+            + ". Add restrictions that split the group (or drop ones that tie its parameters "
+            "together), narrow the parameters' domains, or raise max_rows (None: no limit)."
+        )
+
+    def _enumerate(
+        self, gi: int, limit: int | None = None, estimate: str = ""
+    ) -> tuple[np.ndarray, tuple[int, int] | None]:
+        """Valid rows of group ``gi`` (domain indices, columns in variable order); raises
+        :class:`SpaceTooLargeError` as soon as more than ``limit`` rows are kept."""
         names = self._groups[gi]
         steps = [[self._restrictions[i] for i in s] for s in self._steps[gi]]
         k = len(names)
@@ -437,10 +598,18 @@ class SearchSpace:
         budget = self._chunk_rows
         out: list[list[np.ndarray]] = []
         death: list[tuple[int, int]] = []
+        kept = [0]
 
         def run(cols: list[np.ndarray], j: int) -> None:
             if j == k:
                 out.append(cols)
+                kept[0] += len(cols[0])
+                if limit is not None and kept[0] > limit:
+                    detail = (
+                        f"has more than {limit:,} valid rows (enumeration stopped at "
+                        f"{kept[0]:,}; estimated beforehand: {estimate})"
+                    )
+                    raise SpaceTooLargeError(self._too_large(gi, detail, limit))
                 return
             d = sizes[j]
             m = len(cols[0]) if cols else 1
@@ -916,14 +1085,16 @@ class SearchSpace:
         cls,
         path: str | Path,
         params: Mapping[str, Sequence[Any]],
-        restrictions: Sequence[RestrictionLike] = (),
+        restrictions: Restrictions = None,
         *,
         origins: Mapping[int, str] | None = None,
+        max_threads: int | None = None,
+        block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
     ) -> SearchSpace:
         """Rebuild a space from :meth:`save` output without enumerating; raises
         :class:`SpaceError` if the file belongs to other parameters or restrictions."""
         space = cls.__new__(cls)
-        space._setup(params, restrictions, origins, CHUNK_ROWS)
+        space._setup(params, restrictions, origins, CHUNK_ROWS, max_threads, block_size_names)
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             if meta["key"] != space.cache_key() or meta["groups"] != [
@@ -940,16 +1111,33 @@ class SearchSpace:
         cls,
         path: str | Path,
         params: Mapping[str, Sequence[Any]],
-        restrictions: Sequence[RestrictionLike] = (),
+        restrictions: Restrictions = None,
         *,
         origins: Mapping[int, str] | None = None,
+        max_threads: int | None = None,
+        block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
+        max_rows: int | None = MAX_ROWS,
     ) -> SearchSpace:
         """Load from ``path`` when it matches, else build and save there."""
         try:
-            return cls.load(path, params, restrictions, origins=origins)
+            return cls.load(
+                path,
+                params,
+                restrictions,
+                origins=origins,
+                max_threads=max_threads,
+                block_size_names=block_size_names,
+            )
         except (OSError, KeyError, ValueError):  # missing, unreadable or stale: rebuild
             pass
-        space = cls(params, restrictions, origins=origins)
+        space = cls(
+            params,
+            restrictions,
+            origins=origins,
+            max_threads=max_threads,
+            block_size_names=block_size_names,
+            max_rows=max_rows,
+        )
         space.save(path)
         return space
 
