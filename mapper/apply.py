@@ -12,6 +12,7 @@ from collections.abc import Mapping as AbcMapping
 
 from ir.builders import compose, join, split
 from ir.nodes import Lambda, Map, Node, rebuild, replace
+from ir.sym import Expr
 from ir.typecheck import typecheck
 from ir.types import ArrayType
 from mapper.encoding import FUSED, SEQ
@@ -47,13 +48,32 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
         return None
 
     out = rebuild(program, set_kind)
-    for m in tree.labels:  # pre-order: parents before children
-        if codes[m] == FUSED:
-            out = _fuse(out, tree.maps[m].uid)
+    fused = [m for m in tree.labels if codes[m] == FUSED]  # pre-order: parents first
+    if fused:
+        sizes = _inner_sizes(program, tree)
+        for m in fused:
+            out = _fuse(out, tree.maps[m].uid, sizes)
     return out
 
 
-def _fuse(program: Node, child_uid: int) -> Node:
+def _inner_sizes(program: Node, tree: MapNestingTree) -> dict[int, Expr]:
+    """For each map (by uid): the length of the arrays it maps over, which fusing it into
+    its parent splits by. Fusing other maps does not change it, so one type check of the
+    unmapped program serves every mapping (kept on ``tree``)."""
+    cached = getattr(tree, "_inner_sizes", None)
+    if cached is not None:
+        return cached
+    info = typecheck(program)
+    out: dict[int, Expr] = {}
+    for n in _maps(program):
+        t = info.map_types.get(id(n), (None,))[0]
+        if isinstance(t, ArrayType):
+            out[n.uid] = t.size
+    tree._inner_sizes = out
+    return out
+
+
+def _fuse(program: Node, child_uid: int, inner_sizes: dict[int, Expr]) -> Node:
     parent = None
     for n in _maps(program):
         inner = _direct_map(n.f)
@@ -62,10 +82,7 @@ def _fuse(program: Node, child_uid: int) -> Node:
             break
     if parent is None:
         raise MappingError("internal: fused map has no perfectly nesting parent")
-    info = typecheck(program)
-    in_type = info.map_types[id(parent)][0]
-    assert isinstance(in_type, ArrayType) and isinstance(in_type.elem, ArrayType)
-    n_inner = in_type.elem.size
+    n_inner = inner_sizes[child_uid]
     child = _direct_map(parent.f)
     merged = Map(child.f, parent.kind, parent.dim, parent.label, uid=parent.uid)
     replacement = compose(split(n_inner), merged, join())
