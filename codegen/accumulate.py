@@ -167,12 +167,15 @@ def _in_chain(chain: tuple, make_body, what: str, parent) -> list:
     return [lp]
 
 
-def vector_accumulate(stmts: list, fun_of: dict,
-                      names: set) -> tuple[list[Buf], list[tuple[str, str]]]:
+def vector_accumulate(stmts: list, fun_of: dict, names: set,
+                      max_bytes: int | None = None) -> tuple[list[Buf], list[tuple[str, str]]]:
     """Rewrites, in place, every sequential loop of ``stmts`` that qualifies (see the module
-    docstring). Returns the new private buffers and the C helper functions they need
-    (``(name, source)`` pairs)."""
+    docstring), as long as the accumulators of all rewritten loops take at most
+    ``max_bytes`` of private memory per work-item (an optimisation never makes a kernel
+    exceed its private budget). Returns the new private buffers and the C helper functions
+    they need (``(name, source)`` pairs)."""
     new_bufs: list[Buf] = []
+    room = [max_bytes]
     helpers: dict[int, str] = {}
 
     def fresh(base: str) -> str:
@@ -195,7 +198,14 @@ def vector_accumulate(stmts: list, fun_of: dict,
                 i += 1
                 continue
             before, after = [], []
-            for m in _candidates(s, fun_of).values():
+            cands = list(_candidates(s, fun_of).values())
+            need = sum(math.prod(c.n for c in m.chain) * 4 * m.width for m in cands)
+            if room[0] is not None:
+                if need > room[0]:
+                    i += 1
+                    continue
+                room[0] -= need
+            for m in cands:
                 b = m.store.dest.buf
                 w = m.width
                 vt = VectorType(ScalarType("float"), w)

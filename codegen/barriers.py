@@ -326,8 +326,11 @@ def _container_index(container: Loop | None, top: list, child) -> int:
     raise ValueError("statement not in its parent")
 
 
-def analyze(stmts: list, cfg: LaunchConfig, map_of: dict) -> list[LoweringError]:
-    """Inserts barriers into ``stmts`` and returns the problems found (not raised)."""
+def analyze(stmts: list, cfg: LaunchConfig, map_of: dict,
+            synced: list[Loop] | None = None) -> list[LoweringError]:
+    """Inserts barriers into ``stmts`` and returns the problems found (not raised).
+    ``synced`` receives the loops around a needed barrier, whose trip counts must be the
+    same for every work-item of a group (the synchronisability condition)."""
     tv = thread_vars(cfg)
     kinds = {name: cls for vs in tv.values() for name, _, cls in vs}
     accs = collect_accesses(stmts, cfg)
@@ -359,7 +362,7 @@ def analyze(stmts: list, cfg: LaunchConfig, map_of: dict) -> list[LoweringError]
             cls = classify(w, r, kinds, cfg)
             if cls == "own":
                 continue
-            issue = _place(w, r, cls, stmts, cfg, needs, map_of)
+            issue = _place(w, r, cls, stmts, cfg, needs, map_of, synced)
             if issue is not None:
                 issues.append(issue)
     _insert_barriers(stmts, needs)
@@ -367,7 +370,7 @@ def analyze(stmts: list, cfg: LaunchConfig, map_of: dict) -> list[LoweringError]
 
 
 def _place(w: Access, r: Access, cls: str, top: list, cfg: LaunchConfig, needs: dict,
-           map_of: dict) -> LoweringError | None:
+           map_of: dict, synced: list[Loop] | None = None) -> LoweringError | None:
     space = r.buf.space
     where = f"{_who(w.store, map_of)} writes {r.buf.name} and {_who(r.store, map_of)} reads it"
     if space == "private":
@@ -400,6 +403,8 @@ def _place(w: Access, r: Access, cls: str, top: list, cfg: LaunchConfig, needs: 
     iw = _container_index(container, top, pw[p])
     ir = _container_index(container, top, pr[p])
     chain = _path(container) if container is not None else []
+    if synced is not None:
+        synced.extend(lp for lp in chain if all(lp is not x for x in synced))
     for lp in chain:
         if not uniform_in_group(lp, cfg):
             return SynchronizabilityError(

@@ -655,27 +655,15 @@ def device_spec(device) -> str:
 
 
 def device_limits(device) -> dict[str, Any]:
-    """Limits of ``device`` that become constraints and launch checks (sizes in bytes)."""
-    cl = _cl()
-    exts = set(device.extensions.split())
-    is_cpu = bool(device.type & cl.device_type.CPU)
+    """Limits of ``device`` that become constraints and launch checks (sizes in bytes): its
+    ``codegen.target.Device`` description as a dict, plus the version strings."""
+    from codegen.target import Device
+
     return {
-        "name": device.name.strip(),
-        "platform": device.platform.name.strip(),
+        **Device.from_opencl(device).to_dict(),
         "version": device.version.strip(),
         "platform_version": device.platform.version.strip(),
         "driver_version": device.driver_version.strip(),
-        "type": "cpu" if is_cpu else ("gpu" if device.type & cl.device_type.GPU else "other"),
-        "max_work_group_size": int(device.max_work_group_size),
-        "max_work_item_dimensions": int(device.max_work_item_dimensions),
-        "max_work_item_sizes": tuple(int(s) for s in device.max_work_item_sizes),
-        "local_mem_size": int(device.local_mem_size),
-        "max_mem_alloc_size": int(device.max_mem_alloc_size),
-        "global_mem_size": int(device.global_mem_size),
-        "max_compute_units": int(device.max_compute_units),
-        "fp64": "cl_khr_fp64" in exts or bool(getattr(device, "double_fp_config", 0)),
-        "fp16": "cl_khr_fp16" in exts,
-        "extensions": tuple(sorted(exts)),
     }
 
 

@@ -56,6 +56,7 @@ class Loop:
     body: list = field(default_factory=list)
     parent: Loop | None = None
     threads: int | None = None
+    n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
 
     @property
     def name(self) -> str:

@@ -1,4 +1,4 @@
-"""Launch configuration: device limits, global and local sizes, thread counts of loops.
+"""Launch configuration: global and local sizes, thread counts of loops.
 
 For each OpenCL dimension d used by a kernel:
 
@@ -22,39 +22,7 @@ from dataclasses import dataclass, field
 
 from codegen.emit import Loop
 from codegen.errors import LoweringError, MemoryScopeError, WorkGroupSizeError
-
-
-@dataclass(frozen=True)
-class DeviceLimits:
-    """Limits of an OpenCL device; the defaults are this machine's PoCL CPU device
-    (PoCL 3.0 and 3.1 report the same values; the allocation and memory sizes follow the
-    free memory, 2-4 GiB and 6.2-15 GiB were seen: the defaults are the lower ones)."""
-
-    max_work_group_size: int = 4096
-    max_work_item_sizes: tuple[int, ...] = (4096, 4096, 4096)
-    local_mem_size: int = 1 << 20  # 1 MiB
-    max_mem_alloc_size: int = 1 << 31  # 2 GiB
-    global_mem_size: int = 6671257600
-    name: str = "PoCL CPU (pthread)"
-    private_mem_size: int = 64 << 10  # our budget per work-item (not a device query)
-    # private memory of a whole work-group: PoCL keeps every work-item's private arrays of a
-    # group on one thread's stack; 6.7 KB per item in a runtime-chosen group crashed it
-    private_group_budget: int = 256 << 10
-
-    @classmethod
-    def from_device(cls, device) -> DeviceLimits:
-        """The limits of a ``pyopencl.Device``."""
-        return cls(
-            max_work_group_size=int(device.max_work_group_size),
-            max_work_item_sizes=tuple(int(x) for x in device.max_work_item_sizes),
-            local_mem_size=int(device.local_mem_size),
-            max_mem_alloc_size=int(device.max_mem_alloc_size),
-            global_mem_size=int(device.global_mem_size),
-            name=str(device.name).strip(),
-        )
-
-
-POCL_CPU = DeviceLimits()
+from codegen.target import Device
 
 
 @dataclass
@@ -76,7 +44,7 @@ class LaunchConfig:
 def configure(
     loops: list[Loop],
     local_sizes: Mapping[int, int] | None,
-    limits: DeviceLimits,
+    limits: Device,
     local_under_glb: set[int],
     uses_local: bool = False,
 ) -> LaunchConfig:
@@ -107,7 +75,7 @@ def configure(
         if modes[d] in ("grp", "mixed"):
             if want is None:
                 lcl = trips.get(("lcl", d))
-                want = min(max(lcl), limits.max_work_item_sizes[d]) if lcl else 1
+                want = min(max(lcl), limits.work_item_limit(d)) if lcl else 1
                 defaulted.add(d)
         elif modes[d] == "glb":
             if d in local_under_glb:
@@ -132,10 +100,10 @@ def configure(
                 defaulted.add(d)
         _clamp(local, defaulted, limits)
         for d in range(ndims):
-            if local[d] > limits.max_work_item_sizes[d]:
+            if local[d] > limits.work_item_limit(d):
                 issues.append(WorkGroupSizeError(
                     f"local size {local[d]} in dimension {d} exceeds the device's maximum "
-                    f"{limits.max_work_item_sizes[d]} ({limits.name}); choose a smaller one"))
+                    f"{limits.work_item_limit(d)} ({limits.name}); choose a smaller one"))
         total = math.prod(local[d] for d in range(ndims))
         if total > limits.max_work_group_size:
             issues.append(WorkGroupSizeError(
@@ -171,7 +139,7 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def _clamp(local: dict, defaulted: set, limits: DeviceLimits) -> None:
+def _clamp(local: dict, defaulted: set, limits: Device) -> None:
     """Halves default local sizes (largest first) until the group fits the device."""
     while math.prod(local.values()) > limits.max_work_group_size:
         cands = [d for d in defaulted if local[d] > 1]
@@ -196,17 +164,18 @@ def uniform_in_group(lp: Loop, cfg: LaunchConfig) -> bool:
 
 
 def fit_private_local_size(global_size: tuple[int, ...], private_bytes: int,
-                           limits: DeviceLimits) -> tuple[int, ...]:
+                           limits: Device) -> tuple[int, ...]:
     """A local size for a kernel with private memory whose local size the mapping leaves
     free: each entry divides ``global_size`` and stays within the device's work-item
     limit of its dimension; the product stays within the device's work-group limit and
     the work-items' private memory together within ``limits.private_group_budget``
-    (largest first in dimension 0)."""
-    room = min(limits.max_work_group_size,
-               max(1, limits.private_group_budget // max(1, private_bytes)))
+    where the device has one (largest first in dimension 0)."""
+    room = limits.max_work_group_size
+    if limits.private_group_budget:
+        room = min(room, max(1, limits.private_group_budget // max(1, private_bytes)))
     out = []
     for d, g in enumerate(global_size):
-        dim_max = limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1
+        dim_max = limits.work_item_limit(d)
         cap = max(1, min(g, room, dim_max))
         best = max(x for x in _divisors(g) if x <= cap) if g > 0 else 1
         out.append(best)

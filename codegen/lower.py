@@ -47,7 +47,7 @@ from codegen.errors import (
     UnmappedMapError,
     UnsupportedError,
 )
-from codegen.launch import POCL_CPU, DeviceLimits, configure, fit_private_local_size
+from codegen.launch import configure, fit_private_local_size
 from codegen.memory import (
     Buf,
     components,
@@ -57,8 +57,11 @@ from codegen.memory import (
     natural_view,
     recombine,
     size_of,
+    size_of_sym,
 )
 from codegen.program import Buffer, CompiledProgram, Kernel
+from codegen.resources import Resource, global_resources, kernel_resources
+from codegen.target import DEFAULT_DEVICE, Device
 from codegen.views import ArrV, Leaf, TupV, View
 from ir.computes import computes
 from ir.nodes import (
@@ -161,10 +164,10 @@ class Builder:
 
     @contextlib.contextmanager
     def loop(self, kind: str, dim: int | None, n: int, base: str, what: str, label: str = "",
-             is_map: bool = False):
+             is_map: bool = False, n_sym: Expr | None = None):
         name = self.fresh(base)
         lp = Loop(kind, dim, vw.register_var(Var(name, 0, max(n, 1) - 1)), n, label, what,
-                  is_map)
+                  is_map, n_sym=n_sym)
         self.add(lp)
         saved = self.block
         self.loops.append(lp)
@@ -176,10 +179,15 @@ class Builder:
             self.block = saved
 
     # ---------------------------------------------------------------- memory
-    def alloc(self, t: Type, space: str, label: str, role: str = "temp") -> View:
-        """A fresh buffer (one per tuple component) for a value of type ``t``."""
+    def alloc(self, t: Type, space: str, label: str, role: str = "temp",
+              sym_t: Type | None = None) -> View:
+        """A fresh buffer (one per tuple component) for a value of type ``t``; ``sym_t`` is
+        the same type in the program's symbolic sizes (it gives ``Buf.sym_count``)."""
         views = []
-        for c in components(t):
+        sym_cs = components(sym_t) if sym_t is not None else None
+        if sym_cs is not None and len(sym_cs) != len(components(t)):
+            sym_cs = None
+        for ci, c in enumerate(components(t)):
             count = size_of(c)
             if space == "global":
                 exp = tuple(self.loops)
@@ -199,7 +207,9 @@ class Builder:
             name = self.fresh(f"{base}{label}" if label else base)
             buf = Buf(name, space, dtype_of(c), count * mult, role, label,
                       scalar=(space == "private" and isinstance(c, ScalarType)),
-                      alloc_loops=tuple(self.loops), expanded_by=exp)
+                      alloc_loops=tuple(self.loops), expanded_by=exp,
+                      sym_count=self._sym_count(sym_cs[ci] if sym_cs else None, exp,
+                                                count * mult))
             if space == "local":
                 buf.glb_dims = frozenset(lp.dim for lp in glb)
             self.bufs.append(buf)
@@ -208,11 +218,29 @@ class Builder:
             views.append(natural_view(c, buf, prefix * count))
         return recombine(t, views)
 
+    def _sym_count(self, c: Type | None, exp: tuple, count: int) -> Expr | None:
+        """The symbolic scalar count of a buffer of component type ``c`` replicated over the
+        loops ``exp``; None when a part is unknown or it disagrees with ``count`` here."""
+        if c is None or any(lp.n_sym is None for lp in exp):
+            return None
+        e = size_of_sym(c)
+        for lp in exp:
+            e = e * lp.n_sym
+        try:
+            ok = self.ival(e) == count
+        except Exception:  # a size the symbolic form cannot evaluate: not known symbolically
+            ok = False
+        return e if ok else None
+
+    def symtype(self, node: ExprNode) -> Type | None:
+        """The type of ``node`` in the program's symbolic sizes."""
+        return self.info.types.get(id(node))
+
     def materialize(self, e: FunCall, env: dict) -> View:
         t = self.ctype(e)
         space = infer_space(e) or "global"
         label = e.f.label if isinstance(e.f, Map) and e.f.label else ""
-        dest = self.alloc(t, space, label)
+        dest = self.alloc(t, space, label, sym_t=self.symtype(e))
         self.emit_into(e, env, dest)
         return dest
 
@@ -466,7 +494,9 @@ class Builder:
         elif isinstance(f, Id):
             self.copy_into(dest, args[0])
         elif isinstance(f, Reduce):
-            acc = self.alloc(args[0].type, "private", "", role="acc")
+            init = self.info.map_types.get(id(f))
+            acc = self.alloc(args[0].type, "private", "", role="acc",
+                             sym_t=init[1].elem if init else None)
             self.copy_into(acc, args[0])
             self.reduce_loop(f, acc, self._arr(args[1], f), env)
             self.copy_into(dest, ArrV(1, acc.type, lambda i: acc))
@@ -534,7 +564,9 @@ class Builder:
         if d.n != arr.n:
             raise UnsupportedError(f"internal: {what} writes {arr.n} elements into {d.n}")
         base = f"i_{label}" if label else "i"
-        with self.loop(kind, m.dim, arr.n, base, what, label, is_map=True) as lp:
+        mt = self.info.map_types.get(id(m))
+        with self.loop(kind, m.dim, arr.n, base, what, label, is_map=True,
+                       n_sym=mt[0].size if mt else None) as lp:
             outer = [f"{x.label}={x.what.split()[0]}" for x in self.loops[:-1]
                      if x.is_map and x.label]
             inside = f" in {', '.join(reversed(outer))}" if outer else ""
@@ -560,7 +592,7 @@ class Builder:
             acc = self.value(init_e, env)
         else:
             iv = self.value(init_e, env)
-            acc = self.alloc(init_t, "private", "", role="acc")
+            acc = self.alloc(init_t, "private", "", role="acc", sym_t=self.symtype(init_e))
             self.copy_into(acc, iv)
         arr = self._arr(self.value(arr_e, env), call.f)
         self.reduce_loop(call.f, acc, arr, env)
@@ -682,14 +714,17 @@ def build(program: Lambda, sizes: Mapping[str, int]) -> Builder:
         usable = p.name.isidentifier() and p.name not in _C_RESERVED
         cname = p.name if usable else b.fresh(f"in_{len(b.inputs)}")
         b.names.add(cname)
-        buf = Buf(p.name, "global", dtype_of(t), size_of(t), "input", p.name, c_name=cname)
+        buf = Buf(p.name, "global", dtype_of(t), size_of(t), "input", p.name, c_name=cname,
+                  sym_count=size_of_sym(p.type))
         b.inputs.append(buf)
         env[p.name] = natural_view(t, buf)
     out_t = b.ctype(program.body)
     if has_tuple(out_t):
         raise UnsupportedError(f"the program returns a tuple type {out_t}; return arrays")
     b.out_t = out_t
-    b.out_buf = Buf(b.fresh("out"), "global", dtype_of(out_t), size_of(out_t), "output")
+    sym_out = b.symtype(program.body)
+    b.out_buf = Buf(b.fresh("out"), "global", dtype_of(out_t), size_of(out_t), "output",
+                    sym_count=size_of_sym(sym_out) if sym_out is not None else None)
     b.emit_into(program.body, env, natural_view(out_t, b.out_buf))
     if not b.top:
         raise UnsupportedError("the program computes nothing")
@@ -700,7 +735,7 @@ def lower(
     program: Lambda,
     sizes: Mapping[str, int],
     *,
-    device_limits: DeviceLimits | None = None,
+    device: Device | None = None,
     local_sizes: Mapping[int, int] | None = None,
     name: str = "kernel",
 ) -> CompiledProgram:
@@ -708,15 +743,29 @@ def lower(
 
     Raises a :class:`codegen.errors.LoweringError` subclass when the mapping cannot run
     correctly (the check that failed is its ``check``), ``ir.errors.ConstraintViolation``
-    when the sizes break the program's algorithmic constraints.
+    when the sizes break the program's algorithmic constraints. ``device`` supplies the
+    limits and budgets (default: ``codegen.target.DEFAULT_DEVICE``).
     """
-    return _lower(program, sizes, device_limits, local_sizes, name, raise_issues=True)
+    return _lower(program, sizes, device, local_sizes, name, raise_issues=True)
 
 
-def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool):
+def program_resources(program: Lambda, sizes: Mapping[str, int], *,
+                      device: Device | None = None,
+                      local_sizes: Mapping[int, int] | None = None) -> list[Resource]:
+    """What ``program`` asks of ``device`` (``codegen.resources``), in its symbolic sizes:
+    lowered at ``sizes`` (one configuration) by the same code as :func:`lower`, without
+    generating source and without raising the checks that ``sizes`` fail."""
+    out: list[Resource] = []
+    _lower(program, sizes, device, local_sizes, "kernel", raise_issues=False, collect=out)
+    return out
+
+
+def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
+           collect: list[Resource] | None = None):
     """``lower``; with ``raise_issues=False`` the checks found after building are ignored
-    (for experiments that test the checks themselves)."""
-    limits = device_limits or POCL_CPU
+    (for experiments that test the checks themselves); with ``collect`` the resources are
+    appended to it and no source is generated (returns None)."""
+    limits = device or DEFAULT_DEVICE
     b = build(program, sizes)
     inputs, out_buf, out_t = b.inputs, b.out_buf, b.out_t
 
@@ -750,9 +799,20 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
         cfg = configure(loops, local_sizes, limits, local_under_glb,
                         uses_local=any(x.space == "local" for x in kbufs))
         issues.extend(cfg.issues)
-        issues.extend(bar.analyze(stmts, cfg, b.map_of))
-        # after the analysis: the rewrite only reassociates one work-item's private sums
-        vbufs, helpers = vector_accumulate(stmts, b.fun_of, b.names)
+        synced: list[Loop] = []
+        issues.extend(bar.analyze(stmts, cfg, b.map_of, synced))
+        # the resources the candidate needs: without the optional vector accumulators
+        if collect is not None:
+            collect.extend(kernel_resources(kname, kbufs, loops, cfg, synced, limits,
+                                            local_sizes))
+            continue
+        # after the analysis: the rewrite only reassociates one work-item's private sums;
+        # its accumulators get only the private memory the budgets leave
+        base = bar.private_bytes(kbufs)
+        room = limits.private_mem_size - base
+        if limits.private_group_budget and cfg.local_size is not None:
+            room = min(room, limits.private_group_budget // math.prod(cfg.local_size) - base)
+        vbufs, helpers = vector_accumulate(stmts, b.fun_of, b.names, max_bytes=max(0, room))
         kbufs += vbufs
         funs += [h for h in helpers if h not in funs]
         locs = [x for x in kbufs if x.space == "local"]
@@ -770,7 +830,8 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
                 f"(budget {limits.private_mem_size}); use smaller private tiles"))
         elif pbytes and local_size is None:
             local_size = fit_private_local_size(cfg.global_size, pbytes, limits)
-        elif pbytes and math.prod(local_size) * pbytes > limits.private_group_budget:
+        elif (pbytes and limits.private_group_budget
+              and math.prod(local_size) * pbytes > limits.private_group_budget):
             issues.append(PrivateMemoryError(
                 f"kernel {kname}: a work-group of {math.prod(local_size)} work-items with "
                 f"{pbytes} bytes of private memory each exceeds the budget of "
@@ -801,6 +862,9 @@ def _lower(program, sizes, device_limits, local_sizes, name, raise_issues: bool)
         issues.append(MaxAllocationError(
             f"the program needs {total} bytes of global memory but {limits.name} has "
             f"{limits.global_mem_size}"))
+    if collect is not None:
+        collect.extend(global_resources(glob, limits))
+        return None
     if issues and raise_issues:
         raise min(issues, key=lambda e: e.priority)
     buffers = {x.name: Buffer(x.name, "global", x.dtype, x.count, x.role) for x in glob}

@@ -63,6 +63,9 @@ class Buf:
     expanded_by: tuple = ()
     glb_dims: frozenset = field(default_factory=frozenset)  # mapGlb dims around a local buffer
     c_name: str = ""  # its name in OpenCL C when ``name`` is not usable there
+    # ``count`` in the program's symbolic sizes (None: not known symbolically); the
+    # resource constraints of the tuning space are built from it (codegen.resources)
+    sym_count: Expr | None = None
 
     @property
     def cname(self) -> str:
@@ -74,6 +77,23 @@ class Buf:
         base = self.dtype.rstrip("0123456789")
         width = int(self.dtype[len(base):] or 1)
         return self.count * width * ITEM_BYTES[base]
+
+
+def size_of_sym(t: Type) -> Expr:
+    """Number of scalars of a type whose sizes may be symbolic (``size_of`` for
+    expressions)."""
+    if isinstance(t, ScalarType):
+        return sym(1)
+    if isinstance(t, VectorType):
+        return t.width
+    if isinstance(t, ArrayType):
+        return t.size * size_of_sym(t.elem)
+    if isinstance(t, TupleType):
+        total = sym(0)
+        for e in t.elems:
+            total = total + size_of_sym(e)
+        return total
+    raise UnsupportedError(f"no memory layout for type {t}")
 
 
 def size_of(t: Type) -> int:

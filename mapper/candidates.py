@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from codegen.program import CompiledProgram
+from codegen.target import Device
 from ir.nodes import Node
 from ir.programs import Pipeline
 from mapper.api import enumerate_mappings, lower_mapping, problem
@@ -18,20 +19,22 @@ from mapper.api import enumerate_mappings, lower_mapping, problem
 
 def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
                     fusion: str = "always", name: str = "kernel",
-                    flops: int | None = None, check: bool = True) -> CompiledProgram:
+                    flops: int | None = None, check: bool = True,
+                    device: Device | None = None) -> CompiledProgram:
     """Apply ``mapping`` to ``program`` and lower it for ``sizes`` (layer + tuning values).
 
-    ``check=False`` skips the mapping constraints, so the lowering's own checks judge it."""
+    ``check=False`` skips the mapping constraints, so the lowering's own checks judge it;
+    ``device`` supplies the limits (default: ``codegen.target.DEFAULT_DEVICE``)."""
     from codegen.lower import lower
 
     low = lower_mapping(program, mapping, fusion=fusion, check=check)
-    cp = lower(low, dict(sizes), name=name)
+    cp = lower(low, dict(sizes), name=name, device=device)
     return replace(cp, flops=flops) if flops is not None else cp
 
 
 def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
                    sizes: Mapping[str, int], *, flops: int | None = None,
-                   fusion: str = "free") -> CompiledProgram:
+                   fusion: str = "free", device: Device | None = None) -> CompiledProgram:
     """Every stage of ``pipeline`` with its own mapping, chained into one program: a
     stage's output buffer is the next stage's ``<previous>`` input."""
     from codegen.lower import lower
@@ -40,7 +43,7 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     prev_out, out_shape = None, ()
     for i, st in enumerate(pipeline.stages):
         cp = lower(lower_mapping(st.program, mappings[st.name], fusion=fusion), dict(sizes),
-                   name=st.name)
+                   name=st.name, device=device)
         rename = {name: (prev_out if src == "<previous>" else src) for name, src in st.sources}
         for name, b in cp.buffers.items():
             rename.setdefault(name, f"s{i}_{name}")

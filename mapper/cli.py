@@ -247,10 +247,44 @@ def parse_domains(items) -> dict[str, range]:
     return out
 
 
+def target(spec: str | None):
+    """The ``codegen.target.Device`` named by ``--device`` (a preset, a JSON description or
+    a live OpenCL device; without one the default preset)."""
+    from codegen.target import DEFAULT_DEVICE, resolve
+
+    return DEFAULT_DEVICE if spec is None else resolve(spec)
+
+
+def cmd_device(args) -> int:
+    """Describe a device (preset, JSON description or live OpenCL device); save it."""
+    import json
+
+    from codegen.target import PRESETS, resolve
+
+    dev = resolve(args.spec)
+    if args.save:
+        dev.save(args.save)
+    if args.json:
+        print(json.dumps(dev.to_dict(), indent=2))
+        return 0
+    t = Table(title=escape(dev.describe()), title_justify="left")
+    t.add_column("field")
+    t.add_column("value")
+    for k, v in dev.to_dict().items():
+        if k != "extensions":
+            t.add_row(k, escape(str(v)))
+    console.print(t)
+    if args.save:
+        console.print(f"saved to {escape(args.save)}; use it with --device {escape(args.save)}")
+    console.print("presets: " + ", ".join(PRESETS))
+    return 0
+
+
 def cmd_space(args) -> int:
     from mapper.api import lower_mapping, problem
     from mapper.tuning import infer_tuning
 
+    device = target(args.device)
     prog = load(args.file)
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file)
@@ -258,7 +292,7 @@ def cmd_space(args) -> int:
         prog = lower_mapping(problem(prog), args.mapping)
     t0 = time.perf_counter()
     tp = infer_tuning(prog, sizes, domains=parse_domains(args.domain),
-                      max_value=args.max)
+                      max_value=args.max, device=device)
     sp = tp.space
     n = sp.count()
     dt = time.perf_counter() - t0
@@ -284,7 +318,10 @@ def cmd_space(args) -> int:
                                                       for g in sp.groups))
     console.print("dependency order: " + " -> ".join(sp.order))
     console.print(f"[bold]{n:,}[/bold] valid configurations of {sp.cartesian_size():,} "
-                  f"(built and counted in {dt:.2f} s)")
+                  f"(built and counted in {dt:.2f} s) for {escape(device.describe())}",
+                  soft_wrap=True)
+    if tp.resource_note:
+        console.print(f"[yellow]note:[/yellow] {escape(tp.resource_note)}", soft_wrap=True)
     return 0
 
 
@@ -310,20 +347,27 @@ def cmd_run(args) -> int:
                               f"{len(overridden)} constraint instance(s) of {rules}; only "
                               "the lowering's checks and the run judge this mapping",
                               soft_wrap=True)
-    try:
-        cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
-                             check=not args.force)
-    except LoweringError as e:
-        console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
-        return 1
-    if args.show_source:
-        for k in cp.kernels:
-            console.print(k.source, markup=False)
-    inputs = random_inputs(p.program, sizes, seed=args.seed)
-    scalars = {q.name for q in p.program.params if not hasattr(q.type, "size")}
-    ref = evaluate(p.program, {k: (v[0] if k in scalars else v) for k, v in inputs.items()},
-                   sizes)
+    from codegen.target import PRESETS, Device
+
+    if args.device and (args.device.lower() in PRESETS or args.device.endswith(".json")):
+        raise ValueError(f"mapper run runs on a live OpenCL device, and {args.device!r} is a "
+                         "description; give an OpenCL device spec (see mapper device) or "
+                         "use mapper space --device for descriptions")
     with WorkerPool(args.device) as pool:  # a hanging or crashing kernel costs the worker
+        device = Device.from_limits(pool.device_info().get("limits", {}))
+        try:
+            cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
+                                 check=not args.force, device=device)
+        except LoweringError as e:
+            console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
+            return 1
+        if args.show_source:
+            for k in cp.kernels:
+                console.print(k.source, markup=False)
+        inputs = random_inputs(p.program, sizes, seed=args.seed)
+        scalars = {q.name for q in p.program.params if not hasattr(q.type, "size")}
+        ref = evaluate(p.program, {k: (v[0] if k in scalars else v)
+                                   for k, v in inputs.items()}, sizes)
         o = pool.evaluate(cp, inputs, ref, timeout_s=args.timeout, repeats=args.repeats,
                           **reduction_tolerance(ref))
     colour = "green" if o.ok else "red" if o.status != "rejected" else "yellow"
@@ -527,6 +571,7 @@ COMMANDS = {
     "check": cmd_check,
     "explain": cmd_explain,
     "space": cmd_space,
+    "device": cmd_device,
     "repl": cmd_repl,
     "run": cmd_run,
     "demo": cmd_demo,
@@ -598,6 +643,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
     p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes)")
+    p.add_argument("--device", help="the device whose limits become constraints: a preset "
+                   "(pocl-cpu, h100), a JSON description or an OpenCL device spec "
+                   "(default: the pocl-cpu preset)")
+    p = sub.add_parser("device", help="describe a device (preset, JSON description or live "
+                       "OpenCL device) and save its description")
+    p.add_argument("spec", nargs="?", help="pocl-cpu, h100, FILE.json or an OpenCL device "
+                   "spec (default: the live default device)")
+    p.add_argument("--save", help="write the description to this JSON file")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
     p = prog_cmd("run", "lower one mapping to OpenCL, run it on the device, check and time it")
     fusion(p)
     p.add_argument("--mapping", required=True, help="e.g. 'A=W0 B=L0 C=L0 D=S'")

@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from codegen.target import DEFAULT_DEVICE, Device
 from constraints.space import SearchSpace
 from ir.nodes import AsVector, FunCall, Map, Node, Split, walk
 from ir.sym import Expr
@@ -23,30 +24,6 @@ from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, Type, VectorType, shape_of
 
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
-
-
-@dataclass(frozen=True)
-class DeviceModel:
-    """The limits that become constraints (defaults: a generic small GPU-like device)."""
-
-    max_work_group_size: int = 1024
-    max_work_item_sizes: tuple[int, int, int] = (1024, 1024, 1024)
-    local_mem_size: int = 32 * 1024
-    max_mem_alloc_size: int = 1 << 30
-    max_private_bytes: int = 16 * 1024
-    name: str = "generic"
-
-    @classmethod
-    def from_limits(cls, limits: Mapping) -> DeviceModel:
-        """From ``codegen.device.device_limits(...)``-style dicts."""
-        return cls(
-            max_work_group_size=int(limits.get("max_work_group_size", 1024)),
-            max_work_item_sizes=tuple(limits.get("max_work_item_sizes", (1024,) * 3))[:3],
-            local_mem_size=int(limits.get("local_mem_size", 32 * 1024)),
-            max_mem_alloc_size=int(limits.get("max_mem_alloc_size", 1 << 30)),
-            max_private_bytes=int(limits.get("max_private_bytes", 16 * 1024)),
-            name=str(limits.get("name", "device")),
-        )
 
 
 @dataclass
@@ -66,6 +43,10 @@ class TuningProblem:
     sizes: dict[str, int]
     params: dict[str, TuningParam]
     restrictions: list[tuple[str, str]] = field(default_factory=list)
+    resource_note: str = ""  # why the device's resource constraints are missing, if they are
+    # spaces built for other problems with the same domains and restrictions (shared by the
+    # mappings of a JointSpace: most of them have the same tuning space)
+    space_cache: dict | None = field(default=None, repr=False, compare=False)
     _space: SearchSpace | None = None
 
     @property
@@ -73,15 +54,30 @@ class TuningProblem:
         if self._space is None:
             if not self.params:
                 raise ValueError("the program has no tuning parameter: every size is given")
-            self._space = SearchSpace(
-                {p.name: p.domain for p in self.params.values()},
-                [src for src, _ in self.restrictions],
-                origins={i: o for i, (_, o) in enumerate(self.restrictions)},
-            )
+            key = (tuple((p.name, p.domain) for p in self.params.values()),
+                   tuple(self.restrictions))
+            cache = self.space_cache if self.space_cache is not None else {}
+            if key not in cache:
+                cache[key] = SearchSpace(
+                    {p.name: p.domain for p in self.params.values()},
+                    [src for src, _ in self.restrictions],
+                    origins={i: o for i, (_, o) in enumerate(self.restrictions)},
+                )
+            self._space = cache[key]
         return self._space
 
     def count(self) -> int:
+        """Valid configurations; without tuning parameters 1 (or 0 when a resource of the
+        fixed sizes is over the device's limit)."""
+        if not self.params:
+            return 0 if any(src == "False" for src, _ in self.restrictions) else 1
         return self.space.count()
+
+    def sample(self, k: int, seed: int | None = None) -> list[dict[str, int]]:
+        """``k`` uniformly drawn configurations (``{}`` without tuning parameters)."""
+        if not self.params:
+            return [{} for _ in range(k)] if self.count() else []
+        return self.space.sample(k, seed=seed)
 
     def sizes_for(self, config: Mapping[str, int]) -> dict[str, int]:
         """Layer sizes plus one tuning configuration: what lowering needs."""
@@ -160,19 +156,21 @@ def infer_tuning(
     program: Node,
     sizes: Mapping[str, int],
     *,
-    device: DeviceModel | None = None,
+    device: Device | None = None,
     domains: Mapping[str, tuple[int, ...] | range] | None = None,
     max_value: int | None = None,
     info: TypeInfo | None = None,
+    space_cache: dict | None = None,
 ) -> TuningProblem:
     """The tuning problem of ``program`` for the given (layer) sizes.
 
     ``domains`` overrides inferred domains; ``max_value`` bounds the ranges of parameters
-    with no better domain (default: twice the largest given size).
+    with no better domain (default: twice the largest given size); ``space_cache`` shares
+    built spaces between problems with the same domains and restrictions.
     """
     sizes = {k: int(v) for k, v in sizes.items()}
     info = info or typecheck(program)
-    device = device or DeviceModel()
+    device = device or DEFAULT_DEVICE
     domains = dict(domains or {})
     free = sorted(set().union(*(c.free_vars() for c in info.constraints)) - sizes.keys(),
                   key=str)
@@ -221,7 +219,7 @@ def infer_tuning(
             lo = 0 if ranges.get(v, (None, None))[0] == 0 else 1
             dom, why = tuple(range(lo, hi + 1)), f"range {lo}..{hi}"
         params[v] = TuningParam(v, dom, why)
-    problem = TuningProblem(program, sizes, params)
+    problem = TuningProblem(program, sizes, params, space_cache=space_cache)
     for c in info.constraints:
         rel = c.rel.subs(sizes)
         if rel.is_trivially_true:
@@ -230,7 +228,7 @@ def infer_tuning(
             problem.restrictions.append(("False", c.origin))
             continue
         problem.restrictions.append((to_restriction(rel), c.origin))
-    _launch_and_memory(problem, info, device)
+    _resource_constraints(problem, device)
     return problem
 
 
@@ -259,47 +257,51 @@ def _declared_ranges(program: Node) -> dict[str, tuple[int | None, int | None]]:
     return out
 
 
-def _launch_and_memory(problem: TuningProblem, info: TypeInfo, device: DeviceModel) -> None:
-    """Work-group size and memory constraints of a mapped program."""
-    sizes = problem.sizes
-    local_dims: dict[int, Expr] = {}
-    for n in walk(problem.program):
-        if isinstance(n, Map) and n.kind == "mapLcl" and id(n) in info.map_types:
-            length = info.map_types[id(n)][0].size.subs(sizes)
-            local_dims.setdefault(n.dim, length)
-    for d, e in sorted(local_dims.items()):
-        if not e.is_const:
-            problem.restrictions.append((
-                to_restriction(e.le(device.max_work_item_sizes[d])),
-                f"mapLcl({d}) work-items {e} within the device's max work-item size "
-                f"{device.max_work_item_sizes[d]}"))
-    if len(local_dims) > 1 or (local_dims and not next(iter(local_dims.values())).is_const):
-        total = None
-        for e in local_dims.values():
-            total = e if total is None else total * e
-        if total is not None and not total.is_const:
-            problem.restrictions.append((
-                to_restriction(total.le(device.max_work_group_size)),
-                f"work-group size {total} within the device's max {device.max_work_group_size}"))
-    # memory: outputs written to local/private memory and the program's result
-    for n in walk(problem.program):
-        if isinstance(n, FunCall) and id(n) in info.types:
-            f = n.f
-            space = getattr(f, "space", None)
-            if space in ("local", "private") and isinstance(info.types[id(n)], ArrayType):
-                elems = _elements(info.types[id(n)])
-                if elems is not None and not elems.subs(sizes).is_const:
-                    limit = (device.local_mem_size if space == "local"
-                             else device.max_private_bytes)
-                    problem.restrictions.append((
-                        to_restriction((elems.subs(sizes) * 4).le(limit)),
-                        f"{space} buffer of {elems} floats within the device's {limit} bytes"))
-    out_elems = _elements(info.type)
-    if out_elems is not None and not out_elems.subs(sizes).is_const:
-        problem.restrictions.append((
-            to_restriction((out_elems.subs(sizes) * 4).le(device.max_mem_alloc_size)),
-            f"the output buffer within the device's max allocation of "
-            f"{device.max_mem_alloc_size} bytes"))
+RESOURCE_PROBES = 1  # configurations lowered per mapping to collect its resources
+
+
+def _resource_constraints(problem: TuningProblem, device: Device) -> None:
+    """The device's limits as constraints: the lowering's resource checks in symbolic form
+    (``codegen.resources``), collected by lowering :data:`RESOURCE_PROBES` configurations
+    of the space (the first, then seeded random ones; the constraints of every probe are
+    kept). The optional vector accumulators (``codegen.accumulate``) are not among them:
+    the lowering gives them only the private memory the budgets leave."""
+    from codegen.errors import LoweringError
+    from codegen.lower import program_resources
+    from ir.errors import ConstraintViolation
+    from ir.nodes import Lambda
+    from ir.sym import SymbolicError
+
+    if not isinstance(problem.program, Lambda):
+        return
+    probes: list[dict] = [{}]
+    if problem.params:
+        try:
+            probes = [problem.space[0], *problem.space.sample(RESOURCE_PROBES - 1, seed=0)]
+        except (IndexError, ValueError):  # the algorithmic constraints leave nothing
+            return
+    seen = {src for src, _ in problem.restrictions}
+    added = False
+    for probe in probes:
+        try:
+            res = program_resources(problem.program, problem.sizes_for(probe), device=device)
+        except (LoweringError, ConstraintViolation, SymbolicError) as e:
+            problem.resource_note = f"resource constraints incomplete: lowering {probe} " \
+                f"failed ({e})"
+            continue
+        for r in res:
+            rel = r.rel.subs(problem.sizes)
+            if rel.is_trivially_true:
+                continue
+            src = "False" if rel.is_trivially_false else to_restriction(rel)
+            if src in seen:
+                continue
+            seen.add(src)
+            origin = r.origin if r.exact else f"{r.origin} (estimated at {probe})"
+            problem.restrictions.append((src, origin))
+            added = True
+    if added:
+        problem._space = None
 
 
 class JointSpace:
@@ -311,14 +313,16 @@ class JointSpace:
     """
 
     def __init__(self, program: Node, sizes: Mapping[str, int], *, fusion: str = "always",
-                 device: DeviceModel | None = None, domains=None, max_value: int | None = None):
+                 device: Device | None = None, domains=None, max_value: int | None = None):
         from mapper.api import enumerate_mappings, problem
 
         self.problem = problem(program, fusion=fusion)
         self.sizes = dict(sizes)
-        self.options = dict(device=device, domains=domains, max_value=max_value)
+        self.device = device or DEFAULT_DEVICE
+        self.options = dict(device=self.device, domains=domains, max_value=max_value)
         self.mappings = list(enumerate_mappings(self.problem, fusion=fusion))
         self._tuning: dict = {}
+        self._spaces: dict = {}  # shared by the mappings' tuning problems
 
     def tuning(self, mapping) -> TuningProblem:
         from mapper.api import lower_mapping
@@ -326,7 +330,8 @@ class JointSpace:
         key = frozenset(dict(mapping).items())
         if key not in self._tuning:
             low = lower_mapping(self.problem, mapping, fusion=self.problem.fusion)
-            self._tuning[key] = infer_tuning(low, self.sizes, **self.options)
+            self._tuning[key] = infer_tuning(low, self.sizes, space_cache=self._spaces,
+                                             **self.options)
         return self._tuning[key]
 
     def counts(self) -> list[int]:
@@ -344,6 +349,6 @@ class JointSpace:
         out = []
         for _ in range(k):
             m = rng.choices(self.mappings, weights=weights)[0]
-            cfg = self.tuning(m).space.sample(1, seed=rng.randrange(2**31))[0]
+            cfg = self.tuning(m).sample(1, seed=rng.randrange(2**31))[0]
             out.append((m, cfg))
         return out

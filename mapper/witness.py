@@ -65,11 +65,14 @@ def check_program(program: Lambda, sizes: Mapping[str, int], runner, *, fusion: 
     ref_inputs = {k: (v[0] if v.shape == (1,) and not _is_array(program, k) else v)
                   for k, v in inputs.items()}
     reference = evaluate(program, ref_inputs, sizes)
+    from codegen.target import Device
+
+    device = Device.from_limits(runner.limits)
     outcomes = []
     order = "random" if limit else "solver"
     for m in enumerate_mappings(program, fusion=fusion, order=order, seed=seed, limit=limit):
         try:
-            cp = lower_candidate(program, m, sizes, fusion=fusion)
+            cp = lower_candidate(program, m, sizes, fusion=fusion, device=device)
         except LoweringError as e:
             outcomes.append((m, Outcome("rejected", str(e), check=e.check)))
             continue

@@ -6,6 +6,7 @@ typed error naming the failed check; none may produce a wrong result silently.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 import time
@@ -29,9 +30,9 @@ from codegen.errors import (
     UnvectorizableError,
     WorkGroupSizeError,
 )
-from codegen.launch import DeviceLimits
 from codegen.lower import lower
 from codegen.program import DTYPES, CompiledProgram
+from codegen.target import POCL_CPU, Device
 from ir.builders import (
     add,
     as_scalar,
@@ -401,13 +402,13 @@ def test_work_group_size_and_memory_limits():
     big = dict(N=2 ** 19, s0=2 ** 19, s1=4)  # 2 MiB of local memory per work-group
     with pytest.raises(LocalMemoryError, match="local memory"):
         lower(p, big)
-    small = DeviceLimits(max_mem_alloc_size=128)
+    small = dataclasses.replace(POCL_CPU, max_mem_alloc_size=128)
     with pytest.raises(MaxAllocationError, match="allocates at most"):
-        lower(p, L3_SIZES, device_limits=small)
+        lower(p, L3_SIZES, device=small)
     q = mapped(cc22_listing3(private=True), dict(A="mapGlb(0)", B="mapSeq", C="mapSeq",
                                                  D="mapSeq"))
     with pytest.raises(PrivateMemoryError):
-        lower(q, L3_SIZES, device_limits=DeviceLimits(private_mem_size=32))
+        lower(q, L3_SIZES, device=dataclasses.replace(POCL_CPU, private_mem_size=32))
 
 
 def test_global_size_rounded_up_to_the_local_size(ocl):
@@ -543,11 +544,11 @@ def test_no_mad_or_fma_and_build_options():
 
 
 def test_limits_are_read_from_the_device(ocl):
-    """``DeviceLimits.from_device`` reports what the live device says (no machine's values
+    """``Device.from_opencl`` reports what the live device says (no machine's values
     are hard-coded: PoCL's allocation limit, for one, follows the free memory)."""
     from codegen.device import device_limits
 
-    dev = DeviceLimits.from_device(ocl.device)
+    dev = Device.from_opencl(ocl.device)
     rep = device_limits(ocl.device)
     for key in ("max_work_group_size", "max_work_item_sizes", "local_mem_size",
                 "max_mem_alloc_size", "global_mem_size"):

@@ -85,8 +85,8 @@ def test_private_memory_bounds_the_work_group(runner):
     import math
 
     from codegen.errors import PrivateMemoryError
-    from codegen.launch import POCL_CPU
     from codegen.lower import lower
+    from codegen.target import POCL_CPU
     from ir.programs import ConvLayer, conv_partial_stage
     from mapper.api import lower_mapping
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from conv_reference import conv2d_hwc
 
-from codegen.launch import DeviceLimits, fit_private_local_size
+from codegen.launch import fit_private_local_size
+from codegen.target import POCL_CPU
 from codegen.worker import WorkerPool
 from ir.programs import VGG16_LAYERS, ConvLayer, gpgpu20_conv_pipeline
 from mapper.candidates import (
@@ -60,8 +62,8 @@ def pool():
 
 
 def test_private_local_size_respects_every_device_limit():
-    lim = DeviceLimits(max_work_group_size=256, max_work_item_sizes=(64, 32, 16),
-                       private_group_budget=1 << 30)
+    lim = replace(POCL_CPU, max_work_group_size=256, max_work_item_sizes=(64, 32, 16),
+                  private_group_budget=1 << 30)
     for g in [(51200,), (50176, 3), (4096, 4096, 7), (97,), (1, 1, 1)]:
         ls = fit_private_local_size(g, 4, lim)
         assert all(gi % li == 0 for gi, li in zip(g, ls))
@@ -69,7 +71,7 @@ def test_private_local_size_respects_every_device_limit():
         assert math.prod(ls) <= lim.max_work_group_size
     assert fit_private_local_size((51200,), 4, lim) == (64,)
     # the private budget still binds when it is the tighter limit
-    small = DeviceLimits(private_group_budget=1000)
+    small = replace(POCL_CPU, private_group_budget=1000)
     assert math.prod(fit_private_local_size((4096, 64), 100, small)) <= 10
 
 

@@ -188,8 +188,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     try:
         task = _task(program, sizes, fusion=fusion, inputs=inputs, reference=reference,
                      flops=flops, max_value=max_value, data_seed=0)
+        from codegen.target import Device
         from mapper.explore.evaluator import Evaluator
-        from mapper.tuning import DeviceModel
 
         run_id = uuid.uuid4().hex[:12]
         evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
@@ -197,7 +197,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
                               cut=cut, cut_min_s=cut_min_s)
         st.bind(evaluator.context, {"explored_program": task.explored_text,
                                     "fusion": task.fusion, "stage": task.stage or ""})
-        joint = task.joint(DeviceModel.from_limits(evaluator.limits))
+        joint = task.joint(Device.from_limits(evaluator.limits))
         strat = cls(joint, seed=seed, **strategy_options)
         res = Results(run_id, strategy, seed, st.path, evaluator.context, bud)
         try:

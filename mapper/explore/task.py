@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from codegen.program import CompiledProgram
+from codegen.target import Device
 from mapper.explore.store import content_hash
-from mapper.tuning import DeviceModel, JointSpace
+from mapper.tuning import JointSpace
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Task:
     stage: str | None = None
     stage_mappings: dict[str, dict[str, int]] = field(default_factory=dict)
     _joint: JointSpace | None = None
-    _device: DeviceModel | None = None
+    device: Device | None = None  # what the space is built and candidates lowered for
 
     @property
     def program_hash(self) -> str:
@@ -50,11 +51,14 @@ class Task:
 
         return print_program(self.program)
 
-    def joint(self, device: DeviceModel | None = None) -> JointSpace:
-        """The joint space (built once; ``device`` adds its limits as constraints)."""
+    def joint(self, device: Device | None = None) -> JointSpace:
+        """The joint space (built once; ``device`` adds its limits as constraints and is the
+        device candidates are lowered for)."""
+        if device is not None and device != self.device:
+            self.device, self._joint = device, None
         if self._joint is None:
             self._joint = JointSpace(self.program, self.sizes, fusion=self.fusion,
-                                     device=device, max_value=self.max_value)
+                                     device=self.device, max_value=self.max_value)
         return self._joint
 
     def lower_fn(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
@@ -66,9 +70,9 @@ class Task:
         if self.pipeline is not None:
             maps = dict(self.stage_mappings, **{self.stage: dict(mapping)})
             return functools.partial(lower_pipeline, self.pipeline, maps, sizes,
-                                     flops=self.flops)
+                                     flops=self.flops, device=self.device)
         return functools.partial(lower_candidate, self.program, dict(mapping), sizes,
-                                 fusion=self.fusion, flops=self.flops)
+                                 fusion=self.fusion, flops=self.flops, device=self.device)
 
     # ------------------------------------------------------------------ builders
 
