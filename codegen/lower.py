@@ -90,7 +90,7 @@ from ir.nodes import (
     walk,
 )
 from ir.sym import Cst, Expr, Var
-from ir.typecheck import typecheck
+from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, Type, VectorType
 
 _LAYOUT = (Split, Join, Transpose, Slide, Pad, ReorderStride, AsVector, AsScalar)
@@ -116,9 +116,9 @@ class _Thunk:
 class Builder:
     """Builds the statement tree of a program (before it is cut into kernels)."""
 
-    def __init__(self, program: Lambda, sizes: Mapping[str, int]):
+    def __init__(self, program: Lambda, sizes: Mapping[str, int], info: TypeInfo | None = None):
         self.sizes = dict(sizes)
-        self.info = typecheck(program, self.sizes)
+        self.info = info if info is not None else typecheck(program, self.sizes)
         self.top: list = []
         self.block = self.top
         self.loops: list[Loop] = []
@@ -695,8 +695,9 @@ def _output_shape(t: Type) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def build(program: Lambda, sizes: Mapping[str, int]) -> Builder:
-    """Type-checks ``program`` and builds its statement tree (one list for all kernels).
+def build(program: Lambda, sizes: Mapping[str, int], info: TypeInfo | None = None) -> Builder:
+    """Type-checks ``program`` (unless its symbolic type ``info`` is given and ``sizes`` are
+    known to meet its constraints) and builds its statement tree (one list for all kernels).
 
     The result's ``top`` holds the statements, ``inputs``/``out_buf`` the global buffers
     of the program's inputs and output. No launch configuration and no checks beyond the
@@ -704,7 +705,7 @@ def build(program: Lambda, sizes: Mapping[str, int]) -> Builder:
     """
     if not isinstance(program, Lambda):
         raise UnsupportedError("lower() takes a program: a lambda with typed inputs")
-    b = Builder(program, sizes)
+    b = Builder(program, sizes, info)
     env: dict = {}
     b.inputs = []
     for p in program.params:
@@ -751,22 +752,25 @@ def lower(
 
 def program_resources(program: Lambda, sizes: Mapping[str, int], *,
                       device: Device | None = None,
-                      local_sizes: Mapping[int, int] | None = None) -> list[Resource]:
+                      local_sizes: Mapping[int, int] | None = None,
+                      info: TypeInfo | None = None) -> list[Resource]:
     """What ``program`` asks of ``device`` (``codegen.resources``), in its symbolic sizes:
     lowered at ``sizes`` (one configuration) by the same code as :func:`lower`, without
-    generating source and without raising the checks that ``sizes`` fail."""
+    generating source and without raising the checks that ``sizes`` fail. ``info``: the
+    program's type check, when the caller has it and ``sizes`` meet its constraints."""
     out: list[Resource] = []
-    _lower(program, sizes, device, local_sizes, "kernel", raise_issues=False, collect=out)
+    _lower(program, sizes, device, local_sizes, "kernel", raise_issues=False, collect=out,
+           info=info)
     return out
 
 
 def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
-           collect: list[Resource] | None = None):
+           collect: list[Resource] | None = None, info: TypeInfo | None = None):
     """``lower``; with ``raise_issues=False`` the checks found after building are ignored
     (for experiments that test the checks themselves); with ``collect`` the resources are
     appended to it and no source is generated (returns None)."""
     limits = device or DEFAULT_DEVICE
-    b = build(program, sizes)
+    b = build(program, sizes, info)
     inputs, out_buf, out_t = b.inputs, b.out_buf, b.out_t
 
     groups = split_kernels(b.top)

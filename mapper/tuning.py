@@ -228,7 +228,7 @@ def infer_tuning(
             problem.restrictions.append(("False", c.origin))
             continue
         problem.restrictions.append((to_restriction(rel), c.origin))
-    _resource_constraints(problem, device)
+    _resource_constraints(problem, device, info)
     return problem
 
 
@@ -260,7 +260,7 @@ def _declared_ranges(program: Node) -> dict[str, tuple[int | None, int | None]]:
 RESOURCE_PROBES = 1  # configurations lowered per mapping to collect its resources
 
 
-def _resource_constraints(problem: TuningProblem, device: Device) -> None:
+def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo) -> None:
     """The device's limits as constraints: the lowering's resource checks in symbolic form
     (``codegen.resources``), collected by lowering :data:`RESOURCE_PROBES` configurations
     of the space (the first, then seeded random ones; the constraints of every probe are
@@ -281,20 +281,27 @@ def _resource_constraints(problem: TuningProblem, device: Device) -> None:
         except (IndexError, ValueError):  # the algorithmic constraints leave nothing
             return
     seen = {src for src, _ in problem.restrictions}
+    # the translation of a relation is the same in every mapping of a joint space (the
+    # global buffers' sizes, say): cached with the spaces, keyed by its text
+    texts = problem.space_cache.setdefault("relations", {}) \
+        if problem.space_cache is not None else {}
     added = False
     for probe in probes:
         try:
-            res = program_resources(problem.program, problem.sizes_for(probe), device=device)
+            res = program_resources(problem.program, problem.sizes_for(probe), device=device,
+                                    info=info)
         except (LoweringError, ConstraintViolation, SymbolicError) as e:
             problem.resource_note = f"resource constraints incomplete: lowering {probe} " \
                 f"failed ({e})"
             continue
         for r in res:
-            rel = r.rel.subs(problem.sizes)
-            if rel.is_trivially_true:
-                continue
-            src = "False" if rel.is_trivially_false else to_restriction(rel)
-            if src in seen:
+            key = str(r.rel)
+            if key not in texts:
+                rel = r.rel.subs(problem.sizes)
+                texts[key] = None if rel.is_trivially_true else \
+                    "False" if rel.is_trivially_false else to_restriction(rel)
+            src = texts[key]
+            if src is None or src in seen:
                 continue
             seen.add(src)
             origin = r.origin if r.exact else f"{r.origin} (estimated at {probe})"
