@@ -95,6 +95,7 @@ class Outcome:
     build_s: float | None = None
     lower_s: float | None = None
     source_hash: str | None = None
+    run_window: tuple[float, float] | None = None  # wall clock (epoch s) of the timed runs
 
     def __post_init__(self) -> None:
         if self.status not in OUTCOME_STATUSES:

@@ -13,7 +13,7 @@ import statistics
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -285,9 +285,12 @@ class Runner:
     def evaluate(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray],
                  reference: np.ndarray | None = None, *, rtol: float = 1e-4,
                  atol: float = 1e-4, repeats: int = 5, warmup: int = 1,
-                 flops: int | None = None) -> Outcome:
+                 flops: int | None = None,
+                 before_run: Callable[[], None] | None = None) -> Outcome:
         """Judges one candidate: launch checks, build, run, compare, time. Never raises for
-        the candidate's failures (missing inputs are the caller's error and do raise)."""
+        the candidate's failures (missing inputs are the caller's error and do raise).
+        ``before_run`` is called between the build and the timed runs (a worker waits there
+        for its turn on the device)."""
         if repeats < 1:
             raise ValueError("evaluate needs repeats >= 1")
         cl = self.cl
@@ -317,10 +320,14 @@ class Runner:
                 return Outcome("rejected", f"kernel {k.name}: work-group size "
                                f"{_prod(k.local_size)} > this kernel's max {kmax}",
                                check="work-group-size", **common)
+        if before_run is not None:
+            before_run()
+        started = time.time()
         try:
             res = self._run_built(program, built, inputs, repeats, warmup)
         except cl.Error as e:
             return Outcome("rejected", f"launch failed: {e}", check="launch", **common)
+        common["run_window"] = (started, time.time())
         med = res.median_s
         fl = flops if flops is not None else program.flops
         gflops = fl / med / 1e9 if fl and med > 0 else None

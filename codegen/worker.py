@@ -64,7 +64,8 @@ def _truncate_log(fd: int) -> None:
         pass
 
 
-def _judge(runner, kind: str, payload, inputs, reference, kw: dict) -> Outcome:
+def _judge(runner, kind: str, payload, inputs, reference, kw: dict,
+           before_run=None) -> Outcome:
     lower_s = None
     if kind == "lower":
         t0 = time.perf_counter()
@@ -83,7 +84,7 @@ def _judge(runner, kind: str, payload, inputs, reference, kw: dict) -> Outcome:
     else:
         program = payload
     try:
-        out = runner.evaluate(program, inputs, reference, **kw)
+        out = runner.evaluate(program, inputs, reference, before_run=before_run, **kw)
     except Exception as e:
         out = Outcome("crash", f"evaluation raised {_last_line(e)}")
     return replace(out, lower_s=lower_s) if lower_s is not None else out
@@ -117,12 +118,18 @@ def _worker_main(conn, spec: str | None, log_path: str) -> None:
             _, token, inputs, reference = msg
             conn.send(("data-ok", token))
         elif op == "eval":
-            _, want, kind, payload, kw = msg
+            _, want, kind, payload, kw, gated = msg
             _truncate_log(fd)
             if want != token:
                 conn.send(("outcome", Outcome("crash", "worker holds no data for this token")))
                 continue
-            conn.send(("outcome", _judge(runner, kind, payload, inputs, reference, kw)))
+
+            def wait_turn() -> None:  # built: ask the parent for the device, wait for it
+                conn.send(("built",))
+                conn.recv()
+
+            conn.send(("outcome", _judge(runner, kind, payload, inputs, reference, kw,
+                                         wait_turn if gated else None)))
         elif op == "ping":
             conn.send(("pong", os.getpid()))
 
@@ -232,8 +239,11 @@ class _Worker:
         return Outcome("crash", reason + (f": {tail}" if tail else ""))
 
     def call(self, kind: str, payload, inputs, reference, token: str, timeout_s: float,
-             kw: dict) -> Outcome:
-        """Sends the data (if the worker lacks it) and one candidate; waits for the outcome."""
+             kw: dict, gate: threading.Lock | None = None) -> Outcome:
+        """Sends the data (if the worker lacks it) and one candidate; waits for the outcome.
+        With ``gate``, the worker lowers and builds freely but runs (the timed part) only
+        while holding ``gate``, which the workers of a pool share; the time spent waiting
+        for it does not count against ``timeout_s``."""
         if not self.alive:
             self.start()
         if self.token != token:
@@ -248,19 +258,33 @@ class _Worker:
             self.token = token
         t0 = time.perf_counter()
         try:
-            self.conn.send(("eval", token, kind, payload, kw))
+            self.conn.send(("eval", token, kind, payload, kw, gate is not None))
         except (EOFError, OSError):
             return self._died("before the candidate was sent")
-        ready = self.conn.poll(timeout_s)
-        if not ready:
-            self.kill()
-            return Outcome("timeout", f"no result within {timeout_s:g} s; worker killed "
-                           "(SIGKILL) and replaced")
+        left, held = timeout_s, False
         try:
-            msg = self.conn.recv()
-        except (EOFError, OSError):
-            return self._died(f"after {time.perf_counter() - t0:.2f} s")
-        return msg[1]
+            while True:
+                t1 = time.perf_counter()
+                if not self.conn.poll(left):
+                    self.kill()
+                    return Outcome("timeout", f"no result within {timeout_s:g} s; worker "
+                                   "killed (SIGKILL) and replaced")
+                try:
+                    msg = self.conn.recv()
+                except (EOFError, OSError):
+                    return self._died(f"after {time.perf_counter() - t0:.2f} s")
+                left -= time.perf_counter() - t1
+                if msg[0] != "built":
+                    return msg[1]
+                gate.acquire()  # waiting for the device is not the candidate's time
+                held = True
+                try:
+                    self.conn.send(("go",))
+                except (EOFError, OSError):
+                    return self._died("while waiting for its turn on the device")
+        finally:
+            if held:
+                gate.release()
 
 
 class WorkerPool:
@@ -268,12 +292,15 @@ class WorkerPool:
 
     ``device`` is a spec string (``codegen.device``) or ``None`` for the default; the first
     worker resolves it and later ones reuse the same spec. ``workers`` processes run side by
-    side (keep 1 when timing: they share the device). ``start_method`` is ``spawn`` or
-    ``forkserver``. Use as a context manager or call ``close``.
+    side: they lower and build in parallel, and (``serialise_runs``, the default) run their
+    timed kernels one at a time, so timings stay those of a device to itself.
+    ``start_method`` is ``spawn`` or ``forkserver``. Use as a context manager or call
+    ``close``.
     """
 
     def __init__(self, device: str | None = None, *, workers: int = 1,
-                 start_method: str = "spawn", default_timeout_s: float = 60.0):
+                 start_method: str = "spawn", default_timeout_s: float = 60.0,
+                 serialise_runs: bool = True):
         if start_method not in ("spawn", "forkserver"):
             raise ValueError("start_method must be spawn or forkserver (not fork: pyopencl "
                              "contexts do not survive fork)")
@@ -287,11 +314,18 @@ class WorkerPool:
         for w in self._workers:
             self._idle.put(w)
         self._spec_lock = threading.Lock()
+        # with several workers, their timed runs take turns on the device
+        self._gate = threading.Lock() if workers > 1 and serialise_runs else None
         self._memo: tuple[tuple, str, tuple] | None = None
         self.crashes = 0
         self.timeouts = 0
 
     # -------------------------------------------------------------- bookkeeping
+
+    @property
+    def size(self) -> int:
+        """How many worker processes the pool runs side by side."""
+        return len(self._workers)
 
     @property
     def restarts(self) -> int:
@@ -338,7 +372,7 @@ class WorkerPool:
                 raise
             except WorkerStartError as e:
                 return Outcome("crash", str(e))
-            out = w.call(kind, payload, inputs, reference, token, timeout_s, kw)
+            out = w.call(kind, payload, inputs, reference, token, timeout_s, kw, self._gate)
         finally:
             self._idle.put(w)
         if out.status == "timeout":

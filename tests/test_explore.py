@@ -417,3 +417,17 @@ def test_cli_explore_conv_pipeline(tmp_path, capsys):
     assert "1 candidate(s), 1 evaluated" in " ".join(out.split())
     rc, out, err = _cli(capsys, "results", store)
     assert rc == 0 and "conv:vgg16-19,21/8" in out and "H=3" in out
+
+
+@pytest.mark.opencl
+def test_explore_with_parallel_workers_evaluates_each_candidate_once(tmp_path):
+    """Two workers: the budget holds, every candidate is stored once, the same store then
+    replays them all from the cache."""
+    path = tmp_path / "w.sqlite"
+    r = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2, workers=2)
+    assert r.stopped_by == "budget" and len(r.rows) == 6 and r.evaluated == 6
+    assert len({row["key"] for row in r.rows}) == 6
+    again = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2)
+    assert (again.evaluated, again.cached) == (0, 6)
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        explore(L3, {"N": 1024}, budget=1, workers=0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -400,3 +401,25 @@ def test_generated_conv_pipeline_end_to_end(pool):
                                   repeats=1)
     assert out.status == "ok", out.reason
     assert out.lower_s is not None and out.gflops is not None
+
+
+def lower_slow_vadd(n: int, delay_s: float) -> CompiledProgram:
+    time.sleep(delay_s)  # stands for a slow lowering and build
+    return vector_add_program(n)
+
+
+def test_parallel_workers_lower_together_and_run_in_turn():
+    """Two workers lower at once, and their timed runs never overlap (one device)."""
+    d = _ab()
+    ref = d["a"] + d["b"]
+    with WorkerPool(workers=2) as p:
+        assert p.size == 2
+        p.map_candidates([functools.partial(lower_vadd, N)] * 2, d, ref, timeout_s=60)
+        t0 = time.perf_counter()
+        outs = p.map_candidates([functools.partial(lower_slow_vadd, N, 1.0)] * 4, d, ref,
+                                timeout_s=60, repeats=30)
+        wall = time.perf_counter() - t0
+    assert all(o.status == "ok" for o in outs), [o.reason for o in outs]
+    assert wall < 3.6, wall  # 4 x 1 s of lowering on 2 workers, not 4 s in a row
+    windows = sorted(o.run_window for o in outs)
+    assert all(a[1] <= b[0] for a, b in zip(windows, windows[1:])), windows

@@ -32,13 +32,15 @@ def device_description(limits: dict[str, Any]) -> dict[str, Any]:
 class Evaluator:
     """Evaluates candidates of ``task`` on one device and records them in ``store``.
 
-    ``pool`` is a ``WorkerPool`` to use (else one is started on ``device`` and closed by
-    ``close``). ``timeout_s`` limits lowering + build + runs of one candidate.
+    ``pool`` is a ``WorkerPool`` to use (else one of ``workers`` processes is started on
+    ``device`` and closed by ``close``). ``timeout_s`` limits lowering + build + runs of
+    one candidate.
     """
 
     def __init__(self, task: Task, store: ResultStore, *, run_id: str, strategy: str,
                  seed: int, device: str | None = None, pool=None, timeout_s: float = 60.0,
-                 repeats: int = 3, cut: float | None = None, cut_min_s: float = 5.0):
+                 repeats: int = 3, cut: float | None = None, cut_min_s: float = 5.0,
+                 workers: int = 1):
         from codegen.worker import WorkerPool
 
         self.task, self.store = task, store
@@ -46,7 +48,7 @@ class Evaluator:
         self.timeout_s, self.repeats = timeout_s, repeats
         self.cut, self.cut_min_s = cut, cut_min_s
         self._own_pool = pool is None
-        self.pool = pool if pool is not None else WorkerPool(device)
+        self.pool = pool if pool is not None else WorkerPool(device, workers=workers)
         info = self.pool.device_info()
         self.limits: dict[str, Any] = dict(info.get("limits", {}))
         self.device = device_description(self.limits)

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,7 +165,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             timeout_s: float = 60.0, repeats: int = 3, cut: float | None = None,
             cut_min_s: float = 5.0, fusion: str = "always",
             inputs=None, reference=None, flops: int | None = None,
-            max_value: int | None = None, pool=None,
+            max_value: int | None = None, pool=None, workers: int = 1,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[dict[str, Any], Results], None] | None = None,
             **strategy_options: Any) -> Results:
@@ -175,9 +176,13 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     ``cut``: the early cut, a candidate's time limit becomes ``cut`` times the best
     candidate's evaluation time (at least ``cut_min_s``, at most ``timeout_s``); a cut
     candidate is stored as ``timeout`` with check ``early-cut``.
+    ``workers``: candidates lowered and built in parallel worker processes (their timed
+    runs still take turns on the device).
     ``on_result(row, results)`` is called after each candidate. Ctrl-C stops the run
-    cleanly (``stopped_by == "interrupted"``); the candidate in flight is not recorded.
+    cleanly (``stopped_by == "interrupted"``); the candidates in flight are not recorded.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
     bud = parse_budget(budget)
     cls = get_strategy(strategy)
     if mapping is not None:
@@ -194,7 +199,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         run_id = uuid.uuid4().hex[:12]
         evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
                               device=device, pool=pool, timeout_s=timeout_s, repeats=repeats,
-                              cut=cut, cut_min_s=cut_min_s)
+                              cut=cut, cut_min_s=cut_min_s, workers=workers)
         st.bind(evaluator.context, {"explored_program": task.explored_text,
                                     "fusion": task.fusion, "stage": task.stage or ""})
         joint = task.joint(Device.from_limits(evaluator.limits))
@@ -210,7 +215,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
                       **{k: str(v) for k, v in strategy_options.items()}})
         if on_start:
             on_start(res)
-        _loop(res, strat, evaluator, st, bud, on_result)
+        _loop(res, strat, evaluator, st, bud, on_result,
+              workers=workers if pool is None else getattr(pool, "size", 1))
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
                       strat.draws_total if strategy == "random" else None)
         return res
@@ -221,7 +227,11 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             st.close()
 
 
-def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result) -> None:
+def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,
+          workers: int = 1) -> None:
+    """Draws candidates from ``strat`` and evaluates them until the budget is spent; with
+    ``workers`` > 1 that many are in flight at once (the pool's workers lower and build in
+    parallel and take turns for the timed runs)."""
     interrupted = threading.Event()
     old = None
     if threading.current_thread() is threading.main_thread():
@@ -234,50 +244,75 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
     seen: set[str] = set()
     repeats = 0
     it = strat.candidates()
+    ex = ThreadPoolExecutor(workers) if workers > 1 else None
+    pending: dict[Future, tuple[Candidate, str]] = {}
+
+    def record(cand: Candidate, key: str, row: dict[str, Any], cached: bool) -> None:
+        if cached:
+            res.cached += 1
+            row["cached"] = True
+        elif not st.add(row):  # another writer stored it meanwhile
+            row = st.get(key) or row
+            res.cached += 1
+        else:
+            res.evaluated += 1
+        res.rows.append(row)
+        res.draws = strat.draws_total
+        res.elapsed_s = time.perf_counter() - t_start
+        strat.observe(cand, row)
+        if on_result:
+            on_result(row, res)
+
     try:
         while True:
-            if bud.candidates is not None and res.considered >= bud.candidates:
-                res.stopped_by = "budget"
-                break
-            if bud.seconds is not None and time.perf_counter() - t_start >= bud.seconds:
-                res.stopped_by = "time"
-                break
-            cand: Candidate | None = next(it, None)
-            if cand is None:
-                res.stopped_by = "exhausted"
-                break
-            key = evaluator.key(cand)
-            if key in seen:
-                repeats += 1
-                if repeats >= MAX_REPEATS:
-                    res.stopped_by = "exhausted"
+            stop = None
+            while stop is None and len(pending) < workers:
+                if bud.candidates is not None and \
+                        res.considered + len(pending) >= bud.candidates:
+                    stop = "budget"
+                elif bud.seconds is not None and time.perf_counter() - t_start >= bud.seconds:
+                    stop = "time"
+                if stop:
                     break
-                continue
-            repeats = 0
-            seen.add(key)
-            row = st.get(key)
-            if row is not None:
-                res.cached += 1
-                row["cached"] = True
-            else:
+                cand: Candidate | None = next(it, None)
+                if cand is None:
+                    stop = "exhausted"
+                    break
+                key = evaluator.key(cand)
+                if key in seen:
+                    repeats += 1
+                    if repeats >= MAX_REPEATS:
+                        stop = "exhausted"
+                    continue
+                repeats = 0
+                seen.add(key)
+                row = st.get(key)
+                if row is not None:
+                    record(cand, key, row, True)
+                    continue
                 best = res.best
-                row = evaluator.run(cand, res.considered, best["wall_s"] if best else None)
-                if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
-                    raise KeyboardInterrupt
-                if not st.add(row):  # another writer stored it meanwhile
-                    row = st.get(key) or row
-                    res.cached += 1
+                args = (cand, res.considered + len(pending), best["wall_s"] if best else None)
+                if ex is None:
+                    row = evaluator.run(*args)
+                    if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
+                        raise KeyboardInterrupt
+                    record(cand, key, row, False)
                 else:
-                    res.evaluated += 1
-            res.rows.append(row)
-            res.draws = strat.draws_total
-            res.elapsed_s = time.perf_counter() - t_start
-            strat.observe(cand, row)
-            if on_result:
-                on_result(row, res)
+                    pending[ex.submit(evaluator.run, *args)] = (cand, key)
+            if not pending:
+                res.stopped_by = stop or "exhausted"
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+            for f in done:
+                cand, key = pending.pop(f)
+                record(cand, key, f.result(), False)
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
     finally:
+        if ex is not None:
+            ex.shutdown(wait=False, cancel_futures=True)
         if old is not None:
             signal.signal(signal.SIGINT, old)
         res.elapsed_s = time.perf_counter() - t_start
