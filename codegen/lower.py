@@ -60,7 +60,13 @@ from codegen.memory import (
     size_of_sym,
 )
 from codegen.program import Buffer, CompiledProgram, Kernel
-from codegen.resources import Resource, global_resources, kernel_resources
+from codegen.resources import (
+    Resource,
+    global_resources,
+    kernel_features,
+    kernel_resources,
+    program_features,
+)
 from codegen.target import DEFAULT_DEVICE, Device
 from codegen.views import ArrV, Leaf, TupV, View
 from ir.computes import computes
@@ -753,19 +759,22 @@ def lower(
 def program_resources(program: Lambda, sizes: Mapping[str, int], *,
                       device: Device | None = None,
                       local_sizes: Mapping[int, int] | None = None,
-                      info: TypeInfo | None = None) -> list[Resource]:
+                      info: TypeInfo | None = None,
+                      features: dict[str, Expr] | None = None) -> list[Resource]:
     """What ``program`` asks of ``device`` (``codegen.resources``), in its symbolic sizes:
     lowered at ``sizes`` (one configuration) by the same code as :func:`lower`, without
     generating source and without raising the checks that ``sizes`` fail. ``info``: the
-    program's type check, when the caller has it and ``sizes`` meet its constraints."""
+    program's type check, when the caller has it and ``sizes`` meet its constraints.
+    ``features``, if given, receives ``codegen.resources.program_features``."""
     out: list[Resource] = []
     _lower(program, sizes, device, local_sizes, "kernel", raise_issues=False, collect=out,
-           info=info)
+           info=info, features=features)
     return out
 
 
 def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
-           collect: list[Resource] | None = None, info: TypeInfo | None = None):
+           collect: list[Resource] | None = None, info: TypeInfo | None = None,
+           features: dict[str, Expr] | None = None):
     """``lower``; with ``raise_issues=False`` the checks found after building are ignored
     (for experiments that test the checks themselves); with ``collect`` the resources are
     appended to it and no source is generated (returns None)."""
@@ -778,6 +787,7 @@ def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
     header_map = _mapping_text(program)
     header_sizes = " ".join(f"{k}={v}" for k, v in sorted(b.sizes.items()))
     funs = list(b.funs.values())
+    kfeats: list[dict[str, Expr]] = []
     kernels: list[Kernel] = []
     issues: list[LoweringError] = []
     all_bufs = [*inputs, out_buf, *b.bufs]
@@ -809,6 +819,7 @@ def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
         if collect is not None:
             collect.extend(kernel_resources(kname, kbufs, loops, cfg, synced, limits,
                                             local_sizes))
+            kfeats.append(kernel_features(kbufs, loops, cfg, limits, local_sizes))
             continue
         # after the analysis: the rewrite only reassociates one work-item's private sums;
         # its accumulators get only the private memory the budgets leave
@@ -868,6 +879,8 @@ def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
             f"{limits.global_mem_size}"))
     if collect is not None:
         collect.extend(global_resources(glob, limits))
+        if features is not None:
+            features.update(program_features(kfeats, glob))
         return None
     if issues and raise_issues:
         raise min(issues, key=lambda e: e.priority)

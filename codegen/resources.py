@@ -128,6 +128,48 @@ def kernel_resources(kname: str, kbufs: Sequence[Buf], loops: Sequence[Loop],
     return out
 
 
+def kernel_features(kbufs: Sequence[Buf], loops: Sequence[Loop], cfg: LaunchConfig,
+                    device: Device, given: Mapping[int, int] | None = None) -> dict[str, Expr]:
+    """What a cost model can read off one kernel, in symbolic sizes: work-items launched,
+    work-group size (1 when the runtime chooses it), private bytes per work-item and local
+    bytes per work-group. Parts not known symbolically take their value here."""
+    local = local_size_exprs(loops, cfg, device, given) or {}
+    group: Expr = Cst(1)
+    items: Expr = Cst(1)
+    for d, mode in sorted(cfg.modes.items()):
+        ls = local.get(d, Cst(cfg.local.get(d) or 1))
+        if mode in ("grp", "mixed"):
+            wrg = [lp.n_sym if lp.n_sym is not None else Cst(lp.n)
+                   for lp in loops if lp.kind == "wrg" and lp.dim == d]
+            groups = wrg[0] if wrg else Cst(1)
+            for e in wrg[1:]:
+                groups = smax(groups, e)
+            items = items * groups * ls
+        elif mode == "glb":
+            glb = [lp.n_sym if lp.n_sym is not None else Cst(lp.n)
+                   for lp in loops if lp.kind == "glb" and lp.dim == d]
+            n = glb[0]
+            for e in glb[1:]:
+                n = smax(n, e)
+            items = items * n
+        group = group * ls
+    return {"work_items": items, "group_size": group,
+            "private_bytes": _bytes([b for b in kbufs if b.space == "private"])[0],
+            "local_bytes": _bytes([b for b in kbufs if b.space == "local"])[0]}
+
+
+def program_features(kernels: Sequence[dict[str, Expr]], glob: Sequence[Buf]) -> dict[str, Expr]:
+    """A program's features: each kernel feature's largest value over its kernels (as a
+    symbolic max), the number of kernels and the bytes of its global buffers."""
+    out: dict[str, Expr] = {}
+    for feats in kernels:
+        for k, e in feats.items():
+            out[k] = smax(out[k], e) if k in out else e
+    out["kernels"] = Cst(len(kernels))
+    out["global_bytes"] = _bytes(glob)[0]
+    return out
+
+
 def global_resources(bufs: Sequence[Buf], device: Device) -> list[Resource]:
     """Every global buffer within the device's largest allocation, all within its memory."""
     out: list[Resource] = []

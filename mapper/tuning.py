@@ -44,6 +44,9 @@ class TuningProblem:
     params: dict[str, TuningParam]
     restrictions: list[tuple[str, str]] = field(default_factory=list)
     resource_note: str = ""  # why the device's resource constraints are missing, if they are
+    # the lowered kernels' features in the tuning parameters (codegen.resources.
+    # program_features: work-items, work-group size, private/local/global bytes, kernels)
+    features: dict[str, Expr] = field(default_factory=dict, repr=False)
     # spaces built for other problems with the same domains and restrictions (shared by the
     # mappings of a JointSpace: most of them have the same tuning space)
     space_cache: dict | None = field(default=None, repr=False, compare=False)
@@ -287,13 +290,16 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
         if problem.space_cache is not None else {}
     added = False
     for probe in probes:
+        feats: dict[str, Expr] = {}
         try:
             res = program_resources(problem.program, problem.sizes_for(probe), device=device,
-                                    info=info)
+                                    info=info, features=feats)
         except (LoweringError, ConstraintViolation, SymbolicError) as e:
             problem.resource_note = f"resource constraints incomplete: lowering {probe} " \
                 f"failed ({e})"
             continue
+        if not problem.features:
+            problem.features = {k: e.subs(problem.sizes) for k, e in feats.items()}
         for r in res:
             key = str(r.rel)
             if key not in texts:

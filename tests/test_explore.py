@@ -431,3 +431,20 @@ def test_explore_with_parallel_workers_evaluates_each_candidate_once(tmp_path):
     assert (again.evaluated, again.cached) == (0, 6)
     with pytest.raises(ValueError, match="workers must be at least 1"):
         explore(L3, {"N": 1024}, budget=1, workers=0)
+
+
+def test_model_features_include_the_lowered_kernel(joint):
+    """The model reads the kernel's work-items and private bytes from the lowering's
+    symbolic features, so two tunings of one mapping differ in them."""
+    pytest.importorskip("sklearn", reason="the model strategy needs scikit-learn")
+    from mapper.explore.model import ModelStrategy
+
+    s = make_strategy("model", joint, seed=0)
+    m = next(m for m in joint.mappings if m["A"] >= 30)  # A=mapGlb: work-items depend on s0
+    feats = joint.tuning(m).features
+    assert {"work_items", "private_bytes", "global_bytes"} <= set(feats)
+    cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])
+    lo, hi = s.kernel_features(m, cfgs[0]), s.kernel_features(m, cfgs[-1])
+    wi = ModelStrategy.KERNEL_FEATURES.index("work_items")
+    assert lo[wi] != hi[wi] and lo[wi] > 0
+    assert len(s.features(m, cfgs[0])) == len(s._matrix([s.features(m, cfgs[0])])[0])

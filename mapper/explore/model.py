@@ -15,7 +15,12 @@ uncertainty for the acquisition rule.
    on the standardised prediction). The pool is refilled as it is used.
 
 Features: per map its level (seq/fused 0, lcl 1, wrg 2, glb 3), dimension and whether it
-is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have it).
+is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have it); and
+of the lowered kernel, as the lowering computes them symbolically for the mapping
+(``mapper.tuning.TuningProblem.features``, no lowering per candidate): log2(1 + x) of the
+work-items launched, the work-group size, work-groups per compute unit of the device,
+private bytes per work-item, local bytes per work-group, global bytes and the number of
+kernels.
 """
 
 from __future__ import annotations
@@ -59,11 +64,30 @@ class ModelStrategy(Strategy):
         for lab in self.labels:
             c = mapping[lab]
             f += [float(c // 10), float(c % 10 if c >= 10 else 0), float(c == 1)]
+        f += self.kernel_features(mapping, tuning)
         f += [math.log2(1 + tuning[p]) if p in tuning else 0.0 for p in self.params]
         return f
 
+    KERNEL_FEATURES = ("work_items", "group_size", "groups_per_cu", "private_bytes",
+                       "local_bytes", "global_bytes", "kernels")
+
+    def kernel_features(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
+                        ) -> list[float]:
+        """log2(1 + x) of the lowered kernel's features at ``tuning`` (0 where unknown)."""
+        exprs = self.joint.tuning(mapping).features
+        vals: dict[str, float] = {}
+        for k, e in exprs.items():
+            try:
+                vals[k] = float(e.evaluate(tuning))
+            except Exception:  # a feature the lowering could not express for this mapping
+                vals[k] = 0.0
+        if vals.get("group_size"):
+            cus = max(1, self.joint.device.max_compute_units)
+            vals["groups_per_cu"] = vals.get("work_items", 0.0) / vals["group_size"] / cus
+        return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES]
+
     def _matrix(self, rows: list[list[float]]) -> list[list[float]]:
-        n = 3 * len(self.labels) + len(self.params)
+        n = 3 * len(self.labels) + len(self.KERNEL_FEATURES) + len(self.params)
         return [r + [0.0] * (n - len(r)) for r in rows]
 
     # pool -------------------------------------------------------------------
