@@ -1,0 +1,288 @@
+"""experiments/figures.py and the collection scripts: figures re-drawn from a small
+committed store (tests/data/figures/, a real run of the scripts on VGG-16 layer 19 at 1/8
+size), and the pure functions they are made of. No device is needed."""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+import shutil
+import statistics
+
+import pytest
+
+from experiments import fig_exploration, fig_fusion, figures
+from experiments.fig_fusion import dataset_values, expectancy_curve, first_n_reaching
+from mapper.explore import ResultStore
+
+pytest.importorskip("matplotlib")
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "figures")
+TAG = "layer19-scale8"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def stores(tmp_path):
+    """A copy of the committed stores (reading them must not touch the checkout)."""
+    d = tmp_path / "stores"
+    shutil.copytree(DATA, d)
+    return d
+
+
+def _csv(path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ------------------------------------------------------------------ the expectancy curve
+
+
+def test_expectancy_curve_exact_values():
+    assert expectancy_curve([7.0, 7.0, 7.0]) == [(1, 7.0), (2, 7.0), (3, 7.0)]
+    vals = [0.0, 0.0, 0.0, 9.0]
+    # all four: the maximum always; one of four: 0 three times in four, so the median is 0;
+    # three of four contain the 9 three times in four, so the median is 9
+    assert expectancy_curve(vals, [4, 1, 3]) == [(4, 9.0), (1, 0.0), (3, 9.0)]
+    assert expectancy_curve([1, 2, 3, 4, 5], [5])[0] == (5, 5)
+
+
+def test_expectancy_curve_is_the_median_of_seeded_draws_without_replacement():
+    vals = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    rng = random.Random(5)
+    want = statistics.median(max(rng.sample(vals, 3)) for _ in range(7))
+    assert expectancy_curve(vals, [3], trials=7, seed=5) == [(3, want)]
+    curve = expectancy_curve(vals)
+    assert [n for n, _ in curve] == list(range(1, 9))
+    assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:]))  # more draws, no worse
+    with pytest.raises(ValueError, match="1..8"):
+        expectancy_curve(vals, [9])
+
+
+def test_dataset_values_and_first_n_reaching():
+    rows = [{"status": "ok", "gflops": 2.5}, {"status": "timeout", "gflops": None},
+            {"status": "ok", "gflops": None}, {"status": "wrong-result", "gflops": 9.0}]
+    assert dataset_values(rows) == [2.5, 0.0, 0.0, 0.0]
+    curve = [(1, 1.0), (2, 3.0), (3, 4.0)]
+    assert first_n_reaching(curve, 3.0) == 2
+    assert first_n_reaching(curve, 4.5) is None
+
+
+# ------------------------------------------------- figures from the committed store
+
+
+def test_figures_from_the_committed_stores(stores, tmp_path, capsys):
+    out = tmp_path / "figs"
+    (stores / "lowering-rate.csv").write_text(
+        "layer,device,total,lowered,rejected_reason,count\n"
+        "19,cpu,100,60,local-memory,30\n19,cpu,100,60,private-memory,10\n")
+    assert figures.main(["--stores", str(stores), "--out", str(out)]) == 0
+    md = capsys.readouterr().out
+    for name in (f"fig5-{TAG}.png", f"fig6-{TAG}.png", f"pareto-{TAG}.png",
+                 "validity-breakdown.png"):
+        assert (out / name).read_bytes()[:8] == PNG, name
+    # Fig. 5: one CSV row per strategy, with what its store holds
+    rows = {r["strategy"]: r for r in _csv(out / f"fig5-{TAG}.csv")}
+    assert set(rows) == {"manual", "solver", "random", "model"}
+    for strategy, r in rows.items():
+        with ResultStore(stores / f"fig5-{TAG}-{strategy}.sqlite", readonly=True) as st:
+            assert int(r["candidates"]) == len(st)
+            assert int(r["runs"]) == len(st.runs())
+            best = st.best()
+            if best:
+                assert float(r["best_gflops"]) == pytest.approx(best[0]["gflops"], rel=1e-5)
+                assert f"{best[0]['gflops']:.3g}" in md
+            else:
+                assert r["best_gflops"] == ""
+    assert "error: no valid assignment" in rows["random"]["stopped_by"]
+    assert float(rows["random"]["search_s"]) > 1.0  # the draws' time, from the runs table
+    assert "scaled to H,W = 3,3" in md
+    # Fig. 6: the curve's last point is the data set's best
+    curves = _csv(out / f"fig6-{TAG}.csv")
+    labels = [c for c in curves[0] if c != "N"]
+    assert "fusion-never-heuristics-off" in labels and len(labels) == 4
+    for lab in labels:
+        with ResultStore(stores / f"fig6-{TAG}-{lab}.sqlite", readonly=True) as st:
+            vals = dataset_values(st.rows())
+        last = [r for r in curves if r[lab]][-1]
+        assert int(last["N"]) == len(vals)
+        assert float(last[lab]) == pytest.approx(max(vals), rel=1e-5)
+    # CC'22 Table 4 and the validity breakdown
+    t4 = {r["paper_row"]: r for r in _csv(out / "table4-constraints.csv")}
+    assert t4["Private memory"]["paper_instances"] == "32"
+    assert t4["total"]["paper_instances"] == "123"
+    v = _csv(out / "validity-breakdown.csv")
+    assert [(r["rejected_reason"], r["pct_of_total"]) for r in v] == [
+        ("local-memory", "30.0"), ("private-memory", "10.0")]
+    assert v[0]["lowered_pct"] == "60.0"
+
+
+def test_missing_or_broken_stores_are_notes_not_tracebacks(tmp_path, capsys):
+    out = tmp_path / "figs"
+    assert figures.main(["--stores", str(tmp_path / "nope"), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "no stores folder" in err and (out / "table4-constraints.csv").exists()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "fig5-layer1-solver.sqlite").write_bytes(b"not a database at all" * 100)
+    (bad / "lowering-rate.csv").write_text("layer,count\n1,2\n")
+    assert figures.main(["--stores", str(bad), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "fig5-layer1-solver.sqlite" in err
+    assert "lacks column(s) device, total, lowered, rejected_reason" in err
+    assert "Fig. 6: no fig6" in err
+
+
+# ------------------------------------------------------------------ pure pieces of the figures
+
+
+def test_strategy_summary_counts_an_errored_runs_time_as_search():
+    rows = [dict(key=f"k{i}", run_id="r1", strategy="solver", seed=0, idx=i, status="ok",
+                 gflops=g, time_s=1.0, search_s=0.5, lower_s=0.1, build_s=0.2, run_s=1.0,
+                 wall_s=1.3, memory_bytes=None, created=float(i))
+            for i, g in enumerate([1.0, 4.0, 2.0])]
+    runs = [{"run_id": "r1", "started": 0.0, "finished": 6.0, "stopped_by": "budget"},
+            {"run_id": "r2", "started": 10.0, "finished": 70.0, "stopped_by": "error: x"}]
+    s = figures.strategy_summary(figures.StoreData("p", "solver", None, {}, rows, runs))
+    assert (s["candidates"], s["ok"], s["best_gflops"], s["best_after_candidates"]) == \
+        (3, 3, 4.0, 2)
+    assert s["best_after_s"] == pytest.approx(3.6)
+    assert s["search_s"] == pytest.approx(1.5 + 60.0)
+    assert s["exploration_s"] == pytest.approx(1.5 + 60.0 + 0.3 + 0.6 + 3.0)
+    assert s["stopped_by"] == "budget; error: x"
+
+
+def test_describe_layer_and_dataset_label():
+    sizes = {"C": 512, "H": 7, "W": 7, "M": 512, "K": 3}
+    assert figures.describe_layer("conv:vgg16-19,21/4", sizes) == \
+        "VGG-16 layer 19,21 (C=512, M=512, K=3), scaled to H,W = 7,7 (1/4)"
+    assert figures.describe_layer("conv:vgg16-7", {**sizes, "H": 112, "W": 112}).endswith(
+        "H,W = 112,112")
+    assert figures.describe_layer("conv:vgg16-C8H6W6M8", sizes).startswith("convolution C=512")
+    assert figures.describe_layer("listing3", {}).startswith("convolution")
+    assert figures.dataset_label("fusion-free-heuristics-off") == "fusion free, heuristics off"
+
+
+def test_store_names_are_grouped_by_layer(tmp_path):
+    for name in ("fig5-layer19-scale4-solver.sqlite", "fig5-layer19-scale4-model.sqlite",
+                 "fig5-layer19-scale4-baseline.json", "fig5-C8H6W6M8-manual.sqlite",
+                 "fig6-layer21-fusion-free-heuristics-on.sqlite", "other.sqlite"):
+        (tmp_path / name).write_text("")
+    g5 = figures.find_stores(str(tmp_path), figures.FIG5_RE)
+    assert {k: sorted(lab for lab, _ in v) for k, v in g5.items()} == {
+        "layer19-scale4": ["model", "solver"], "C8H6W6M8": ["manual"]}
+    g6 = figures.find_stores(str(tmp_path), figures.FIG6_RE)
+    assert list(g6) == ["layer21"] and g6["layer21"][0][0] == "fusion-free-heuristics-on"
+
+
+def test_table4_counts_are_the_librarys():
+    from ir.programs import conv_partial_stage
+    from mapper.api import problem
+
+    rows = figures.table4_rows()
+    total = rows[-1]
+    assert total["instances"] == len(problem(conv_partial_stage()).constraints)
+    assert total["validity_only"] == len(problem(conv_partial_stage(),
+                                                 heuristics=False).constraints)
+    assert sum(r["instances"] for r in rows[:-1]) == total["instances"]
+    assert [r["paper_instances"] for r in rows[:6]] == [32, 13, 34, 1, 34, 9]
+
+
+def test_validity_breakdown_tabulates_reasons_largest_first():
+    rows = [{"layer": "7", "device": "gpu", "total": 50, "lowered": 5,
+             "rejected_reason": r, "count": n}
+            for r, n in (("synchronizability", 15), ("memory", 30), ("", 0))]
+    t = figures.validity_breakdown(rows)
+    assert [(r["rejected_reason"], r["count"], r["pct_of_total"]) for r in t] == [
+        ("memory", 30, "60.0"), ("synchronizability", 15, "30.0")]
+    assert t[0]["lowered_pct"] == "10.0"
+
+
+def test_pareto_points_keep_ok_rows_with_time_and_memory():
+    rows = [{"status": "ok", "time_s": 2e-3, "memory_bytes": 2 << 20},
+            {"status": "ok", "time_s": 1e-3, "memory_bytes": None},
+            {"status": "crash", "time_s": 1e-3, "memory_bytes": 1 << 20}]
+    assert figures.pareto_points(rows) == [(2.0, 2.0)]
+
+
+# ------------------------------------------------------------------ the collection scripts
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budget", "0"], "positive"),
+    (["--strategies", "manual,nope"], "unknown strategy"),
+    (["--scale", "0"], "--scale"),
+    (["--layers", "99"], "no VGG-16 layer"),
+    (["--sizes", "C=8,H=6"], "missing W, M"),
+    (["--seeds", "0"], "--seeds"),
+])
+def test_fig_exploration_refuses_bad_input(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        fig_exploration.parse_args(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fusion", "always,sometimes"], "sometimes"),
+    (["--heuristics", "maybe"], "--heuristics"),
+    (["--candidates", "0"], "--candidates"),
+])
+def test_fig_fusion_refuses_bad_input(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        fig_fusion.parse_args(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_layer_names_and_store_paths():
+    args = fig_exploration.parse_args(["--layers", "19", "21", "--scale", "4"])
+    assert [(t, (la.C, la.H, la.W)) for t, la in args.layer_list] == [
+        ("layer19-scale4", (512, 7, 7)), ("layer21-scale4", (512, 7, 7))]
+    args = fig_exploration.parse_args(["--sizes", "C=8,H=6,W=6,M=8"])
+    assert args.layer_list[0][0] == "C8H6W6M8"
+    assert fig_exploration.store_path("r", "layer19", "solver") == \
+        os.path.join("r", "fig5-layer19-solver.sqlite")
+    assert fig_fusion.store_path("r", "layer19", "never", False) == \
+        os.path.join("r", "fig6-layer19-fusion-never-heuristics-off.sqlite")
+    for path, pattern in ((fig_exploration.store_path("r", "layer19-scale4", "model"),
+                           figures.FIG5_RE),
+                          (fig_fusion.store_path("r", "layer19-scale4", "free", True),
+                           figures.FIG6_RE)):
+        assert pattern.match(os.path.basename(path))["tag"] == "layer19-scale4"
+
+
+def test_hand_mapping_is_valid_under_fusion_always():
+    from mapper.api import check_mapping
+    from mapper.explore import parse_layer
+
+    task = fig_exploration.conv_task(parse_layer("19/8"))
+    m = fig_exploration.hand_mapping(task)
+    assert {k: m[k] for k in ("T", "G", "W", "C")} == {"T": 21, "G": 20, "W": 11, "C": 10}
+    assert check_mapping(task.program, m, fusion="always") == []
+
+
+def test_heuristics_off_settings():
+    from ir.programs import cc22_listing3
+
+    keep, same = fig_fusion.distinct_settings(
+        cc22_listing3(), [("always", True), ("always", False), ("free", False)])
+    assert keep == [("always", True), ("always", False)]
+    assert same == {("free", False): ("always", False)}  # rule 8 is a heuristic
+
+
+def test_validity_only_task_enumerates_and_lowers_what_only_heuristics_reject():
+    from mapper.api import check_mapping
+    from mapper.explore import parse_layer
+
+    task = fig_fusion.fusion_task(parse_layer("19/8"), "always", False)
+    assert isinstance(task, fig_fusion.ValidityOnlyTask)
+    assert task.name.endswith("[fusion-always-heuristics-off]")
+    js = task.joint()
+    on = fig_fusion.valid_mappings(task.program, "always", True)
+    assert len(js.mappings) == len(fig_fusion.valid_mappings(task.program, "always", False))
+    m = next(m for m in js.mappings if frozenset(m.items()) not in on)
+    assert check_mapping(task.program, m, fusion="always")
+    assert not check_mapping(task.program, m, fusion="always", heuristics=False)
+    tp = js.tuning(m)
+    cfg = tp.space.sample(1, seed=0)[0]
+    assert task.lower_fn(m, cfg)().kernels  # the library's own lowering would refuse it
