@@ -15,21 +15,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import count
 
-from codegen.memory import infer_fun_space
+from codegen.memory import infer_space
 from ir.computes import computes
 from ir.nodes import (
+    AsScalar,
+    AsVector,
     ExprNode,
     FunCall,
     FunDecl,
     Get,
     Id,
+    Join,
     Lambda,
     Literal,
     Map,
     Node,
     Param,
     Reduce,
+    ReorderStride,
+    Split,
     ToMem,
+    Transpose,
     UserFun,
     Vectorize,
     Zip,
@@ -233,7 +239,19 @@ def _direct_map(f: FunDecl) -> Map | None:
 
 
 class _Spaces:
-    """Address-space and producer inference over the program (destination-first)."""
+    """Address-space and producer inference over the program, as the lowering decides it.
+
+    The lowering (``codegen.lower.Builder``) emits an expression either *into* a
+    destination its consumer provides (the program's output, an enclosing map's element):
+    then ``toLocal``/``toPrivate`` annotations on the way are ignored and computing maps
+    write where the destination is; or it *materialises* a value another expression reads:
+    then the buffer's space is the annotation (``codegen.memory.infer_space``), else global.
+    ``into`` follows that distinction; where the lowering's choice depends on more than the
+    expression's shape (a lambda's argument written through its body), the value case is
+    assumed, which can only make the tree stricter than the lowering.
+    """
+
+    _INVERTIBLE = (Join, Split, Transpose, AsScalar, AsVector, ReorderStride, Id)
 
     def __init__(self, tree: MapNestingTree):
         self.t = tree
@@ -245,33 +263,38 @@ class _Spaces:
         if isinstance(root, Lambda):
             for p in root.params:
                 env[p.name] = ("global", frozenset(), False)
-            self.expr(root.body, "global", env)
+            self.expr(root.body, "global", env, True)
         else:
-            self.expr(root, "global", env)
+            self.expr(root, "global", env, True)
 
     # value: (space, producers (labels of maps whose output this is), direct)
-    def expr(self, e: ExprNode, dest: str, env) -> tuple[str, frozenset[str], bool]:
+    def expr(self, e: ExprNode, dest: str, env, into: bool = False
+             ) -> tuple[str, frozenset[str], bool]:
         if isinstance(e, Param):
             sp, prod, _ = env.get(e.name, ("global", frozenset(), False))
             return sp, prod, False
         if isinstance(e, Literal):
             return "const", frozenset(), False
         assert isinstance(e, FunCall)
-        return self.call(e.f, e.args, dest, env)
+        if not into and computes(e):  # materialised where its annotation says
+            dest, into = infer_space(e) or "global", True
+        return self.call(e.f, e.args, dest, env, into)
 
-    def call(self, f: FunDecl, args, dest: str, env):
+    def call(self, f: FunDecl, args, dest: str, env, into: bool = False):
         if isinstance(f, ToMem):
-            return self.call(f.f, args, f.space, env)
+            return self.call(f.f, args, dest if into else f.space, env, True)
         if isinstance(f, Reduce):
             init = self.expr(args[0], "private", env)
             acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
             arr = self.expr(args[1], dest, env)
             acc = (acc_space, init[1], False)
             self.reduce_depth += 1
-            self.fun(f.f, [acc, arr], acc_space, env)
+            self.fun(f.f, [acc, arr], acc_space, env, True)
             self.reduce_depth -= 1
             return acc_space, init[1] | arr[1], False
-        vals = [self.expr(a, dest, env) for a in args]
+        passes = into and (isinstance(f, (Zip, *self._INVERTIBLE))
+                           or (isinstance(f, Map) and not computes(f.f)))
+        vals = [self.expr(a, dest, env, passes) for a in args]
         if isinstance(f, Map) and computes(f.f):
             label = self.t.label_of(f)
             info = self.t.maps[label]
@@ -284,14 +307,13 @@ class _Spaces:
                 info.identity_from |= set(prod) & sibs
             free_prod = self.free_producers(f.f, env) & sibs
             info.depends_on |= free_prod
-            self.fun(f.f, [(sp, prod, False)], dest, env)
-            # where the lowering puts the map's result: its function's annotation, else
-            # the destination its consumer gives (a reduction inside is no annotation)
-            ann = infer_fun_space(f.f)  # as the lowering decides it
-            info.writes = ann or (dest if dest in ("global", "local", "private") else "global")
+            # written into its destination (annotations inside are then ignored), or into
+            # the buffer it is materialised in
+            info.writes = dest if dest in ("global", "local", "private") else "global"
+            self.fun(f.f, [(sp, prod, False)], info.writes, env, True)
             return info.writes, frozenset({label}), True
         if isinstance(f, (Lambda,)):
-            return self.fun(f, vals, dest, env)
+            return self.fun(f, vals, dest, env, into)
         if isinstance(f, (UserFun, Vectorize, Id)):
             return dest, frozenset().union(*(v[1] for v in vals)), False
         if isinstance(f, Zip):
@@ -302,24 +324,24 @@ class _Spaces:
             return vals[0][0], vals[0][1], False
         if isinstance(f, Map):  # a view map
             sp, prod, _ = vals[0]
-            self.fun(f.f, [(sp, prod, False)], dest, env)
+            self.fun(f.f, [(sp, prod, False)], dest, env, into)
             return sp, prod, False
         # layout primitives: a view of the argument
         sp, prod, _ = vals[0]
         return sp, prod, False
 
-    def fun(self, f: FunDecl, vals, dest: str, env):
+    def fun(self, f: FunDecl, vals, dest: str, env, into: bool = False):
         if isinstance(f, Lambda):
             inner = dict(env)
             for p, v in zip(f.params, vals):
                 inner[p.name] = v
-            return self.expr(f.body, dest, inner)
+            return self.expr(f.body, dest, inner, into)
         # a declaration applied to values already computed: reuse call with Params bound
         names = [f"__arg{i}" for i in range(len(vals))]
         inner = dict(env)
         for n, v in zip(names, vals):
             inner[n] = v
-        return self.call(f, [Param(n) for n in names], dest, inner)
+        return self.call(f, [Param(n) for n in names], dest, inner, into)
 
     def free_producers(self, f: FunDecl, env) -> set[str]:
         bound = {p.name for n in walk(f) if isinstance(n, Lambda) for p in n.params}

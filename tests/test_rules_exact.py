@@ -60,6 +60,29 @@ def test_stencil_output_reduction_admits_the_papers_mapping():
     assert count_mappings(p, fusion="free") > 1
 
 
+def test_annotations_on_the_output_spine_are_what_the_lowering_ignores():
+    """A ``toPrivate`` whose result is written straight into the program's output is not
+    private memory in the lowering (the destination is given): the tree agrees, so the maps
+    writing it may be parallel."""
+    from mapper.candidates import lower_candidate
+
+    p = parse("""X : [float]N
+join o transpose o mapA(mapB(toPrivate(\\x -> mult(x, 3.0f)))) o transpose o split(s1) $ X
+""")
+    tree = problem(p).tree
+    assert tree.maps["A"].writes == tree.maps["B"].writes == "global"
+    assert check_mapping(p, "A=W0 B=S", heuristics=False) == []
+    assert check_mapping(p, "A=G0 B=G1") == []
+    cp = lower_candidate(p, "A=W0 B=S", {"N": 64, "s1": 8}, check=False)
+    assert cp.kernels[0].private_bytes == 0
+    # materialised (read by another map), the annotation holds: private, sequential
+    q = parse("""X : [float]N
+mapC(\\x -> add(x, 1.0f)) o join o mapA(mapB(toPrivate(\\x -> mult(x, 3.0f)))) o split(s1) $ X
+""")
+    t2 = problem(q).tree
+    assert t2.maps["A"].writes == "private" and t2.maps["C"].writes == "global"
+
+
 def test_kernel_level_pipeline_admits_global_parallelism_in_both_stages():
     p = parse_file(EX / "pipeline2.lift")
     assert check_mapping(p, "A=G1 B=G0 C=G1 D=G0") == []
