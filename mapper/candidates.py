@@ -20,30 +20,35 @@ from mapper.api import enumerate_mappings, lower_mapping, problem
 def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
                     fusion: str = "always", name: str = "kernel",
                     flops: int | None = None, check: bool = True,
-                    device: Device | None = None) -> CompiledProgram:
+                    heuristics: bool = True, device: Device | None = None) -> CompiledProgram:
     """Apply ``mapping`` to ``program`` and lower it for ``sizes`` (layer + tuning values).
 
     ``check=False`` skips the mapping constraints, so the lowering's own checks judge it;
-    ``device`` supplies the limits (default: ``codegen.target.DEFAULT_DEVICE``)."""
+    ``heuristics=False`` checks the validity rules only (a mapping that only a heuristic
+    rejects lowers); ``device`` supplies the limits (default:
+    ``codegen.target.DEFAULT_DEVICE``)."""
     from codegen.lower import lower
 
-    low = lower_mapping(program, mapping, fusion=fusion, check=check)
+    low = lower_mapping(program, mapping, fusion=fusion, check=check, heuristics=heuristics)
     cp = lower(low, dict(sizes), name=name, device=device)
     return replace(cp, flops=flops) if flops is not None else cp
 
 
 def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
                    sizes: Mapping[str, int], *, flops: int | None = None,
-                   fusion: str = "free", device: Device | None = None) -> CompiledProgram:
+                   fusion: str = "free", heuristics: bool = True,
+                   device: Device | None = None) -> CompiledProgram:
     """Every stage of ``pipeline`` with its own mapping, chained into one program: a
-    stage's output buffer is the next stage's ``<previous>`` input."""
+    stage's output buffer is the next stage's ``<previous>`` input. Each mapping is checked
+    against the rules of ``fusion`` (the heuristic rules too when ``heuristics``)."""
     from codegen.lower import lower
 
     kernels, buffers = [], {}
     prev_out, out_shape = None, ()
     for i, st in enumerate(pipeline.stages):
-        cp = lower(lower_mapping(st.program, mappings[st.name], fusion=fusion), dict(sizes),
-                   name=st.name, device=device)
+        low = lower_mapping(st.program, mappings[st.name], fusion=fusion,
+                            heuristics=heuristics)
+        cp = lower(low, dict(sizes), name=st.name, device=device)
         rename = {name: (prev_out if src == "<previous>" else src) for name, src in st.sources}
         for name, b in cp.buffers.items():
             rename.setdefault(name, f"s{i}_{name}")

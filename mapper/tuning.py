@@ -323,19 +323,31 @@ class JointSpace:
     ``count()`` is exact (the sum over mappings); ``sample`` draws uniformly over the joint
     space (a mapping with probability proportional to its tuning count, then a uniform
     configuration of it) or, with ``per_mapping=True``, a uniform mapping first.
+    ``heuristics=False`` keeps the mappings that only the heuristic rules reject.
+    ``enumerate_s`` is the time the valid mappings took to enumerate.
     """
 
     def __init__(self, program: Node, sizes: Mapping[str, int], *, fusion: str = "always",
-                 device: Device | None = None, domains=None, max_value: int | None = None):
+                 device: Device | None = None, domains=None, max_value: int | None = None,
+                 heuristics: bool = True):
+        import time
+
         from mapper.api import enumerate_mappings, problem
 
-        self.problem = problem(program, fusion=fusion)
+        t0 = time.perf_counter()
+        self.problem = problem(program, fusion=fusion, heuristics=heuristics)
         self.sizes = dict(sizes)
         self.device = device or DEFAULT_DEVICE
         self.options = dict(device=self.device, domains=domains, max_value=max_value)
         self.mappings = list(enumerate_mappings(self.problem, fusion=fusion))
+        self.enumerate_s = time.perf_counter() - t0
         self._tuning: dict = {}
         self._spaces: dict = {}  # shared by the mappings' tuning problems
+
+    @property
+    def heuristics(self) -> bool:
+        """Whether the heuristic rules prune the mappings."""
+        return self.problem.heuristics
 
     def tuning(self, mapping) -> TuningProblem:
         from mapper.api import lower_mapping

@@ -29,6 +29,8 @@ from mapper.explore.strategies import Candidate
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 L3 = os.path.join(ROOT, "examples", "cc22_listing3.lift")
+with open(L3) as _f:
+    L3_PROGRAM = _f.read()
 DEV = {"name": "dev-a", "platform_version": "1"}
 
 
@@ -322,6 +324,150 @@ def test_candidate_dataclass():
 
     c = Candidate(Mapping({"A": 20}), {"s0": 4})
     assert c.draws is None and c.search_s == 0.0
+    c = Candidate(Mapping({"A": 20}), {}, mapping_s=1.0, tuning_s=0.25, other_s=0.5)
+    assert c.search_s == 1.75
+
+
+# ------------------------------------------------------------------ without a device
+
+
+class FakePool:
+    """A pool that lowers each candidate in-process and calls it ok (no device)."""
+
+    size = 1
+
+    def device_info(self):
+        return {"limits": {"name": "fake-device"}}
+
+    def evaluate_candidate(self, lower_fn, inputs, reference, **kw):
+        from codegen.program import Outcome
+
+        t0 = time.perf_counter()
+        assert lower_fn().kernels
+        return Outcome("ok", time_s=1e-3, gflops=1.0, lower_s=time.perf_counter() - t0,
+                       build_s=0.0)
+
+    def close(self):
+        pass
+
+
+def test_split_search_time_heuristics_and_fusion_are_recorded(tmp_path):
+    """Rows split the search into finding the mapping and choosing the tuning values;
+    the store's meta and the run's options record fusion and heuristics; mappings only a
+    heuristic rejects are explored and lowered when heuristics are off."""
+    from mapper.api import check_mapping
+
+    path = tmp_path / "h.sqlite"
+    res = explore(L3, {"N": 1024}, strategy="solver", budget=12, store=path, seed=1,
+                  heuristics=False, fusion="free", pool=FakePool(), count=False)
+    assert (res.stopped_by, res.evaluated, res.total_candidates) == ("budget", 12, None)
+    with ResultStore(path, readonly=True) as st:
+        meta, rows, (run,) = st.meta(), st.rows(), st.runs()
+    assert (meta["fusion"], meta["heuristics"]) == ("free", "off")
+    assert json.loads(run["options"])["heuristics"] == "off"
+    assert run["mapping_s"] > 0  # the valid mappings' enumeration, before any candidate
+    for r in rows:
+        assert r["mapping_s"] >= 0 and r["tuning_s"] > 0
+        assert r["search_s"] == pytest.approx(r["mapping_s"] + r["tuning_s"])
+    heuristic_only = [r for r in rows if check_mapping(L3_PROGRAM, r["mapping"], fusion="free")]
+    assert heuristic_only, "a seed whose candidates include heuristic-only mappings"
+    counted = explore(L3, {"N": 1024}, strategy="solver", budget=1, pool=FakePool())
+    assert counted.total_candidates and counted.total_candidates > 1
+
+
+def test_joint_space_and_task_with_heuristics_off():
+    from mapper.tuning import JointSpace
+
+    on = Task.from_program(L3, {"N": 1024})
+    off = Task.from_program(L3, {"N": 1024}, heuristics=False)
+    assert off.heuristics is False and off.joint().heuristics is False
+    assert set(on.joint().mappings) < set(off.joint().mappings)
+    js = JointSpace(L3_PROGRAM, {"N": 1024}, heuristics=False)
+    assert len(js.mappings) == len(off.joint().mappings) and js.enumerate_s > 0
+
+
+@pytest.fixture(scope="module")
+def conv_task():
+    from mapper.explore import parse_layer
+
+    return Task.conv_layer(parse_layer("19/8"))
+
+
+def test_random_strategy_ends_at_its_draw_limit_or_deadline(conv_task):
+    """About 1 in 1e9 code assignments of the convolution is valid: the strategy gives up
+    with its reason, counting every draw, instead of raising."""
+    from mapper.explore.strategies import RandomAssignment
+
+    joint = conv_task.joint()
+    s = make_strategy("random", joint, seed=0)
+    s.max_draws = 3000
+    assert list(s.candidates()) == []
+    assert s.stopped_by == "exhausted: no valid candidate in 3,000 draws"
+    assert s.draws_total == 3000
+    s = make_strategy("random", joint, seed=0)
+    s.deadline = time.perf_counter() - 1.0
+    assert list(s.candidates()) == [] and s.stopped_by == "time"
+    assert s.draws_total == RandomAssignment.check_every
+
+
+def test_explore_random_ends_cleanly_within_the_time_budget(tmp_path, conv_task):
+    path = tmp_path / "r.sqlite"
+    t0 = time.perf_counter()
+    res = explore(conv_task, strategy="random", budget="1.5s", store=path, pool=FakePool(),
+                  count=False)
+    assert time.perf_counter() - t0 < 1.5 + 5.0  # the budget, and start-up
+    assert (res.stopped_by, res.considered) == ("time", 0)
+    assert res.draws > 1000 and res.mapping_s >= 1.0
+    with ResultStore(path, readonly=True) as st:
+        (run,) = st.runs()
+    assert (run["stopped_by"], run["draws"]) == ("time", res.draws)
+    assert run["mapping_s"] == pytest.approx(res.mapping_s)
+
+
+def test_explore_random_at_its_draw_limit(tmp_path, conv_task, monkeypatch):
+    from mapper.explore.strategies import RandomAssignment
+
+    monkeypatch.setattr(RandomAssignment, "max_draws", 2000)
+    res = explore(conv_task, strategy="random", budget=5, store=tmp_path / "d.sqlite",
+                  pool=FakePool(), count=False)
+    assert res.stopped_by == "exhausted: no valid candidate in 2,000 draws"
+    assert res.draws == 2000 and res.considered == 0
+    assert "random code assignments drawn: 2000" in res.summary()
+
+
+def test_old_stores_without_the_split_columns_still_read(tmp_path):
+    """A store written before mapping_s/tuning_s and runs.mapping_s: read-only, they read
+    as None; opened for writing, they are added."""
+    path = str(tmp_path / "old.sqlite")
+    db = sqlite3.connect(path)
+    old = [c for c in store_columns() if c[0] not in ("mapping_s", "tuning_s")]
+    db.execute(f"CREATE TABLE results ({', '.join(f'{c} {t}' for c, t in old)})")
+    db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)")
+    db.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, strategy TEXT, seed INTEGER, "
+               "budget TEXT, options TEXT, started REAL, finished REAL, stopped_by TEXT, "
+               "evaluated INTEGER, cached INTEGER, draws INTEGER)")
+    db.execute("INSERT INTO results (key, run_id, strategy, mapping, tuning, status, search_s)"
+               " VALUES ('k0', 'r0', 'solver', 'A=20', '{}', 'ok', 0.5)")
+    db.execute("INSERT INTO runs (run_id, strategy, stopped_by) VALUES ('r0', 'solver', "
+               "'budget')")
+    db.commit()
+    db.close()
+    with ResultStore(path, readonly=True) as st:
+        (row,) = st.rows()
+        assert (row["search_s"], row["mapping_s"], row["tuning_s"]) == (0.5, None, None)
+        assert st.get("k0")["tuning_s"] is None and st.best()[0]["key"] == "k0"
+        assert st.runs()[0]["mapping_s"] is None
+    with ResultStore(path) as st:
+        assert st.add({**_row("k1"), "search_s": 0.3, "mapping_s": 0.1, "tuning_s": 0.2})
+        st.finish_run("r0", "budget", 1, 0, None, 0.25)
+        assert st.get("k1")["tuning_s"] == 0.2 and st.runs()[0]["mapping_s"] == 0.25
+        assert st.meta()["schema_version"] == "2"
+
+
+def store_columns():
+    from mapper.explore.store import COLUMNS
+
+    return COLUMNS
 
 
 def test_model_strategy_learns_from_observations(joint):

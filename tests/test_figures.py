@@ -1,20 +1,22 @@
-"""experiments/figures.py and the collection scripts: figures re-drawn from a small
-committed store (tests/data/figures/, a real run of the scripts on VGG-16 layer 19 at 1/8
-size), and the pure functions they are made of. No device is needed."""
+"""mapper.explore.figures and mapper.explore.paper (behind experiments/figures.py,
+fig_exploration.py and fig_fusion.py): figures re-drawn from small committed stores
+(tests/data/figures/, a real run of the scripts on VGG-16 layer 19 at 1/8 size, written
+before the search time was split), a store with the split, and the pure functions the
+figures are made of. No device is needed."""
 
 from __future__ import annotations
 
 import csv
 import os
 import random
+import re
 import shutil
 import statistics
 
 import pytest
 
-from experiments import fig_exploration, fig_fusion, figures
-from experiments.fig_fusion import dataset_values, expectancy_curve, first_n_reaching
-from mapper.explore import ResultStore
+from mapper.explore import Context, ResultStore, figures, paper
+from mapper.explore.paper import dataset_values, expectancy_curve, first_n_reaching
 
 pytest.importorskip("matplotlib")
 
@@ -137,7 +139,9 @@ def test_missing_or_broken_stores_are_notes_not_tracebacks(tmp_path, capsys):
 # ------------------------------------------------------------------ pure pieces of the figures
 
 
-def test_strategy_summary_counts_an_errored_runs_time_as_search():
+def test_strategy_summary_of_an_older_store():
+    """Rows without the split search in "other search"; runs without ``mapping_s``: a run
+    stopped by a strategy error counts its time after the rows as finding mappings."""
     rows = [dict(key=f"k{i}", run_id="r1", strategy="solver", seed=0, idx=i, status="ok",
                  gflops=g, time_s=1.0, search_s=0.5, lower_s=0.1, build_s=0.2, run_s=1.0,
                  wall_s=1.3, memory_bytes=None, created=float(i))
@@ -149,6 +153,8 @@ def test_strategy_summary_counts_an_errored_runs_time_as_search():
         (3, 3, 4.0, 2)
     assert s["best_after_s"] == pytest.approx(3.6)
     assert s["search_s"] == pytest.approx(1.5 + 60.0)
+    assert (s["other_search_s"], s["mapping_s"], s["tuning_s"]) == \
+        (pytest.approx(1.5), pytest.approx(60.0), 0.0)
     assert s["exploration_s"] == pytest.approx(1.5 + 60.0 + 0.3 + 0.6 + 3.0)
     assert s["stopped_by"] == "budget; error: x"
 
@@ -206,6 +212,44 @@ def test_pareto_points_keep_ok_rows_with_time_and_memory():
     assert figures.pareto_points(rows) == [(2.0, 2.0)]
 
 
+# ------------------------------------------------------------------ the search time split
+
+
+def _split_row(i, strategy, gflops, *, mapping_s, tuning_s, search_s):
+    return dict(key=f"{strategy}{i}", run_id=f"run-{strategy}", strategy=strategy, seed=0,
+                idx=i, mapping="T=21", tuning="{}", status="ok", gflops=gflops,
+                time_s=1e-3, search_s=search_s, mapping_s=mapping_s, tuning_s=tuning_s,
+                lower_s=0.5, build_s=1.0, run_s=2.0, wall_s=3.5, created=float(i))
+
+
+def test_fig5_splits_finding_mappings_from_choosing_tuning(tmp_path, capsys):
+    """A store with the split columns: finding mappings (rows and the run's own mapping
+    search) and choosing tuning values are separate stages; the model's rest is apart."""
+    stores = tmp_path / "stores"
+    ctx = Context("conv:vgg16-19/8", "abc", {"C": 512, "H": 3, "W": 3, "M": 512, "K": 3},
+                  {"name": "dev"})
+    for strategy, run_mapping_s, split in (
+            ("random", 40.0, dict(mapping_s=5.0, tuning_s=0.25, search_s=5.25)),
+            ("model", 0.1, dict(mapping_s=0.01, tuning_s=0.5, search_s=1.51))):
+        with ResultStore(paper.fig5_store_path(str(stores), "layer19-scale8", strategy)) as st:
+            st.bind(ctx)
+            st.start_run(f"run-{strategy}", strategy, 0, "60s", {})
+            for i, g in enumerate([1.0, 2.0]):
+                st.add(_split_row(i, strategy, g, **split))
+            st.finish_run(f"run-{strategy}", "time", 2, 0, None, run_mapping_s)
+    out = tmp_path / "figs"
+    assert figures.main(["--stores", str(stores), "--out", str(out)]) == 0
+    assert "finding mappings | choosing tuning" in capsys.readouterr().out
+    rows = {r["strategy"]: r for r in _csv(out / f"fig5-{TAG}.csv")}
+    assert float(rows["random"]["mapping_s"]) == pytest.approx(2 * 5.0 + 40.0)
+    assert float(rows["random"]["tuning_s"]) == pytest.approx(0.5)
+    assert float(rows["random"]["other_search_s"]) == pytest.approx(0.0, abs=1e-9)
+    assert float(rows["model"]["other_search_s"]) == pytest.approx(2 * 1.0)
+    assert float(rows["model"]["search_s"]) == pytest.approx(0.1 + 2 * 1.51)
+    assert float(rows["random"]["exploration_s"]) == pytest.approx(50.5 + 2 * 3.5)
+    assert (out / f"fig5-{TAG}.png").read_bytes()[:8] == PNG
+
+
 # ------------------------------------------------------------------ the collection scripts
 
 
@@ -215,11 +259,13 @@ def test_pareto_points_keep_ok_rows_with_time_and_memory():
     (["--scale", "0"], "--scale"),
     (["--layers", "99"], "no VGG-16 layer"),
     (["--sizes", "C=8,H=6"], "missing W, M"),
+    (["--sizes", "C=8,H=x"], "--sizes"),
     (["--seeds", "0"], "--seeds"),
+    (["--timeout", "0"], "--timeout"),
 ])
-def test_fig_exploration_refuses_bad_input(argv, message, capsys):
+def test_fig5_arguments_refuse_bad_input(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        fig_exploration.parse_args(argv)
+        paper.parse_fig5_args(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -227,62 +273,77 @@ def test_fig_exploration_refuses_bad_input(argv, message, capsys):
     (["--fusion", "always,sometimes"], "sometimes"),
     (["--heuristics", "maybe"], "--heuristics"),
     (["--candidates", "0"], "--candidates"),
+    (["--workers", "0"], "--workers"),
 ])
-def test_fig_fusion_refuses_bad_input(argv, message, capsys):
+def test_fig6_arguments_refuse_bad_input(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        fig_fusion.parse_args(argv)
+        paper.parse_fig6_args(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_layer_names_and_store_paths():
-    args = fig_exploration.parse_args(["--layers", "19", "21", "--scale", "4"])
+    args = paper.parse_fig5_args(["--layers", "19", "21", "--scale", "4"])
     assert [(t, (la.C, la.H, la.W)) for t, la in args.layer_list] == [
         ("layer19-scale4", (512, 7, 7)), ("layer21-scale4", (512, 7, 7))]
-    args = fig_exploration.parse_args(["--sizes", "C=8,H=6,W=6,M=8"])
-    assert args.layer_list[0][0] == "C8H6W6M8"
-    assert fig_exploration.store_path("r", "layer19", "solver") == \
+    args = paper.parse_fig6_args(["--sizes", "C=8,H=6,W=6,M=8", "--heuristics", "off,on"])
+    assert args.layer_list[0][0] == "C8H6W6M8" and args.heuristics == [False, True]
+    assert paper.fig5_store_path("r", "layer19", "solver") == \
         os.path.join("r", "fig5-layer19-solver.sqlite")
-    assert fig_fusion.store_path("r", "layer19", "never", False) == \
+    assert paper.fig6_store_path("r", "layer19", "never", False) == \
         os.path.join("r", "fig6-layer19-fusion-never-heuristics-off.sqlite")
-    for path, pattern in ((fig_exploration.store_path("r", "layer19-scale4", "model"),
+    for path, pattern in ((paper.fig5_store_path("r", "layer19-scale4", "model"),
                            figures.FIG5_RE),
-                          (fig_fusion.store_path("r", "layer19-scale4", "free", True),
+                          (paper.fig6_store_path("r", "layer19-scale4", "free", True),
                            figures.FIG6_RE)):
         assert pattern.match(os.path.basename(path))["tag"] == "layer19-scale4"
-
-
-def test_hand_mapping_is_valid_under_fusion_always():
-    from mapper.api import check_mapping
-    from mapper.explore import parse_layer
-
-    task = fig_exploration.conv_task(parse_layer("19/8"))
-    m = fig_exploration.hand_mapping(task)
-    assert {k: m[k] for k in ("T", "G", "W", "C")} == {"T": 21, "G": 20, "W": 11, "C": 10}
-    assert check_mapping(task.program, m, fusion="always") == []
 
 
 def test_heuristics_off_settings():
     from ir.programs import cc22_listing3
 
-    keep, same = fig_fusion.distinct_settings(
+    keep, same = paper.distinct_settings(
         cc22_listing3(), [("always", True), ("always", False), ("free", False)])
     assert keep == [("always", True), ("always", False)]
     assert same == {("free", False): ("always", False)}  # rule 8 is a heuristic
 
 
-def test_validity_only_task_enumerates_and_lowers_what_only_heuristics_reject():
-    from mapper.api import check_mapping
+@pytest.fixture(scope="module")
+def task_off():
     from mapper.explore import parse_layer
 
-    task = fig_fusion.fusion_task(parse_layer("19/8"), "always", False)
-    assert isinstance(task, fig_fusion.ValidityOnlyTask)
-    assert task.name.endswith("[fusion-always-heuristics-off]")
-    js = task.joint()
-    on = fig_fusion.valid_mappings(task.program, "always", True)
-    assert len(js.mappings) == len(fig_fusion.valid_mappings(task.program, "always", False))
+    return paper.conv_task(parse_layer("19/8"), heuristics=False,
+                           name_suffix="[fusion-always-heuristics-off]")
+
+
+def test_hand_mapping_is_valid_under_fusion_always(task_off):
+    from mapper.api import check_mapping
+
+    m = paper.hand_mapping(task_off)
+    assert {k: m[k] for k in ("T", "G", "W", "C")} == {"T": 21, "G": 20, "W": 11, "C": 10}
+    assert check_mapping(task_off.program, m, fusion="always") == []
+
+
+def test_heuristics_off_task_enumerates_and_lowers_what_only_heuristics_reject(task_off):
+    from mapper.api import check_mapping
+
+    assert task_off.name.endswith("/8 [fusion-always-heuristics-off]")
+    assert (task_off.fusion, task_off.heuristics) == ("always", False)
+    js = task_off.joint()
+    on = paper.valid_mappings(task_off.program, "always", True)
+    assert not js.heuristics
+    assert len(js.mappings) == len(paper.valid_mappings(task_off.program, "always", False))
     m = next(m for m in js.mappings if frozenset(m.items()) not in on)
-    assert check_mapping(task.program, m, fusion="always")
-    assert not check_mapping(task.program, m, fusion="always", heuristics=False)
-    tp = js.tuning(m)
-    cfg = tp.space.sample(1, seed=0)[0]
-    assert task.lower_fn(m, cfg)().kernels  # the library's own lowering would refuse it
+    assert check_mapping(task_off.program, m, fusion="always")  # a heuristic rejects it
+    assert not check_mapping(task_off.program, m, fusion="always", heuristics=False)
+    cfg = js.tuning(m).space.sample(1, seed=0)[0]
+    assert task_off.lower_fn(m, cfg)().kernels  # lowered with the validity rules only
+
+
+def test_no_test_imports_the_experiments_folder():
+    """A project rule: experiments/ holds scripts, the tests use the packages."""
+    here = os.path.dirname(__file__)
+    imports = re.compile(r"^\s*(from|import)\s+experiments\b", re.MULTILINE)
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name)) as f:
+                assert not imports.search(f.read()), f"tests/{name} imports experiments"

@@ -26,6 +26,7 @@ kernels.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -53,6 +54,7 @@ class ModelStrategy(Strategy):
         self.params: list[str] = []
         self.X: list[list[float]] = []
         self.y: list[float | None] = []  # None: not ok
+        self._map_s = self._tun_s = 0.0  # drawing the pool's samples since the last batch
 
     # features -------------------------------------------------------------
 
@@ -93,10 +95,16 @@ class ModelStrategy(Strategy):
     # pool -------------------------------------------------------------------
 
     def _sample(self) -> tuple[Any, dict[str, int]] | None:
+        """A valid mapping and a configuration of it; the time of each part is added to
+        ``_map_s`` and ``_tun_s``."""
         maps = list(self.joint.mappings)
         for _ in range(100):
+            t0 = time.perf_counter()
             m = self.rng.choice(maps)
+            t1 = time.perf_counter()
             cfg = self._tuning_sample(m)
+            self._map_s += t1 - t0
+            self._tun_s += time.perf_counter() - t1
             if cfg is not None:
                 return m, cfg
         return None
@@ -144,13 +152,12 @@ class ModelStrategy(Strategy):
     # the strategy -----------------------------------------------------------
 
     def candidates(self) -> Iterator[Candidate]:
-        import time
-
         pool: list = []
         seen: set = set()
         proposed = 0
         while True:
             t0 = time.perf_counter()
+            self._map_s = self._tun_s = 0.0
             self._fill(pool, seen)
             if not pool:
                 return
@@ -162,10 +169,11 @@ class ModelStrategy(Strategy):
                 picks = [pool[i] for i in order]
                 for i in sorted(order, reverse=True):
                     pool.pop(i)
-            dt = (time.perf_counter() - t0) / len(picks)
+            n = len(picks)
+            other = max(0.0, time.perf_counter() - t0 - self._map_s - self._tun_s)
             for m, cfg in picks:
                 proposed += 1
-                yield Candidate(m, cfg, dt)
+                yield Candidate(m, cfg, self._map_s / n, self._tun_s / n, other / n)
 
     def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
         self.X.append(self.features(candidate.mapping, candidate.tuning))

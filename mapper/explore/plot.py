@@ -6,8 +6,9 @@ Three figures, each re-drawn from the store alone (no device, no re-run):
   count) against exploration time, one curve per run
   (strategy and seed), each point annotated with the number of candidates evaluated, and
   a horizontal line at the best throughput in the store;
-* ``breakdown.png``: where the time went, one stacked bar per strategy (proposing the
-  candidate, lowering, building, running);
+* ``breakdown.png``: where the time went, one stacked bar per strategy (finding a
+  mapping, choosing tuning values, the strategy's other search work, lowering, building,
+  running);
 * ``pareto.png``: device memory against kernel time of every ``ok`` candidate, with the
   time-memory Pareto front.
 
@@ -24,8 +25,11 @@ from typing import Any
 
 from mapper.explore.store import ResultStore
 
-STAGES = (("search_s", "finding a candidate"), ("lower_s", "lowering"),
-          ("build_s", "compiling"), ("run_s", "running"))
+SEARCH_STAGES = (("mapping_s", "finding a mapping"), ("tuning_s", "choosing tuning values"),
+                 ("other_search_s", "other search (model fitting and ranking; older "
+                  "stores: all search)"))
+STAGES = SEARCH_STAGES + (("lower_s", "lowering"), ("build_s", "compiling"),
+                          ("run_s", "running"))
 
 
 class PlotError(ValueError):
@@ -78,12 +82,28 @@ def _value(r: dict[str, Any], metric: str) -> float | None:
     return r["time_s"] * 1e3 if r["time_s"] else None
 
 
+def search_split(row: dict[str, Any]) -> tuple[float, float, float]:
+    """A row's search seconds: finding the mapping, choosing the tuning values, the rest of
+    ``search_s`` (the model strategy's own work; all of it in rows of older stores, which
+    do not split it)."""
+    m, t = row.get("mapping_s") or 0.0, row.get("tuning_s") or 0.0
+    total = row.get("search_s")
+    total = m + t if total is None else total
+    return m, t, max(0.0, total - m - t)
+
+
 def time_breakdown(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per strategy: seconds spent in each stage of ``STAGES``."""
-    out: dict[str, dict[str, float]] = defaultdict(lambda: {k: 0.0 for k, _ in STAGES})
+    """Per strategy: seconds spent in each stage of ``STAGES``, and ``search_s`` (the three
+    search stages together)."""
+    out: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"search_s": 0.0, **{k: 0.0 for k, _ in STAGES}})
     for r in rows:
-        for k, _ in STAGES:
-            out[r["strategy"]][k] += r[k] or 0.0
+        d = out[r["strategy"]]
+        for (k, _), v in zip(SEARCH_STAGES, search_split(r)):
+            d[k] += v
+            d["search_s"] += v
+        for k, _ in STAGES[len(SEARCH_STAGES):]:
+            d[k] += r.get(k) or 0.0
     return dict(out)
 
 
@@ -136,9 +156,11 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     br = time_breakdown(rows)
     names = sorted(br)
     bottom = [0.0] * len(names)
-    for key, label in STAGES:
+    for i, (key, label) in enumerate(STAGES):
         vals = [br[n][key] for n in names]
-        ax.bar(names, vals, bottom=bottom, label=label)
+        if not any(vals):
+            continue
+        ax.bar(names, vals, bottom=bottom, label=label, color=f"C{i}")
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_ylabel("seconds")
     ax.set_title("where the exploration time went", fontsize=9)

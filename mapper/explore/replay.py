@@ -95,7 +95,8 @@ def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
     if "explored_program" not in meta:
         raise StoreError(f"{st.path} does not hold the explored program's text (written by an "
                          "older version): it cannot be replayed")
-    prob = problem(parse(meta["explored_program"]), fusion=meta.get("fusion") or "always")
+    prob = problem(parse(meta["explored_program"]), fusion=meta.get("fusion") or "always",
+                   heuristics=meta.get("heuristics", "on") != "off")
     return ReplaySpace(prob, st.rows()), st
 
 
@@ -140,6 +141,8 @@ def replay(store: str | ResultStore | ReplaySpace, strategy: str = "solver", *,
             break
         if len(seen) >= space.count():
             break
+    else:
+        res.stopped_by = strat.stopped_by or "exhausted"
     res.draws = strat.draws_total
     return res
 

@@ -90,10 +90,13 @@ class Results:
     rows: list[dict[str, Any]] = field(default_factory=list)
     evaluated: int = 0  # evaluated in this run
     cached: int = 0  # found in the store
-    stopped_by: str = ""  # budget | time | exhausted | interrupted
+    stopped_by: str = ""  # budget | time | exhausted[: why] | interrupted
     elapsed_s: float = 0.0
     draws: int = 0  # random strategy: code assignments drawn in all
-    total_candidates: int | None = None  # size of the joint space
+    total_candidates: int | None = None  # size of the joint space (None: not counted)
+    # mapping search in no row: the valid mappings' enumeration (strategies drawing from
+    # them) and a search the end of the run cut short (random: its last, fruitless draws)
+    mapping_s: float = 0.0
 
     @property
     def considered(self) -> int:
@@ -144,7 +147,8 @@ def describe_row(row: Mapping[str, Any]) -> str:
     return f"{perf}{t}: {row['mapping']}" + (f"; {tun}" if tun else "")
 
 
-def _task(program, sizes, *, fusion, inputs, reference, flops, max_value, data_seed) -> Task:
+def _task(program, sizes, *, fusion, heuristics, inputs, reference, flops, max_value,
+          data_seed) -> Task:
     if isinstance(program, Task):
         return program
     from ir.programs import Pipeline
@@ -153,19 +157,20 @@ def _task(program, sizes, *, fusion, inputs, reference, flops, max_value, data_s
         if inputs is None or reference is None:
             raise ValueError("exploring a pipeline needs its inputs and reference result")
         return Task.from_pipeline(program, sizes or {}, inputs=inputs, reference=reference,
-                                  flops=flops, max_value=max_value)
+                                  flops=flops, max_value=max_value, fusion=fusion,
+                                  heuristics=heuristics)
     return Task.from_program(program, sizes or {}, fusion=fusion, inputs=inputs,
                              reference=reference, flops=flops, max_value=max_value,
-                             seed=data_seed)
+                             seed=data_seed, heuristics=heuristics)
 
 
 def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = "solver",
             budget: int | str | Budget = 100, store: str | ResultStore | None = None,
             device: str | None = None, seed: int = 0, mapping=None,
             timeout_s: float = 60.0, repeats: int = 3, cut: float | None = None,
-            cut_min_s: float = 5.0, fusion: str = "always",
+            cut_min_s: float = 5.0, fusion: str = "always", heuristics: bool = True,
             inputs=None, reference=None, flops: int | None = None,
-            max_value: int | None = None, pool=None, workers: int = 1,
+            max_value: int | None = None, pool=None, workers: int = 1, count: bool = True,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[dict[str, Any], Results], None] | None = None,
             **strategy_options: Any) -> Results:
@@ -178,8 +183,14 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     candidate is stored as ``timeout`` with check ``early-cut``.
     ``workers``: candidates lowered and built in parallel worker processes (their timed
     runs still take turns on the device).
+    ``fusion`` and ``heuristics`` are the rules of a program's space (a ``Task`` has its
+    own); both are recorded in the store's meta and the run's options.
+    ``count``: count the joint space first (``Results.total_candidates``, information
+    only; it builds every mapping's tuning space, minutes for thousands of mappings).
     ``on_result(row, results)`` is called after each candidate. Ctrl-C stops the run
     cleanly (``stopped_by == "interrupted"``); the candidates in flight are not recorded.
+    A strategy that gives up (``random`` after its draw limit) ends the run with its
+    reason as ``stopped_by`` (``"exhausted: ..."``).
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -191,8 +202,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     st = store if isinstance(store, ResultStore) else ResultStore(store or ":memory:")
     evaluator = None
     try:
-        task = _task(program, sizes, fusion=fusion, inputs=inputs, reference=reference,
-                     flops=flops, max_value=max_value, data_seed=0)
+        task = _task(program, sizes, fusion=fusion, heuristics=heuristics, inputs=inputs,
+                     reference=reference, flops=flops, max_value=max_value, data_seed=0)
         from codegen.target import Device
         from mapper.explore.evaluator import Evaluator
 
@@ -200,25 +211,30 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
                               device=device, pool=pool, timeout_s=timeout_s, repeats=repeats,
                               cut=cut, cut_min_s=cut_min_s, workers=workers)
+        heur = "on" if task.heuristics else "off"
         st.bind(evaluator.context, {"explored_program": task.explored_text,
-                                    "fusion": task.fusion, "stage": task.stage or ""})
+                                    "fusion": task.fusion, "heuristics": heur,
+                                    "stage": task.stage or ""})
         joint = task.joint(Device.from_limits(evaluator.limits))
         strat = cls(joint, seed=seed, **strategy_options)
         res = Results(run_id, strategy, seed, st.path, evaluator.context, bud)
-        try:
-            res.total_candidates = joint.count() if strategy != "manual" else \
-                joint.tuning(strat.mapping).count()
-        except Exception:  # counting is informative only
-            res.total_candidates = None
+        res.mapping_s = joint.enumerate_s if strat.uses_mappings else 0.0
+        if count:
+            try:
+                res.total_candidates = joint.count() if strategy != "manual" else \
+                    joint.tuning(strat.mapping).count()
+            except Exception:  # counting is informative only
+                res.total_candidates = None
         st.start_run(run_id, strategy, seed, bud.text,
                      {"timeout_s": timeout_s, "repeats": repeats, "cut": cut, "task": task.name,
+                      "fusion": task.fusion, "heuristics": heur,
                       **{k: str(v) for k, v in strategy_options.items()}})
         if on_start:
             on_start(res)
         _loop(res, strat, evaluator, st, bud, on_result,
               workers=workers if pool is None else getattr(pool, "size", 1))
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
-                      strat.draws_total if strategy == "random" else None)
+                      strat.draws_total if strategy == "random" else None, res.mapping_s)
         return res
     finally:
         if evaluator is not None:
@@ -241,8 +257,11 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
 
         old = signal.signal(signal.SIGINT, on_sigint)
     t_start = time.perf_counter()
+    if bud.seconds is not None:
+        strat.deadline = t_start + bud.seconds
     seen: set[str] = set()
     repeats = 0
+    searching: float | None = None  # when the pending next(it) began
     it = strat.candidates()
     ex = ThreadPoolExecutor(workers) if workers > 1 else None
     pending: dict[Future, tuple[Candidate, str]] = {}
@@ -274,10 +293,14 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     stop = "time"
                 if stop:
                     break
+                searching = time.perf_counter()
                 cand: Candidate | None = next(it, None)
-                if cand is None:
-                    stop = "exhausted"
+                if cand is None:  # the time a search that found nothing took
+                    res.mapping_s += time.perf_counter() - searching
+                    searching = None
+                    stop = strat.stopped_by or "exhausted"
                     break
+                searching = None
                 key = evaluator.key(cand)
                 if key in seen:
                     repeats += 1
@@ -300,7 +323,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 else:
                     pending[ex.submit(evaluator.run, *args)] = (cand, key)
             if not pending:
-                res.stopped_by = stop or "exhausted"
+                res.stopped_by = stop or strat.stopped_by or "exhausted"
                 break
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             if interrupted.is_set():
@@ -310,6 +333,8 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 record(cand, key, f.result(), False)
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
+        if searching is not None:  # interrupted while the strategy searched
+            res.mapping_s += time.perf_counter() - searching
     finally:
         if ex is not None:
             ex.shutdown(wait=False, cancel_futures=True)

@@ -10,6 +10,9 @@ own (a SIGKILL loses only the candidates in flight) and rows are inserted with
 One store holds one *context*: the program, its fixed sizes and the device, written to the
 ``meta`` table by the first run. Opening it for another context raises
 ``StoreMismatchError`` (one line naming what the store holds); use another file.
+
+Stores written before a column existed still open: opened for writing, the missing
+columns are added (``NULL`` in the old rows); read-only, they read as ``None``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: results.mapping_s, results.tuning_s, runs.mapping_s
 CONTEXT_KEYS = ("program_hash", "sizes", "device")
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -38,7 +41,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "TEXT NOT NULL"),  # ok | rejected | compile-error | wrong-result | ...
     ("outcome_check", "TEXT"),  # the check of a rejection
     ("reason", "TEXT"),
-    ("search_s", "REAL"),  # time the strategy took to propose the candidate
+    ("search_s", "REAL"),  # time the strategy took to propose the candidate, in all:
+    ("mapping_s", "REAL"),  # finding its mapping
+    ("tuning_s", "REAL"),  # choosing its tuning values (search_s - both: the model's work)
     ("lower_s", "REAL"),
     ("build_s", "REAL"),
     ("run_s", "REAL"),  # evaluation wall time minus lowering and build
@@ -52,6 +57,15 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("created", "REAL"),  # unix time of the insert
 )
 COLUMN_NAMES = tuple(c for c, _ in COLUMNS)
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "TEXT PRIMARY KEY"), ("strategy", "TEXT"), ("seed", "INTEGER"),
+    ("budget", "TEXT"), ("options", "TEXT"), ("started", "REAL"), ("finished", "REAL"),
+    ("stopped_by", "TEXT"), ("evaluated", "INTEGER"), ("cached", "INTEGER"),
+    ("draws", "INTEGER"),
+    # seconds of mapping search in no row: the valid mappings' enumeration before the first
+    # candidate (strategies drawing from them) and a search the end of the run cut short
+    ("mapping_s", "REAL"),
+)
 
 
 class StoreError(ValueError):
@@ -126,6 +140,7 @@ class ResultStore:
                 raise StoreError(f"cannot read results store {self.path}: {e}") from None
             if not self._has_table("results"):
                 raise StoreError(f"{self.path} is not a liftmap results store")
+            self._columns = self._table_columns("results")
             return
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
@@ -149,23 +164,34 @@ class ResultStore:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
                                (name,)).fetchone() is not None
 
+    def _table_columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+
     def _create(self) -> None:
-        cols = ", ".join(f"{c} {t}" for c, t in COLUMNS)
+        """Creates the tables, or adds the columns an older store lacks."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS results ({cols})")
+            for table, columns in (("results", COLUMNS), ("runs", RUN_COLUMNS)):
+                cols = ", ".join(f"{c} {t}" for c, t in columns)
+                self.db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+                have = self._table_columns(table)
+                for c, t in columns:
+                    if c not in have:
+                        self.db.execute(f"ALTER TABLE {table} ADD COLUMN {c} {t}")
             self.db.execute("CREATE INDEX IF NOT EXISTS results_run ON results(run_id)")
-            self.db.execute(
-                "CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, strategy TEXT, "
-                "seed INTEGER, budget TEXT, options TEXT, started REAL, finished REAL, "
-                "stopped_by TEXT, evaluated INTEGER, cached INTEGER, draws INTEGER)")
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                             (str(SCHEMA_VERSION),))
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        self._columns = set(COLUMN_NAMES)
+
+    def _select(self) -> str:
+        """The columns of ``COLUMN_NAMES`` to select (``NULL`` for those an older store
+        read-only lacks)."""
+        return ", ".join(c if c in self._columns else f"NULL AS {c}" for c in COLUMN_NAMES)
 
     # ------------------------------------------------------------------ context
 
@@ -217,8 +243,7 @@ class ResultStore:
             is not None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        cur = self.db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM results WHERE key=?",
-                              (key,))
+        cur = self.db.execute(f"SELECT {self._select()} FROM results WHERE key=?", (key,))
         r = cur.fetchone()
         return dict(zip(COLUMN_NAMES, r)) if r else None
 
@@ -234,7 +259,7 @@ class ResultStore:
 
     def rows(self, *, run_id: str | None = None, order: str = "created") -> list[dict]:
         """Every row (of one run), oldest first (``order="gflops"``: fastest first)."""
-        sql = f"SELECT {', '.join(COLUMN_NAMES)} FROM results"
+        sql = f"SELECT {self._select()} FROM results"
         args: tuple = ()
         if run_id is not None:
             sql += " WHERE run_id=?"
@@ -246,7 +271,7 @@ class ResultStore:
     def best(self, n: int = 1) -> list[dict]:
         """The ``n`` ``ok`` rows with the highest GFLOP/s (lowest time when no FLOP count)."""
         cur = self.db.execute(
-            f"SELECT {', '.join(COLUMN_NAMES)} FROM results WHERE status='ok' "
+            f"SELECT {self._select()} FROM results WHERE status='ok' "
             "ORDER BY gflops IS NULL, gflops DESC, time_s ASC LIMIT ?", (n,))
         return [dict(zip(COLUMN_NAMES, r)) for r in cur.fetchall()]
 
@@ -271,15 +296,20 @@ class ResultStore:
                         (run_id, strategy, seed, budget, _canon(options), time.time()))
 
     def finish_run(self, run_id: str, stopped_by: str, evaluated: int, cached: int,
-                   draws: int | None) -> None:
+                   draws: int | None, mapping_s: float | None = None) -> None:
+        """Records how a run ended; ``mapping_s``: its mapping search in no row."""
         self.db.execute("UPDATE runs SET finished=?, stopped_by=?, evaluated=?, cached=?, "
-                        "draws=? WHERE run_id=?",
-                        (time.time(), stopped_by, evaluated, cached, draws, run_id))
+                        "draws=?, mapping_s=? WHERE run_id=?",
+                        (time.time(), stopped_by, evaluated, cached, draws, mapping_s,
+                         run_id))
 
     def runs(self) -> list[dict]:
+        """Every run, oldest first, with every column of ``RUN_COLUMNS`` (``None`` where an
+        older store lacks one)."""
         cur = self.db.execute("SELECT * FROM runs ORDER BY started")
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        blank = {c: None for c, _ in RUN_COLUMNS}
+        return [{**blank, **dict(zip(names, r))} for r in cur.fetchall()]
 
     def close(self) -> None:
         self.db.close()

@@ -12,6 +12,7 @@ The same seed gives the same sequence, which is what makes a rerun resume a run.
   random tuning configuration of it.
 * ``random`` (CC'22's naive baseline): uniformly random code assignments until one
   satisfies the mapping constraints (``draws`` counts them), then a random configuration.
+  It stops at the run's deadline and after ``max_draws`` fruitless draws in a row.
 * ``model`` (``mapper/explore/model.py``, needs scikit-learn): a learned cost model and a
   feasibility classifier choose batches from a pool of valid samples.
 """
@@ -32,13 +33,22 @@ STRATEGIES: dict[str, type[Strategy]] = {}
 
 @dataclass
 class Candidate:
-    """A mapping and its tuning values, with how it was found."""
+    """A mapping and its tuning values, with how it was found: seconds spent finding the
+    mapping, choosing the tuning values, and on the strategy's other work (the ``model``
+    strategy's fitting and ranking)."""
 
     mapping: MapCodes
     tuning: dict[str, int]
-    search_s: float = 0.0
+    mapping_s: float = 0.0
+    tuning_s: float = 0.0
+    other_s: float = 0.0
     draws: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def search_s(self) -> float:
+        """The whole time the strategy took to propose this candidate."""
+        return self.mapping_s + self.tuning_s + self.other_s
 
 
 class StrategyError(ValueError):
@@ -66,9 +76,17 @@ def make_strategy(name: str, joint: JointSpace, seed: int = 0, **options: Any) -
 
 
 class Strategy:
-    """Base class. Subclasses set ``name`` and implement ``candidates``."""
+    """Base class. Subclasses set ``name`` and implement ``candidates``.
+
+    ``deadline`` (a ``time.perf_counter()`` value, set by the explorer for a time budget):
+    a strategy whose search for one candidate can be long stops searching past it. A
+    strategy that ends for a reason of its own sets ``stopped_by`` before returning
+    (``"time"``, ``"exhausted: ..."``). ``uses_mappings``: the strategy draws from the
+    joint space's enumerated valid mappings, so their enumeration is part of its search.
+    """
 
     name = "base"
+    uses_mappings = True
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, **options: Any):
         if options:
@@ -78,6 +96,8 @@ class Strategy:
         self.seed = seed
         self.rng = random.Random(seed)
         self.draws_total = 0  # code assignments drawn (random strategy)
+        self.deadline: float | None = None
+        self.stopped_by: str | None = None
 
     def candidates(self) -> Iterator[Candidate]:
         raise NotImplementedError
@@ -108,6 +128,7 @@ class Manual(Strategy):
     seeded random order."""
 
     name = "manual"
+    uses_mappings = False
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, mapping=None, **options: Any):
         super().__init__(joint, seed=seed, **options)
@@ -128,11 +149,11 @@ class Manual(Strategy):
         t0 = time.perf_counter()
         tp = self.joint.tuning(self.mapping)
         if not tp.params:
-            yield Candidate(self.mapping, {}, time.perf_counter() - t0)
+            yield Candidate(self.mapping, {}, tuning_s=time.perf_counter() - t0)
             return
         for cfg in tp.space.iter_random(seed=self.seed):
             yield Candidate(self.mapping, {k: int(v) for k, v in cfg.items()},
-                            time.perf_counter() - t0)
+                            tuning_s=time.perf_counter() - t0)
             t0 = time.perf_counter()
 
 
@@ -145,24 +166,35 @@ class Solver(Strategy):
 
     def candidates(self) -> Iterator[Candidate]:
         pool = list(self.joint.mappings)
+        map_s = tun_s = 0.0  # carried over mappings without a tuning configuration
         while pool:
             t0 = time.perf_counter()
             m = self.rng.choice(pool)
+            t1 = time.perf_counter()
             cfg = self._tuning_sample(m)
+            map_s += t1 - t0
+            tun_s += time.perf_counter() - t1
             if cfg is None:  # an empty tuning space: this mapping has no candidate
                 pool.remove(m)
                 continue
-            yield Candidate(m, cfg, time.perf_counter() - t0)
+            yield Candidate(m, cfg, map_s, tun_s)
+            map_s = tun_s = 0.0
 
 
 @register
 class RandomAssignment(Strategy):
     """CC'22's naive baseline: uniformly random codes for every map until an assignment
-    satisfies the constraints; ``draws`` is how many were drawn for this candidate."""
+    satisfies the constraints; ``draws`` is how many were drawn for this candidate.
+
+    The search stops at ``deadline`` (``stopped_by = "time"``) and after ``max_draws``
+    draws without a valid assignment with a tuning configuration (``stopped_by =
+    "exhausted: no valid candidate in N draws"``); ``draws_total`` counts every draw."""
 
     name = "random"
+    uses_mappings = False
     max_draws = 10_000_000
     memo_size = 1_000_000
+    check_every = 4096  # draws between two looks at the clock
 
     def candidates(self) -> Iterator[Candidate]:
         p = self.joint.problem
@@ -173,12 +205,13 @@ class RandomAssignment(Strategy):
         memo: dict[tuple, bool] = {}  # validity of assignments drawn before (bounded)
         valid = set(self.joint.mappings)
         empty: set = set()
-        carry = 0  # draws spent on mappings without a tuning configuration
+        draws = 0  # since the last candidate, mappings without a configuration included
+        map_s = tun_s = 0.0
         while not valid <= empty:
             t0 = time.perf_counter()
-            draws = carry
             while True:
                 draws += 1
+                self.draws_total += 1
                 codes = tuple(self.rng.choice(d) for _, d in doms)
                 ok = memo.get(codes)
                 if ok is None:
@@ -190,16 +223,23 @@ class RandomAssignment(Strategy):
                     a = dict(zip(labels, codes))
                     break
                 if draws >= self.max_draws:
-                    raise StrategyError(f"no valid assignment in {draws:,} random draws")
-            self.draws_total += draws - carry
+                    self.stopped_by = f"exhausted: no valid candidate in {draws:,} draws"
+                    return
+                if draws % self.check_every == 0 and self.deadline is not None \
+                        and time.perf_counter() >= self.deadline:
+                    self.stopped_by = "time"
+                    return
+            t1 = time.perf_counter()
+            map_s += t1 - t0
             m = MapCodes(a)
             cfg = None if m in empty else self._tuning_sample(m)
+            tun_s += time.perf_counter() - t1
             if cfg is None:
                 empty.add(m)
-                carry = draws
                 continue
-            carry = 0
-            yield Candidate(m, cfg, time.perf_counter() - t0, draws=draws)
+            yield Candidate(m, cfg, map_s, tun_s, draws=draws)
+            draws, map_s, tun_s = 0, 0.0, 0.0
+        self.stopped_by = "exhausted: no valid mapping has a tuning configuration"
 
 
 from mapper.explore import model as _model  # noqa: E402,F401  (registers "model")

@@ -33,6 +33,7 @@ class Task:
     flops: int | None
     tolerance: dict[str, float]
     fusion: str = "always"
+    heuristics: bool = True  # False: the mappings only the heuristic rules reject are in
     max_value: int | None = None
     pipeline: Any = None
     stage: str | None = None
@@ -58,21 +59,25 @@ class Task:
             self.device, self._joint = device, None
         if self._joint is None:
             self._joint = JointSpace(self.program, self.sizes, fusion=self.fusion,
-                                     device=self.device, max_value=self.max_value)
+                                     device=self.device, max_value=self.max_value,
+                                     heuristics=self.heuristics)
         return self._joint
 
     def lower_fn(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
                  ) -> Callable[[], CompiledProgram]:
-        """A picklable function that lowers one candidate (runs in a worker)."""
+        """A picklable function that lowers one candidate (runs in a worker), checking its
+        mapping against the task's rules (the heuristic ones only when ``heuristics``)."""
         from mapper.candidates import lower_candidate, lower_pipeline
 
         sizes = {**self.sizes, **{k: int(v) for k, v in tuning.items()}}
         if self.pipeline is not None:
             maps = dict(self.stage_mappings, **{self.stage: dict(mapping)})
             return functools.partial(lower_pipeline, self.pipeline, maps, sizes,
-                                     flops=self.flops, device=self.device)
+                                     flops=self.flops, heuristics=self.heuristics,
+                                     device=self.device)
         return functools.partial(lower_candidate, self.program, dict(mapping), sizes,
-                                 fusion=self.fusion, flops=self.flops, device=self.device)
+                                 fusion=self.fusion, flops=self.flops,
+                                 heuristics=self.heuristics, device=self.device)
 
     # ------------------------------------------------------------------ builders
 
@@ -80,9 +85,12 @@ class Task:
     def from_program(cls, program, sizes: Mapping[str, int], *, fusion: str = "always",
                      name: str | None = None, inputs: Mapping[str, np.ndarray] | None = None,
                      reference: np.ndarray | None = None, flops: int | None = None,
-                     max_value: int | None = None, seed: int = 0) -> Task:
+                     max_value: int | None = None, seed: int = 0,
+                     heuristics: bool = True) -> Task:
         """A single-kernel program (a ``Lambda``, its text, or a ``.lift`` path). Inputs
-        default to seeded random data, the reference to the interpreter's result."""
+        default to seeded random data, the reference to the interpreter's result.
+        ``heuristics=False``: the heuristic rules neither prune the space nor reject a
+        candidate's mapping."""
         from ir.syntax import parse, parse_file, print_program
         from mapper.api import problem
         from mapper.witness import random_inputs
@@ -106,7 +114,7 @@ class Task:
                 raise ValueError(f"input {p.name} has size(s) {', '.join(map(str, missing))}"
                                  " that are not given: give them in the sizes")
         task = cls(name or "program", text, prog, sizes, {}, None, flops, {},
-                   fusion=fusion, max_value=max_value)
+                   fusion=fusion, heuristics=heuristics, max_value=max_value)
         if inputs is None:
             inputs = random_inputs(prog, sizes, seed=seed)
         task.inputs = {k: np.asarray(v) for k, v in inputs.items()}
@@ -141,9 +149,11 @@ class Task:
                       stage_mappings: Mapping[str, Mapping[str, int]] | None = None,
                       inputs: Mapping[str, np.ndarray], reference: np.ndarray,
                       flops: int | None = None, max_value: int | None = None,
-                      fusion: str = "always", name: str | None = None) -> Task:
+                      fusion: str = "always", heuristics: bool = True,
+                      name: str | None = None) -> Task:
         """One stage of a ``Pipeline`` explored, the other stages with fixed mappings
-        (default: ``mapper.candidates.conv_stage_mappings``)."""
+        (default: ``mapper.candidates.conv_stage_mappings``). ``fusion`` and ``heuristics``
+        set the rules of the explored stage's space."""
         from ir.syntax import print_program
         from mapper.api import problem
         from mapper.candidates import conv_stage_mappings, reduction_tolerance
@@ -159,13 +169,15 @@ class Task:
         return cls(name or f"{pipeline.name}:{stage}", text, st.program,
                    {k: int(v) for k, v in sizes.items()},
                    {k: np.asarray(v) for k, v in inputs.items()}, reference, flops,
-                   reduction_tolerance(reference), fusion=fusion, max_value=max_value,
-                   pipeline=pipeline, stage=stage, stage_mappings=maps)
+                   reduction_tolerance(reference), fusion=fusion, heuristics=heuristics,
+                   max_value=max_value, pipeline=pipeline, stage=stage, stage_mappings=maps)
 
     @classmethod
-    def conv_layer(cls, layer, *, seed: int = 0) -> Task:
+    def conv_layer(cls, layer, *, seed: int = 0, fusion: str = "always",
+                   heuristics: bool = True, name: str | None = None) -> Task:
         """The GPGPU'20 convolution pipeline on a ``ConvLayer``: random data, a float64
-        numpy reference, the partial-convolution stage explored."""
+        numpy reference, the partial-convolution stage explored under ``fusion`` and
+        ``heuristics``. ``name`` defaults to ``conv:vgg16-<layer>``."""
         from ir.programs import gpgpu20_conv_pipeline
 
         rng = np.random.default_rng(seed)
@@ -174,7 +186,8 @@ class Task:
         return cls.from_pipeline(
             gpgpu20_conv_pipeline(), layer.sizes(), stage="partial",
             inputs={"inputData": x, "kernelsWeights": w}, reference=conv_reference(x, w, layer),
-            flops=layer.flops, max_value=2 * layer.H, name=f"conv:vgg16-{layer.name}")
+            flops=layer.flops, max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
+            name=name or f"conv:vgg16-{layer.name}")
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:
