@@ -7,6 +7,7 @@ Builders return function declarations (``map_(f)``) or expressions
 
 from __future__ import annotations
 
+import copyreg
 import itertools
 
 import numpy as np
@@ -34,6 +35,7 @@ from ir.nodes import (
     UserFun,
     Vectorize,
     Zip,
+    userfun_from_c,
 )
 from ir.sym import Var
 from ir.types import Float, Int, Type, VectorType
@@ -190,6 +192,25 @@ _vw = VectorType(Float, Var("_w"))
 dot = userfun("dot", ("a", "b"), (_vw, _vw), Float, "return dot(a, b);", _dot)
 
 USER_FUNS = {f.name: f for f in (add, mult, mult_add, idf, dot)}
+
+
+def _rebuild_user_fun(name, param_names, in_types, out_type, c_body) -> UserFun:
+    """Unpickles a user function: the standard one when its name, C body and input types
+    match (its numpy meaning need not follow from its body: ``dot``), else from the body."""
+    std = USER_FUNS.get(name)
+    if std is not None and std.c_body == c_body and std.in_types == in_types:
+        return std
+    return userfun_from_c(name, param_names, in_types, out_type, c_body)
+
+
+def _reduce_user_fun(uf: UserFun):
+    return (_rebuild_user_fun,
+            (uf.name, uf.param_names, uf.in_types, uf.out_type, uf.c_body))
+
+
+# Pickles (and copies) of user functions made once this module is loaded come back to it,
+# so the standard functions stay themselves; ir.nodes cannot know them (no import cycle).
+copyreg.pickle(UserFun, _reduce_user_fun)
 
 
 # -------------------------------------------------------------------------- macros

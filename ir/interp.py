@@ -22,7 +22,6 @@ from ir.errors import InterpreterError
 from ir.nodes import (
     AsScalar,
     AsVector,
-    ExprNode,
     FunCall,
     FunDecl,
     Get,
@@ -47,6 +46,7 @@ from ir.nodes import (
 from ir.sym import Expr
 from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType, shape_of
+from ir.visitor import Dispatch
 
 DTYPES = {"float": np.float32, "int": np.int32}
 
@@ -76,7 +76,10 @@ def _lift(data, frm: int, to: int):
 
 
 class Interpreter:
-    """Evaluates one program for concrete sizes (see ``evaluate``)."""
+    """Evaluates one program for concrete sizes (see ``evaluate``): one method per node
+    class, ``eval_*`` for expressions and ``apply_*`` for function declarations."""
+
+    pass_name = "interpreter"
 
     def __init__(self, sizes: Mapping[str, int], dtype=np.float32):
         self.sizes = dict(sizes)
@@ -86,18 +89,25 @@ class Interpreter:
         return e.evaluate(self.sizes)
 
     # env: name -> (data, depth); b: current depth (number of enclosing maps)
-    def expr(self, e: ExprNode, env: dict, b: int):
-        if isinstance(e, Param):
-            try:
-                data, depth = env[e.name]
-            except KeyError:
-                raise InterpreterError(f"no value for parameter {e.name!r}") from None
-            return _lift(data, depth, b)
-        if isinstance(e, Literal):
-            return _lift(self.literal(e.value, e.type), 0, b)
-        if isinstance(e, FunCall):
-            args = [self.expr(a, env, b) for a in e.args]
-            return self.apply(e.f, args, env, b)
+    expr = Dispatch("eval", Node)  # expr(e, env, b): the value of an expression
+    apply = Dispatch("apply", FunDecl)  # apply(f, args, env, b): f applied to argument values
+
+    # ------------------------------------------------------------- expressions
+    def eval_param(self, e: Param, env: dict, b: int):
+        try:
+            data, depth = env[e.name]
+        except KeyError:
+            raise InterpreterError(f"no value for parameter {e.name!r}") from None
+        return _lift(data, depth, b)
+
+    def eval_literal(self, e: Literal, env: dict, b: int):
+        return _lift(self.literal(e.value, e.type), 0, b)
+
+    def eval_fun_call(self, e: FunCall, env: dict, b: int):
+        args = [self.expr(a, env, b) for a in e.args]
+        return self.apply(e.f, args, env, b)
+
+    def eval_fun_decl(self, e: FunDecl, env: dict, b: int):
         raise InterpreterError(f"cannot evaluate {type(e).__name__}")
 
     def literal(self, value, t: Type) -> np.ndarray:
@@ -110,126 +120,151 @@ class Interpreter:
             raise InterpreterError(f"literal of type {t} is not supported")
         return np.full(shape, value, dtype=DTYPES.get(inner.name, self.dtype))
 
-    def apply(self, f: FunDecl, args: list, env: dict, b: int):
-        if isinstance(f, Lambda):
-            inner = dict(env)
-            for p, a in zip(f.params, args):
-                inner[p.name] = (a, b)
-            return self.expr(f.body, inner, b)
-        if isinstance(f, (UserFun, Vectorize)):
-            uf = f if isinstance(f, UserFun) else f.f
-            arrs = [np.asarray(a) for a in args]
-            ranks = [a.ndim - b for a in arrs]
-            if max(ranks) > 0:  # vectors mixed with scalars: lanes on the last axis
-                arrs = [a[..., None] if r == 0 else a for a, r in zip(arrs, ranks)]
-            out = uf.py(*arrs)
-            return np.asarray(out, dtype=np.result_type(*arrs) if arrs else self.dtype)
-        if isinstance(f, ToMem):
-            return self.apply(f.f, args, env, b)
-        if isinstance(f, Id):
-            return args[0]
-        if isinstance(f, Zip):
-            return tuple(args)
-        if isinstance(f, Get):
-            (t,) = args
-            return t[f.index]
-        if isinstance(f, Map):
-            (arr,) = args
-            n = _first(arr).shape[b]
-            # the element is the array itself seen at depth b+1 (its axis b becomes a batch axis)
-            out = self.apply(f.f, [arr], env, b + 1)
+    # ---------------------------------------------- functions and user functions
+    def apply_lambda(self, f: Lambda, args: list, env: dict, b: int):
+        inner = dict(env)
+        for p, a in zip(f.params, args):
+            inner[p.name] = (a, b)
+        return self.expr(f.body, inner, b)
 
-            def full(a):
-                if a.shape[b] != n:
-                    shape = list(a.shape)
-                    shape[b] = n
-                    a = np.broadcast_to(a, tuple(shape))
-                return a
+    def apply_user_fun(self, f: UserFun, args: list, env: dict, b: int):
+        arrs = [np.asarray(a) for a in args]
+        ranks = [a.ndim - b for a in arrs]
+        if max(ranks) > 0:  # vectors mixed with scalars: lanes on the last axis
+            arrs = [a[..., None] if r == 0 else a for a, r in zip(arrs, ranks)]
+        out = f.py(*arrs)
+        return np.asarray(out, dtype=np.result_type(*arrs) if arrs else self.dtype)
 
-            return _tmap(full, out)
-        if isinstance(f, Reduce):
-            init, arr = args
-            n = _first(arr).shape[b]
-            acc = init
-            idx = (slice(None),) * b
-            for i in range(n):
-                x = _tmap(lambda a, i=i: a[idx + (i,)], arr)
-                acc = self.apply(f.f, [acc, x], env, b)
-            return _tmap(lambda a: np.expand_dims(a, b), acc)
+    def apply_vectorize(self, f: Vectorize, args: list, env: dict, b: int):
+        return self.apply_user_fun(f.f, args, env, b)
+
+    def apply_to_mem(self, f: ToMem, args: list, env: dict, b: int):
+        return self.apply(f.f, args, env, b)
+
+    def apply_id(self, f: Id, args: list, env: dict, b: int):
+        return args[0]
+
+    def apply_zip(self, f: Zip, args: list, env: dict, b: int):
+        return tuple(args)
+
+    def apply_get(self, f: Get, args: list, env: dict, b: int):
+        (t,) = args
+        return t[f.index]
+
+    def apply_map(self, f: Map, args: list, env: dict, b: int):
+        (arr,) = args
+        n = _first(arr).shape[b]
+        # the element is the array itself seen at depth b+1 (its axis b becomes a batch axis)
+        out = self.apply(f.f, [arr], env, b + 1)
+
+        def full(a):
+            if a.shape[b] != n:
+                shape = list(a.shape)
+                shape[b] = n
+                a = np.broadcast_to(a, tuple(shape))
+            return a
+
+        return _tmap(full, out)
+
+    def apply_reduce(self, f: Reduce, args: list, env: dict, b: int):
+        init, arr = args
+        n = _first(arr).shape[b]
+        acc = init
+        idx = (slice(None),) * b
+        for i in range(n):
+            x = _tmap(lambda a, i=i: a[idx + (i,)], arr)
+            acc = self.apply(f.f, [acc, x], env, b)
+        return _tmap(lambda a: np.expand_dims(a, b), acc)
+
+    # ------------------------------------------------------ layout primitives
+    def apply_split(self, f: Split, args: list, env: dict, b: int):
         (x,) = args
-        if isinstance(f, Split):
-            m = self.n(f.chunk)
+        m = self.n(f.chunk)
 
-            def split(a):
-                n = a.shape[b]
-                if m <= 0 or n % m:
-                    raise InterpreterError(f"split({m}) of an array of length {n}")
-                return a.reshape(a.shape[:b] + (n // m, m) + a.shape[b + 1 :])
+        def split(a):
+            n = a.shape[b]
+            if m <= 0 or n % m:
+                raise InterpreterError(f"split({m}) of an array of length {n}")
+            return a.reshape(a.shape[:b] + (n // m, m) + a.shape[b + 1 :])
 
-            return _tmap(split, x)
-        if isinstance(f, Join):
-            def join(a):
-                return a.reshape(a.shape[:b] + (a.shape[b] * a.shape[b + 1],) + a.shape[b + 2 :])
+        return _tmap(split, x)
 
-            return _tmap(join, x)
-        if isinstance(f, Transpose):
-            return _tmap(lambda a: np.swapaxes(a, b, b + 1), x)
-        if isinstance(f, Slide):
-            size, step = self.n(f.size), self.n(f.step)
+    def apply_join(self, f: Join, args: list, env: dict, b: int):
+        (x,) = args
 
-            def slide(a):
-                n = a.shape[b]
-                if n < size:
-                    raise InterpreterError(f"slide({size}, {step}) of an array of length {n}")
-                if f.strict and (n - size) % step:
-                    raise InterpreterError(
-                        f"slideStrict({size}, {step}) of length {n}: windows do not cover it"
-                    )
-                w = np.lib.stride_tricks.sliding_window_view(a, size, axis=b)[
-                    (slice(None),) * b + (slice(None, None, step),)
-                ]
-                return np.moveaxis(w, -1, b + 1)
+        def join(a):
+            return a.reshape(a.shape[:b] + (a.shape[b] * a.shape[b + 1],) + a.shape[b + 2 :])
 
-            return _tmap(slide, x)
-        if isinstance(f, Pad):
-            left, right = self.n(f.left), self.n(f.right)
+        return _tmap(join, x)
 
-            def pad(a):
-                n = a.shape[b]
-                lo, hi = max(0, -left), n - max(0, -right)
-                if hi < lo:
-                    raise InterpreterError(f"pad({left}, {right}) crops more than the length {n}")
-                a = a[(slice(None),) * b + (slice(lo, hi),)]
-                widths = [(0, 0)] * a.ndim
-                widths[b] = (max(0, left), max(0, right))
-                if any(widths[b]):
-                    a = np.pad(a, widths, mode="constant", constant_values=f.value)
-                return a
+    def apply_transpose(self, f: Transpose, args: list, env: dict, b: int):
+        (x,) = args
+        return _tmap(lambda a: np.swapaxes(a, b, b + 1), x)
 
-            return _tmap(pad, x)
-        if isinstance(f, ReorderStride):
-            s = self.n(f.stride)
+    def apply_slide(self, f: Slide, args: list, env: dict, b: int):
+        (x,) = args
+        size, step = self.n(f.size), self.n(f.step)
 
-            def reorder(a):
-                n = a.shape[b]
-                if s <= 0 or n % s:
-                    raise InterpreterError(f"reorder by stride {s} of an array of length {n}")
-                j = np.arange(n)
-                return np.take(a, (j % s) * (n // s) + j // s, axis=b)
+        def slide(a):
+            n = a.shape[b]
+            if n < size:
+                raise InterpreterError(f"slide({size}, {step}) of an array of length {n}")
+            if f.strict and (n - size) % step:
+                raise InterpreterError(
+                    f"slideStrict({size}, {step}) of length {n}: windows do not cover it"
+                )
+            w = np.lib.stride_tricks.sliding_window_view(a, size, axis=b)[
+                (slice(None),) * b + (slice(None, None, step),)
+            ]
+            return np.moveaxis(w, -1, b + 1)
 
-            return _tmap(reorder, x)
-        if isinstance(f, AsVector):
-            v = self.n(f.width)
+        return _tmap(slide, x)
 
-            def asvec(a):
-                if a.ndim != b + 1:
-                    raise InterpreterError("asVector needs an array of scalars")
-                return a.reshape(a.shape[:b] + (a.shape[b] // v, v))
+    def apply_pad(self, f: Pad, args: list, env: dict, b: int):
+        (x,) = args
+        left, right = self.n(f.left), self.n(f.right)
 
-            return _tmap(asvec, x)
-        if isinstance(f, AsScalar):
-            return _tmap(lambda a: a.reshape(a.shape[:b] + (a.shape[b] * a.shape[b + 1],)), x)
-        raise InterpreterError(f"cannot evaluate {type(f).__name__}")
+        def pad(a):
+            n = a.shape[b]
+            lo, hi = max(0, -left), n - max(0, -right)
+            if hi < lo:
+                raise InterpreterError(f"pad({left}, {right}) crops more than the length {n}")
+            a = a[(slice(None),) * b + (slice(lo, hi),)]
+            widths = [(0, 0)] * a.ndim
+            widths[b] = (max(0, left), max(0, right))
+            if any(widths[b]):
+                a = np.pad(a, widths, mode="constant", constant_values=f.value)
+            return a
+
+        return _tmap(pad, x)
+
+    def apply_reorder_stride(self, f: ReorderStride, args: list, env: dict, b: int):
+        (x,) = args
+        s = self.n(f.stride)
+
+        def reorder(a):
+            n = a.shape[b]
+            if s <= 0 or n % s:
+                raise InterpreterError(f"reorder by stride {s} of an array of length {n}")
+            j = np.arange(n)
+            return np.take(a, (j % s) * (n // s) + j // s, axis=b)
+
+        return _tmap(reorder, x)
+
+    def apply_as_vector(self, f: AsVector, args: list, env: dict, b: int):
+        (x,) = args
+        v = self.n(f.width)
+
+        def asvec(a):
+            if a.ndim != b + 1:
+                raise InterpreterError("asVector needs an array of scalars")
+            return a.reshape(a.shape[:b] + (a.shape[b] // v, v))
+
+        return _tmap(asvec, x)
+
+    def apply_as_scalar(self, f: AsScalar, args: list, env: dict, b: int):
+        (x,) = args
+        return _tmap(lambda a: a.reshape(a.shape[:b] + (a.shape[b] * a.shape[b + 1],)), x)
 
 
 def bind_sizes(program: Lambda, inputs: Mapping[str, object], sizes: Mapping[str, int]) -> dict:

@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 
+from ir.cexpr import c_meaning
 from ir.sym import Expr, sym
 from ir.types import Type
 
@@ -126,19 +127,16 @@ class UserFun(FunDecl):
     def __reduce__(self):
         # The numpy meaning is often a lambda: pickle the declaration and rebuild the
         # meaning from the C body (as the text syntax does), so programs can go to workers.
-        return (_rebuild_userfun,
+        # ir.builders registers a reducer that keeps its standard functions themselves.
+        return (userfun_from_c,
                 (self.name, self.param_names, self.in_types, self.out_type, self.c_body))
 
 
-def _rebuild_userfun(name, param_names, in_types, out_type, c_body) -> UserFun:
-    from ir.builders import USER_FUNS
-
-    builtin = USER_FUNS.get(name)
-    if builtin is not None and builtin.c_body == c_body and builtin.in_types == in_types:
-        return builtin
-    from ir.syntax import userfun_from_c
-
-    return userfun_from_c(name, param_names, in_types, out_type, c_body)
+def userfun_from_c(name: str, param_names, in_types, out_type: Type, c_body: str) -> UserFun:
+    """A user function from its C body ``return <expr>;``, its numpy meaning derived from
+    the expression (as for declarations in program files; see ``ir.cexpr``)."""
+    body, py = c_meaning(name, param_names, c_body)
+    return UserFun(name, tuple(param_names), tuple(in_types), out_type, body, py)
 
 
 @dataclass(frozen=True, slots=True, eq=True)

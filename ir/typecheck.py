@@ -39,8 +39,10 @@ from ir.nodes import (
     Zip,
     walk,
 )
+from ir.printer import show
 from ir.sym import Expr, Rel, SymbolicError, assume_divisible, smax, smin, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
+from ir.visitor import Dispatch
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,11 @@ def program_params(root: Node) -> tuple[Param, ...]:
 
 
 class _Checker:
+    """Infers types: one method per node class, ``infer_*`` for expressions and
+    ``apply_*`` for function declarations (applied to argument types)."""
+
+    pass_name = "type checker"
+
     def __init__(self, root: Node, sizes: Mapping[str, int] | None):
         self.root = root
         self.sizes = dict(sizes or {})
@@ -103,8 +110,6 @@ class _Checker:
 
     def context(self, node: Node) -> str | None:
         try:
-            from ir.syntax import show  # lazy: syntax depends on this module's types
-
             return show(node, max_len=160)
         except Exception:  # printing must never hide the real error
             return None
@@ -167,139 +172,102 @@ class _Checker:
         return t == u
 
     # --------------------------------------------------------------- inference
+    _infer = Dispatch("infer", Node)  # _infer(e, env): the type of an expression
+    _apply = Dispatch("apply", FunDecl)  # _apply(f, arg types, call, env): the result type
+
     def expr(self, e: ExprNode, env: dict[str, Type]) -> Type:
-        if isinstance(e, Param):
-            if e.name in env:
-                t = env[e.name]
-            elif e.type is not None:
-                t = e.type
-            else:
-                raise self.error(
-                    f"parameter {e.name!r} is not bound by a lambda and has no declared type; "
-                    f"declare it (e.g. '{e.name}: [float]N')",
-                    e,
-                    UnboundParameterError,
-                )
-        elif isinstance(e, Literal):
-            t = e.type
-        elif isinstance(e, FunCall):
-            arg_types = [self.expr(a, env) for a in e.args]
-            t = self.apply(e.f, arg_types, e, env)
-        else:
-            raise self.error(f"{type(e).__name__} is not an expression", e)
+        t = self._infer(e, env)
         self.info.types[id(e)] = t
         return t
 
+    def infer_param(self, e: Param, env: dict[str, Type]) -> Type:
+        if e.name in env:
+            return env[e.name]
+        if e.type is not None:
+            return e.type
+        raise self.error(
+            f"parameter {e.name!r} is not bound by a lambda and has no declared type; "
+            f"declare it (e.g. '{e.name}: [float]N')",
+            e,
+            UnboundParameterError,
+        )
+
+    def infer_literal(self, e: Literal, env: dict[str, Type]) -> Type:
+        return e.type
+
+    def infer_fun_call(self, e: FunCall, env: dict[str, Type]) -> Type:
+        arg_types = [self.expr(a, env) for a in e.args]
+        return self.apply(e.f, arg_types, e, env)
+
+    def infer_fun_decl(self, e: FunDecl, env: dict[str, Type]) -> Type:
+        raise self.error(f"{type(e).__name__} is not an expression", e)
+
     def apply(self, f: FunDecl, args: list[Type], call: Node, env: dict[str, Type]) -> Type:
-        name = type(f).__name__.lower()
         if len(args) != f.arity:
             raise self.error(
                 f"{describe(f)} takes {f.arity} argument(s) but is given {len(args)}", call
             )
-        if isinstance(f, Reduce):
-            return self.reduce(f, args, call, env)
-        if isinstance(f, Lambda):
-            inner = dict(env)
-            for p, t in zip(f.params, args):
-                inner[p.name] = t
-            return self.expr(f.body, inner)
-        if isinstance(f, UserFun):
-            return self.userfun(f, args, call, None)
-        if isinstance(f, Vectorize):
-            return self.userfun(f.f, args, call, f.width)
-        if isinstance(f, ToMem):
-            return self.apply(f.f, args, call, env)
-        if isinstance(f, Id):
-            return args[0]
-        if isinstance(f, Zip):
-            n = None
-            elems = []
-            for i, a in enumerate(args):
-                if not isinstance(a, ArrayType):
-                    raise self.error(f"zip argument {i + 1} is {a}, not an array", call)
-                if n is None:
-                    n = a.size
-                elif not self.same_size(n, a.size):
-                    raise self.error(
-                        f"zip of arrays of unequal lengths: {n} and {a.size}", call
-                    )
-                elif self.simp(n) != self.simp(a.size):
-                    self.add(n.eq(a.size), "zip", f"zip at {self.where(call)}", call)
-                elems.append(a.elem)
-            return ArrayType(TupleType(tuple(elems)), n)
-        if isinstance(f, Get):
-            (t,) = args
-            if not isinstance(t, TupleType):
-                raise self.error(f"get({f.index}) needs a tuple, got {t}", call)
-            if not 0 <= f.index < len(t.elems):
-                raise self.error(f"get({f.index}) out of range for {t}", call)
-            return t.elems[f.index]
-        # the rest take one array
+        return self._apply(f, args, call, env)
+
+    def array_arg(self, f: FunDecl, args: list[Type], call: Node) -> ArrayType:
+        """The one argument of a primitive that takes an array."""
         (t,) = args
         if not isinstance(t, ArrayType):
             raise self.error(f"{describe(f)} expects an array, got {t}", call)
-        n = t.size
-        if isinstance(f, Map):
-            out_elem = self.apply(f.f, [t.elem], call, env)
-            out = ArrayType(out_elem, n)
-            self.info.map_types[id(f)] = (t, out)
-            return out
-        if isinstance(f, Split):
-            m = f.chunk
-            self.positive(m, f"split chunk {m}", call)
-            self.add((n % m).eq(0), "split",
-                     f"split({m}) at {self.where(call)}", call)
-            self.facts.append((n, m))
-            return ArrayType(ArrayType(t.elem, m), n / m)
-        if isinstance(f, Join):
-            if not isinstance(t.elem, ArrayType):
-                raise self.error(f"join expects an array of arrays, got {t}", call)
-            return ArrayType(t.elem.elem, t.elem.size * n)
-        if isinstance(f, Transpose):
-            if not isinstance(t.elem, ArrayType):
-                raise self.error(f"transpose expects an array of arrays, got {t}", call)
-            return ArrayType(ArrayType(t.elem.elem, n), t.elem.size)
-        if isinstance(f, Slide):
-            size, step = f.size, f.step
-            self.positive(size, f"slide size {size}", call)
-            self.positive(step, f"slide step {step}", call)
-            self.add(n.ge(size), "slide",
-                     f"slide({size}, {step}) at {self.where(call)}", call)
-            if f.strict:
-                self.add(((n - size) % step).eq(0), "slideStrict",
-                         f"slideStrict({size}, {step}) at {self.where(call)}", call)
-                self.facts.append((n - size, step))
-                count = (n - size) / step + 1
-            else:
-                count = (n - size) // step + 1
-            return ArrayType(ArrayType(t.elem, size), count)
-        if isinstance(f, Pad):
-            out = n + f.left + f.right
-            self.positive(out, f"padded length {out}", call)
-            return ArrayType(t.elem, out)
-        if isinstance(f, ReorderStride):
-            s = f.stride
-            self.positive(s, f"reorder stride {s}", call)
-            self.add((n % s).eq(0), "reorder",
-                     f"reorder(stride {s}) at {self.where(call)}", call)
-            self.facts.append((n, s))
-            return t
-        if isinstance(f, AsVector):
-            v = f.width
-            if not isinstance(t.elem, ScalarType):
-                raise self.error(f"asVector({v}) expects an array of scalars, got {t}", call)
-            self.positive(v, f"vector width {v}", call)
-            self.add((n % v).eq(0), "asVector",
-                     f"asVector({v}) at {self.where(call)}", call)
-            self.facts.append((n, v))
-            return ArrayType(VectorType(t.elem, v), n / v)
-        if isinstance(f, AsScalar):
-            if not isinstance(t.elem, VectorType):
-                raise self.error(f"asScalar expects an array of vectors, got {t}", call)
-            return ArrayType(t.elem.elem, n * t.elem.width)
-        raise self.error(f"unknown function declaration {name}", call)
+        return t
 
-    def reduce(self, f: Reduce, args: list[Type], call: Node, env) -> Type:
+    # ---------------------------------------------- functions and user functions
+    def apply_lambda(self, f: Lambda, args: list[Type], call: Node, env) -> Type:
+        inner = dict(env)
+        for p, t in zip(f.params, args):
+            inner[p.name] = t
+        return self.expr(f.body, inner)
+
+    def apply_user_fun(self, f: UserFun, args: list[Type], call: Node, env) -> Type:
+        return self.userfun(f, args, call, None)
+
+    def apply_vectorize(self, f: Vectorize, args: list[Type], call: Node, env) -> Type:
+        return self.userfun(f.f, args, call, f.width)
+
+    def apply_to_mem(self, f: ToMem, args: list[Type], call: Node, env) -> Type:
+        return self.apply(f.f, args, call, env)
+
+    def apply_id(self, f: Id, args: list[Type], call: Node, env) -> Type:
+        return args[0]
+
+    def apply_zip(self, f: Zip, args: list[Type], call: Node, env) -> Type:
+        n = None
+        elems = []
+        for i, a in enumerate(args):
+            if not isinstance(a, ArrayType):
+                raise self.error(f"zip argument {i + 1} is {a}, not an array", call)
+            if n is None:
+                n = a.size
+            elif not self.same_size(n, a.size):
+                raise self.error(
+                    f"zip of arrays of unequal lengths: {n} and {a.size}", call
+                )
+            elif self.simp(n) != self.simp(a.size):
+                self.add(n.eq(a.size), "zip", f"zip at {self.where(call)}", call)
+            elems.append(a.elem)
+        return ArrayType(TupleType(tuple(elems)), n)
+
+    def apply_get(self, f: Get, args: list[Type], call: Node, env) -> Type:
+        (t,) = args
+        if not isinstance(t, TupleType):
+            raise self.error(f"get({f.index}) needs a tuple, got {t}", call)
+        if not 0 <= f.index < len(t.elems):
+            raise self.error(f"get({f.index}) out of range for {t}", call)
+        return t.elems[f.index]
+
+    def apply_map(self, f: Map, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        out_elem = self.apply(f.f, [t.elem], call, env)
+        out = ArrayType(out_elem, t.size)
+        self.info.map_types[id(f)] = (t, out)
+        return out
+
+    def apply_reduce(self, f: Reduce, args: list[Type], call: Node, env) -> Type:
         init, arr = args
         if not isinstance(arr, ArrayType):
             raise self.error(f"reduce expects an array as its second argument, got {arr}", call)
@@ -311,6 +279,78 @@ class _Checker:
         self.info.map_types[id(f)] = (arr, ArrayType(init, sym(1)))
         return ArrayType(init, sym(1))
 
+    # ------------------------------------------------------ layout primitives
+    def apply_split(self, f: Split, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        n, m = t.size, f.chunk
+        self.positive(m, f"split chunk {m}", call)
+        self.add((n % m).eq(0), "split",
+                 f"split({m}) at {self.where(call)}", call)
+        self.facts.append((n, m))
+        return ArrayType(ArrayType(t.elem, m), n / m)
+
+    def apply_join(self, f: Join, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        if not isinstance(t.elem, ArrayType):
+            raise self.error(f"join expects an array of arrays, got {t}", call)
+        return ArrayType(t.elem.elem, t.elem.size * t.size)
+
+    def apply_transpose(self, f: Transpose, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        if not isinstance(t.elem, ArrayType):
+            raise self.error(f"transpose expects an array of arrays, got {t}", call)
+        return ArrayType(ArrayType(t.elem.elem, t.size), t.elem.size)
+
+    def apply_slide(self, f: Slide, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        n, size, step = t.size, f.size, f.step
+        self.positive(size, f"slide size {size}", call)
+        self.positive(step, f"slide step {step}", call)
+        self.add(n.ge(size), "slide",
+                 f"slide({size}, {step}) at {self.where(call)}", call)
+        if f.strict:
+            self.add(((n - size) % step).eq(0), "slideStrict",
+                     f"slideStrict({size}, {step}) at {self.where(call)}", call)
+            self.facts.append((n - size, step))
+            count = (n - size) / step + 1
+        else:
+            count = (n - size) // step + 1
+        return ArrayType(ArrayType(t.elem, size), count)
+
+    def apply_pad(self, f: Pad, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        out = t.size + f.left + f.right
+        self.positive(out, f"padded length {out}", call)
+        return ArrayType(t.elem, out)
+
+    def apply_reorder_stride(self, f: ReorderStride, args: list[Type], call: Node,
+                             env) -> Type:
+        t = self.array_arg(f, args, call)
+        n, s = t.size, f.stride
+        self.positive(s, f"reorder stride {s}", call)
+        self.add((n % s).eq(0), "reorder",
+                 f"reorder(stride {s}) at {self.where(call)}", call)
+        self.facts.append((n, s))
+        return t
+
+    def apply_as_vector(self, f: AsVector, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        n, v = t.size, f.width
+        if not isinstance(t.elem, ScalarType):
+            raise self.error(f"asVector({v}) expects an array of scalars, got {t}", call)
+        self.positive(v, f"vector width {v}", call)
+        self.add((n % v).eq(0), "asVector",
+                 f"asVector({v}) at {self.where(call)}", call)
+        self.facts.append((n, v))
+        return ArrayType(VectorType(t.elem, v), n / v)
+
+    def apply_as_scalar(self, f: AsScalar, args: list[Type], call: Node, env) -> Type:
+        t = self.array_arg(f, args, call)
+        if not isinstance(t.elem, VectorType):
+            raise self.error(f"asScalar expects an array of vectors, got {t}", call)
+        return ArrayType(t.elem.elem, t.size * t.elem.width)
+
+    # ------------------------------------------------------------- user functions
     def userfun(self, f: UserFun, args: list[Type], call: Node, width: Expr | None) -> Type:
         bind: dict[str, Expr] = {}
         for i, (decl, actual) in enumerate(zip(f.in_types, args)):

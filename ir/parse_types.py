@@ -1,0 +1,154 @@
+"""The type and size grammar of the text syntax (``[[float]M](N/s)``, ``float<v>``, ``N/s``).
+
+Sizes become ``ir.sym`` expressions: ``/`` is exact division, ``//`` floor division, and
+``min``/``max`` take two sizes. Vector widths are OpenCL's (2, 3, 4, 8, 16; 1 in
+``float<1>``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from ir.lexer import Token, TokenCursor, nested
+from ir.sym import Cst, Expr, SymbolicError, Var, smax, smin
+from ir.types import SCALARS, ArrayType, TupleType, Type, VectorType
+
+VEC_RE = re.compile(r"(float|int)(\d+)")
+_WIDTHS = (1, 2, 3, 4, 8, 16)  # vector widths of OpenCL C (1: the scalar)
+
+
+class TypeReader(TokenCursor):
+    """Reads types and size expressions from the tokens."""
+
+    @nested
+    def type_(self) -> Type:
+        t = self.peek()
+        if t.kind == "name":
+            name = t.text
+            if name in SCALARS:
+                self.next()
+                if self.at("<") and not self.peek().nl:
+                    self.next()
+                    wt = self.peek()
+                    w = self.size()
+                    self.expect(">", " to close the vector width")
+                    if w.is_const and w.as_int() not in _WIDTHS:
+                        raise self.error(f"vector width {w} is not one of OpenCL's widths "
+                                         f"{', '.join(map(str, _WIDTHS))}", wt)
+                    return VectorType(SCALARS[name], w)
+                return SCALARS[name]
+            m = VEC_RE.fullmatch(name)
+            if m:
+                if int(m[2]) not in _WIDTHS[1:]:
+                    raise self.error(f"{name!r}: OpenCL vector types have 2, 3, 4, 8 or 16 "
+                                     "lanes", t)
+                self.next()
+                return VectorType(SCALARS[m[1]], int(m[2]))
+            close = difflib.get_close_matches(name, ["float", "int", "float4"], 1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise self.error(f"unknown type {name!r}{hint} (types: float, int, float2/4/8/16, "
+                             "float<v>, [T]n, (T, U))", t)
+        if self.at("["):
+            self.next()
+            elem = self.type_()
+            self.expect("]", " to close the array type")
+            return ArrayType(elem, self.size_atom(" (the array length)"))
+        if self.at("("):
+            self.next()
+            if self.at(")"):
+                self.next()
+                return TupleType(())
+            elems = [self.type_()]
+            trailing = False
+            while self.at(","):
+                self.next()
+                if self.at(")"):
+                    trailing = True
+                    break
+                elems.append(self.type_())
+            self.expect(")", " to close the tuple type")
+            if len(elems) == 1 and not trailing:
+                return elems[0]
+            return TupleType(tuple(elems))
+        raise self.error(f"expected a type, found {self.describe(t)}", t)
+
+    # ------------------------------------------------------------------ sizes
+    def size(self) -> Expr:
+        e = self.size_term()
+        while self.at("+") or self.at("-"):
+            op = self.next()
+            r = self.size_term()
+            e = self.arith(op, e, r)
+        return e
+
+    def size_term(self) -> Expr:
+        e = self.size_unary()
+        while self.peek().kind == "op" and self.peek().text in ("*", "/", "//", "%"):
+            op = self.next()
+            e = self.arith(op, e, self.size_unary())
+        return e
+
+    def arith(self, op: Token, a: Expr, b: Expr) -> Expr:
+        try:
+            if op.text == "+":
+                return a + b
+            if op.text == "-":
+                return a - b
+            if op.text == "*":
+                return a * b
+            if op.text == "/":
+                return a / b
+            if op.text == "//":
+                return a // b
+            return a % b
+        except (SymbolicError, ZeroDivisionError) as ex:
+            raise self.error(f"bad size expression: {ex}", op) from None
+
+    @nested
+    def size_unary(self) -> Expr:
+        if self.at("-"):
+            self.next()
+            return -self.size_unary()
+        if self.at("+"):
+            self.next()
+            return self.size_unary()
+        return self.size_atom()
+
+    def size_atom(self, what: str = "") -> Expr:
+        t = self.peek()
+        if t.kind == "int":
+            self.next()
+            return Cst(int(t.text))
+        if t.kind == "name":
+            if t.text in ("min", "max") and self.at("(", 1):
+                self.next()
+                self.next()
+                a = self.size()
+                self.expect(",", f" between the arguments of {t.text}")
+                b = self.size()
+                self.expect(")")
+                return smin(a, b) if t.text == "min" else smax(a, b)
+            if t.text in ("min", "max"):
+                raise self.error(f"{t.text} needs two arguments: {t.text}(a, b)", t)
+            self.next()
+            return Var(t.text)
+        if self.at("("):
+            self.next()
+            e = self.size()
+            self.expect(")", " to close the size expression")
+            return e
+        if t.kind == "float":
+            raise self.error(f"sizes are integers, found {t.text!r}", t)
+        raise self.error(f"expected a size{what} (an integer, a name or a parenthesised size "
+                         f"expression), found {self.describe(t)}", t)
+
+
+def parse_type(text: str) -> Type:
+    """Parse a type: ``[[float]M](N/s)``, ``float4``, ``float<v>``, ``(float, int)``."""
+    return TypeReader(text).whole(TypeReader.type_)
+
+
+def parse_size(text: str) -> Expr:
+    """Parse a size expression (``N/s`` exact, ``(N + 2)//4`` floor, ``min(a, b)``...)."""
+    return TypeReader(text).whole(TypeReader.size)

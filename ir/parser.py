@@ -1,0 +1,390 @@
+"""The parser of the text syntax: declarations, terms, user functions (see ``ir.syntax``).
+
+A recursive-descent parser over the tokens of ``ir.lexer``; types and sizes are read by
+``ir.parse_types``, keyword forms by ``ir.parse_keywords``, user function bodies by
+``ir.cexpr``. Errors are ``ParseError`` with the line and column of the offending token.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+
+from ir.builders import USER_FUNS, fresh
+from ir.cexpr import CExprReader, compile_py
+from ir.cwords import OPENCL_RESERVED
+from ir.errors import ParseError
+from ir.lexer import Token, nested
+from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Literal, Node, Param, UserFun
+from ir.parse_keywords import KEYWORDS, MAP_WORDS, WORDS, KeywordForms, is_reserved
+from ir.printer import show
+from ir.types import Float, Int, Type
+
+# Deepest expression tree a parsed program may have (a composition of n functions is n
+# levels deep; the papers' convolution is 31 levels deep). With ir.lexer.MAX_NESTING, it
+# keeps every recursive pass far from Python's stack limit.
+MAX_DEPTH = 200
+
+
+def tree_depth(node: Node) -> int:
+    """The depth of ``node``'s expression tree (computed without recursion)."""
+    best, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        stack.extend((c, d + 1) for c in n.children())
+    return best
+
+
+class _Parser(KeywordForms, CExprReader):
+    def __init__(self, text: str, userfuns: Mapping[str, UserFun] | None = None):
+        super().__init__(text)
+        self.idents = {t.text for t in self.toks if t.kind == "name"}
+        self.userfuns: dict[str, UserFun] = dict(USER_FUNS)
+        if userfuns:
+            self.userfuns.update(userfuns)
+        self.declared: set[str] = set()
+        self.inputs: dict[str, Param] = {}
+        self.scope: dict[str, Param] = {}
+
+    def check_name(self, t: Token, what: str) -> str:
+        name = t.text
+        if is_reserved(name):
+            raise self.error(f"{name!r} is a reserved word and cannot name {what}", t)
+        if name in self.userfuns:
+            raise self.error(f"{name!r} is a user function and cannot name {what}", t)
+        return name
+
+    # ---------------------------------------------------------------- program
+    def program(self) -> Node:
+        while True:
+            if self.at("userfun"):
+                self.userfun_decl()
+            elif self.peek().kind == "name" and self.at(":", 1):
+                self.input_decl()
+            else:
+                break
+        t = self.peek()
+        if t.kind == "eof":
+            where = " after the declarations" if self.inputs or self.declared else ""
+            raise self.error(f"expected an expression{where}", t)
+        body_tok = t
+        term = self.term()
+        t = self.peek()
+        if t.kind != "eof":
+            if t.kind == "name" and self.at(":", 1):
+                raise self.error("declarations must come before the expression", t)
+            raise self.error(f"unexpected {self.describe(t)} after the end of the expression", t)
+        depth = tree_depth(term)
+        if depth > MAX_DEPTH:
+            raise self.error(
+                f"the program's expression is {depth} levels deep (limit {MAX_DEPTH}; a "
+                "composition of n functions is n levels deep); split it into smaller "
+                "functions", body_tok)
+        if self.inputs:
+            if not isinstance(term, ExprNode):
+                raise self.error("the program body must be an expression; apply the function "
+                                 "to the inputs, e.g. 'f $ X'", body_tok)
+            return Lambda(tuple(self.inputs.values()), term)
+        return term
+
+    def input_decl(self) -> None:
+        t = self.next()
+        self.next()  # ':'
+        name = self.check_name(t, "an input")
+        if name in self.inputs:
+            raise self.error(f"input {name!r} is declared twice", t)
+        self.inputs[name] = Param(name, self.type_())
+
+    def userfun_decl(self) -> None:
+        self.next()
+        t = self.name_tok("the user function's name")
+        name = t.text
+        if is_reserved(name) or name in OPENCL_RESERVED:
+            raise self.error(f"{name!r} is a reserved word (of this syntax or of OpenCL C) "
+                             "and cannot name a user function", t)
+        if name in self.declared:
+            raise self.error(f"user function {name!r} is declared twice", t)
+        if name in self.inputs:
+            raise self.error(f"{name!r} is already an input", t)
+        self.expect("(", f" after 'userfun {name}'")
+        params: list[str] = []
+        types: list[Type] = []
+        if not self.at(")"):
+            while True:
+                p = self.name_tok("a parameter name")
+                if p.text in OPENCL_RESERVED:
+                    raise self.error(f"{p.text!r} is a word of OpenCL C and cannot name a "
+                                     "parameter of a user function; rename it", p)
+                if p.text in params:
+                    raise self.error(f"duplicate parameter {p.text!r}", p)
+                params.append(p.text)
+                self.expect(":", f" and the type of {p.text!r}")
+                types.append(self.type_())
+                if not self.at(","):
+                    break
+                self.next()
+        self.expect(")")
+        self.expect(":", " and the result type")
+        out = self.type_()
+        self.expect("=", " and the body (a C expression)")
+        first = self.peek()
+        if first.kind == "eof" or first.nl:
+            raise self.error(f"user function {name!r} needs a body on the line of its "
+                             "declaration", first)
+        self.c_params, self.c_name, self.c_depth = tuple(params), name, 0
+        src = self.c_expr()
+        c_text = self.c_source(self.toks.index(first), self.i)
+        fn = compile_py(len(params), src)
+        self.userfuns[name] = UserFun(name, tuple(params), tuple(types), out,
+                                      f"return {c_text};", fn)
+        self.declared.add(name)
+
+    # ------------------------------------------------------------------ terms
+    def starts_term(self, t: Token) -> bool:
+        if t.kind in ("int", "float"):
+            return True
+        if t.kind == "name":
+            return t.text not in ("o", "in")
+        return t.kind == "op" and t.text in ("(", "\\", "λ", "-")
+
+    def as_fun(self, node: Node, tok: Token, where: str) -> FunDecl:
+        if isinstance(node, FunDecl):
+            return node
+        if isinstance(node, Param):
+            raise self.error(f"{node.name!r} is a parameter, not a function ({where})", tok)
+        raise self.error(f"expected a function ({where}), found the expression "
+                         f"{show(node, max_len=60)!r}", tok)
+
+    def as_expr(self, node: Node, tok: Token, where: str) -> ExprNode:
+        if isinstance(node, ExprNode):
+            return node
+        raise self.error(f"expected an expression ({where}), found the function "
+                         f"{show(node, max_len=60)!r}; apply it with '$'", tok)
+
+    @nested
+    def term(self, fun: bool = False) -> Node:
+        start = self.peek()
+        left = self.comp(fun)
+        if not self.at("$"):
+            return left
+        dollar = self.next()
+        f = self.as_fun(left, start, "left of '$'")
+        t = self.peek()
+        if not self.starts_term(t):
+            raise self.error(f"missing argument after '$' (found {self.describe(t)})", dollar)
+        arg = self.as_expr(self.term(), t, "right of '$'")
+        return FunCall(f, (arg,))
+
+    def comp(self, fun: bool = False) -> Node:
+        start = self.peek()
+        first = self.app(fun or self.at("o", 1))
+        if not self.at("o"):
+            return first
+        items = [self.as_fun(first, start, "in a composition")]
+        while self.at("o"):
+            o = self.next()
+            t = self.peek()
+            if not self.starts_term(t):
+                raise self.error(f"missing function after 'o' (found {self.describe(t)})", o)
+            items.append(self.as_fun(self.app(True), t, "in a composition"))
+        return self.compose(items)
+
+    def app(self, fun: bool = False) -> Node:
+        start = self.peek()
+        node = self.atom(fun)
+        while self.at("("):
+            f = self.as_fun(node, start, "applied to arguments")
+            node = FunCall(f, self.args())
+        return node
+
+    def args(self) -> tuple[ExprNode, ...]:
+        self.expect("(")
+        if self.at(")"):
+            raise self.error("empty argument list", self.peek())
+        out = []
+        while True:
+            t = self.peek()
+            out.append(self.as_expr(self.term(), t, "an argument"))
+            if not self.at(","):
+                break
+            self.next()
+        self.expect(")", " or ',' in the argument list")
+        return tuple(out)
+
+    def atom(self, fun: bool = False) -> Node:
+        t = self.peek()
+        k = t.kind
+        if k == "int":
+            self.next()
+            return Literal(int(t.text), Int)
+        if k == "float":
+            self.next()
+            return Literal(float(t.text.rstrip("fF")), Float)
+        if k == "op":
+            if t.text == "(":
+                self.next()
+                inner = self.term(fun)
+                if self.at(","):
+                    raise self.error("a tuple is not an expression (use zip or a lambda with "
+                                     "several parameters)", self.peek())
+                self.expect(")")
+                return inner
+            if t.text in ("\\", "λ"):
+                return self.lambda_()
+            if t.text == "-" and self.peek(1).kind in ("int", "float"):
+                v = self.number()
+                return Literal(v, Int if isinstance(v, int) else Float)
+            raise self.error(f"unexpected {self.describe(t)}; expected an expression or a "
+                             "function", t)
+        if k == "eof":
+            raise self.error("unexpected end of input; expected an expression or a function", t)
+        name = t.text
+        if name == "let":
+            return self.let_()
+        if name == "_":
+            return self.hole()
+        p = self.scope.get(name) or self.inputs.get(name)
+        if p is not None:
+            self.next()
+            return p
+        kw = KEYWORDS.get(name)
+        if kw is not None:
+            self.next()
+            return kw(self, t)
+        uf = self.userfuns.get(name)
+        if uf is not None:
+            self.next()
+            return uf
+        if name.startswith("map"):
+            self.next()
+            return self.map_form(t)
+        if name in WORDS:
+            raise self.error(f"unexpected {name!r}; expected an expression or a function", t)
+        raise self.unknown(t, fun)
+
+    def unknown(self, t: Token, fun: bool) -> ParseError:
+        name = t.text
+        nxt = self.peek(1)
+        if fun or (nxt.kind in ("op", "name") and nxt.text in ("(", "o", "$")):
+            cands = sorted(set(KEYWORDS) | set(self.userfuns) | set(MAP_WORDS))
+            close = difflib.get_close_matches(name, cands, 1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return self.error(
+                f"unknown function {name!r}{hint} (user functions: "
+                f"{', '.join(sorted(self.userfuns))}; declare one with 'userfun {name}(x: float)"
+                " : float = ...')", t)
+        declared = list(self.inputs)
+        close = difflib.get_close_matches(name, declared + list(self.scope), 1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        msg = f"undeclared parameter {name!r}{hint}; declared: {', '.join(declared) or 'none'}"
+        if self.scope:
+            msg += f"; lambda parameters in scope: {', '.join(self.scope)}"
+        return self.error(msg, t)
+
+    def fresh_param(self) -> Param:
+        while True:
+            p = fresh()
+            if p.name not in self.idents:
+                return p
+
+    def compose(self, items: list[FunDecl]) -> Lambda:
+        p = self.fresh_param()
+        body: ExprNode = p
+        for f in reversed(items):
+            body = FunCall(f, (body,))
+        return Lambda((p,), body)
+
+    def bind(self, names: list[str]) -> tuple[tuple[Param, ...], dict]:
+        saved = {n: self.scope.get(n) for n in names}
+        params = tuple(Param(n) for n in names)
+        for p in params:
+            self.scope[p.name] = p
+        return params, saved
+
+    def unbind(self, saved: dict) -> None:
+        for n, old in saved.items():
+            if old is None:
+                self.scope.pop(n, None)
+            else:
+                self.scope[n] = old
+
+    def lambda_(self) -> Lambda:
+        bs = self.next()
+        names: list[str] = []
+        while self.peek().kind == "name":
+            t = self.peek()
+            if names and (is_reserved(t.text) or t.text in self.userfuns):
+                break  # reported as a missing '->'
+            self.next()
+            name = self.check_name(t, "a lambda parameter")
+            if name in names:
+                raise self.error(f"duplicate lambda parameter {name!r}", t)
+            names.append(name)
+            if self.at(","):
+                self.next()
+        if not names:
+            raise self.error("a lambda needs at least one parameter: \\x -> ...", bs)
+        self.expect("->", " after the lambda parameters")
+        params, saved = self.bind(names)
+        try:
+            t = self.peek()
+            body = self.as_expr(self.term(), t, "the lambda body")
+        finally:
+            self.unbind(saved)
+        return Lambda(params, body)
+
+    def let_(self) -> FunCall:
+        self.next()
+        t = self.name_tok("a name after 'let'")
+        name = self.check_name(t, "a let-bound value")
+        self.expect("=", f" after 'let {name}'")
+        vt = self.peek()
+        value = self.as_expr(self.term(), vt, "the value of let")
+        self.expect("in", f" after the value of 'let {name}'")
+        params, saved = self.bind([name])
+        try:
+            bt = self.peek()
+            body = self.as_expr(self.term(), bt, "the body of let")
+        finally:
+            self.unbind(saved)
+        return FunCall(Lambda(params, body), (value,))
+
+    def hole(self) -> Lambda:
+        u = self.next()
+        op = self.peek()
+        if op.kind != "op" or op.text not in ("+", "*"):
+            raise self.error("'_' starts a hole lambda: '_ + z' (add) or '_ * y' (mult)", u)
+        self.next()
+        fname = "add" if op.text == "+" else "mult"
+        t = self.peek()
+        operand = self.as_expr(self.app(), t, f"the operand of '_ {op.text}'")
+        p = self.fresh_param()
+        return Lambda((p,), FunCall(self.userfuns[fname], (p, operand)))
+
+
+# --------------------------------------------------------------------- public parsing
+
+
+def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None) -> Node:
+    """Parse a program: with declarations a ``Lambda`` over the declared inputs, else the term.
+
+    ``userfuns`` adds user functions by name (declarations in the text shadow them, they
+    shadow the builtins). Raises ``ParseError`` with the line and column of the offending
+    token.
+    """
+    return _Parser(text, userfuns).program()
+
+
+def parse_file(path: str | Path, *, userfuns: Mapping[str, UserFun] | None = None) -> Node:
+    """Parse the program in a file (``ParseError`` messages name the file)."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return parse(text, userfuns=userfuns)
+    except ParseError as e:
+        msg = getattr(e, "message", str(e))
+        err = ParseError(f"{msg} (in {path})", e.line, e.column, e.source_line)
+        err.message = msg  # type: ignore[attr-defined]
+        err.path = str(path)  # type: ignore[attr-defined]
+        raise err from None
