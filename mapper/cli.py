@@ -2,18 +2,21 @@
 explore, results, plot.
 
 Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
-mistakes (bad files, bad mappings, contradictory constraints) print one clear error
-and exit with status 2; nothing prints a traceback for them.
+mistakes (bad files, bad arguments, bad mappings, contradictory constraints) print one
+clear error and exit with status 2; nothing prints a traceback for them. Commands that
+print results take ``--json`` (one JSON document on stdout; schema in docs/cli-json.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,6 +27,40 @@ err_console = Console(stderr=True, highlight=False)
 
 
 MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
+MAX_RANGE = 1 << 22  # the most values an inferred or given tuning range may list
+JSON_SCHEMA_VERSION = 1
+
+
+class CliError(ValueError):
+    """An argument given on the command line is wrong; the message says what to do."""
+
+
+def library_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes whose messages are meant for the user: the library's typed
+    error roots, the CLI's own and file errors. Anything else is a bug and propagates."""
+    from codegen.device import DeviceError
+    from codegen.errors import LoweringError
+    from codegen.target import DeviceDescriptionError
+    from constraints.errors import ConstraintError
+    from constraints.restrictions import SpaceError
+    from ir.errors import IRError
+    from mapper.errors import MapperError
+
+    roots: list[type[BaseException]] = [
+        CliError, IRError, MapperError, ConstraintError, SpaceError, LoweringError,
+        DeviceDescriptionError, DeviceError, FileNotFoundError, IsADirectoryError,
+        NotADirectoryError, PermissionError]
+    try:  # the explorer's own typed errors (explore, results, plot)
+        from codegen.worker import WorkerStartError
+        from mapper.explore.plot import PlotError
+        from mapper.explore.run import BudgetError
+        from mapper.explore.store import StoreError
+        from mapper.explore.strategies import StrategyError
+
+        roots += [WorkerStartError, PlotError, BudgetError, StoreError, StrategyError]
+    except ImportError:  # pragma: no cover - an optional dependency of the explorer
+        pass
+    return tuple(roots)
 
 
 def parse_sizes(text: str | None) -> dict[str, int]:
@@ -35,19 +72,95 @@ def parse_sizes(text: str | None) -> dict[str, int]:
         if not part:
             continue
         if "=" not in part:
-            raise ValueError(f"sizes are NAME=VALUE pairs separated by commas, got {part!r}")
+            raise CliError(f"sizes are NAME=VALUE pairs separated by commas, got {part!r}")
         k, v = (x.strip() for x in part.split("=", 1))
-        if not k.isidentifier():
-            raise ValueError(f"size name {k!r} in {part!r} is not a name (e.g. N=64)")
+        if not k.isidentifier() or not k.isascii():
+            raise CliError(f"size name {k!r} in {part!r} is not a name (e.g. N=64)")
         if k in out:
-            raise ValueError(f"size {k} is given twice ({k}={out[k]} and {part})")
-        if not re.fullmatch(r"[+-]?[0-9]{1,12}", v):
-            raise ValueError(f"size {k} must be an integer, got {v!r}")
-        n = int(v)
-        if not 1 <= n <= MAX_SIZE:
-            raise ValueError(f"size {k}={n} is out of range: sizes are 1..{MAX_SIZE}")
-        out[k] = n
+            raise CliError(f"size {k} is given twice ({k}={out[k]} and {part})")
+        if not re.fullmatch(r"[+-]?[0-9]+", v):
+            raise CliError(f"size {k} must be an integer, got {v!r}")
+        digits = v.lstrip("+-").lstrip("0")
+        if v.startswith("-") or len(digits) > len(str(MAX_SIZE)) or int(v) > MAX_SIZE \
+                or int(v) < 1:
+            shown = v if len(v) <= 20 else f"{v[:8]}...({len(digits)} digits)"
+            raise CliError(f"size {k}={shown} is out of range: a size must be an integer in "
+                           f"1..{MAX_SIZE}")
+        out[k] = int(v)
     return out
+
+
+def short_code(code: int) -> str:
+    """``0`` -> ``S``, ``1`` -> ``F``, ``20`` -> ``W0``, ``11`` -> ``L1``, ``32`` -> ``G2``."""
+    from mapper.encoding import FUSED, PARALLEL_CODES, SEQ, code_name
+
+    if code == SEQ:
+        return "S"
+    if code == FUSED:
+        return "F"
+    if code in PARALLEL_CODES:
+        return "?LWG"[code // 10] + str(code % 10)
+    return code_name(code)  # raises MappingError naming the codes
+
+
+def mapping_json(m) -> dict[str, str]:
+    """A mapping as ``{"A": "W0", "B": "L0"}`` (short codes, accepted by ``--mapping``)."""
+    return {k: short_code(v) for k, v in m.items()}
+
+
+def instance_json(c) -> dict:
+    """A constraint instance as JSON: rule, kind, maps, description, predicate (over the
+    code numbers) and the same with code names."""
+    from mapper.repl import show_predicate
+    from mapper.rules import rule_kind
+
+    return {"rule": c.rule, "kind": rule_kind(c.rule), "maps": list(c.subjects),
+            "description": c.description, "predicate": str(c.predicate),
+            "predicate_named": show_predicate(c.predicate)}
+
+
+def _json_default(x):
+    if hasattr(x, "item"):  # numpy scalars
+        return x.item()
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
+    return str(x)
+
+
+def emit_json(command: str, doc: dict) -> None:
+    """Print one JSON object for ``command`` on one line of stdout (``command`` and
+    ``schema`` first)."""
+    out = {"command": command, "schema": JSON_SCHEMA_VERSION, **doc}
+    sys.stdout.write(json.dumps(out, default=_json_default) + "\n")
+
+
+@contextmanager
+def progress(label: str, total: int | None = None) -> Iterator[Callable[..., None]]:
+    """A progress display on stderr while the block runs (only when stderr is a terminal);
+    yields ``update(done, info="")``."""
+    if not err_console.is_terminal:
+        yield lambda done, info="": None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    cols = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        cols += [BarColumn(), MofNCompleteColumn()]
+    cols += [TextColumn("{task.fields[info]}"), TimeElapsedColumn()]
+    with Progress(*cols, console=err_console, transient=True) as bar:
+        task = bar.add_task(label, total=total, info="")
+
+        def update(done: int, info: str = "") -> None:
+            bar.update(task, completed=done, info=info)
+
+        yield update
 
 
 def size_names(prog) -> frozenset[str]:
@@ -81,12 +194,12 @@ def check_sizes(prog, sizes: dict[str, int], path: str, *, complete: bool = Fals
     have = ", ".join(sorted(names)) or "none"
     unknown = sorted(set(sizes) - names)
     if unknown:
-        raise ValueError(f"{path} has no size {', '.join(unknown)}; its sizes are: {have}")
+        raise CliError(f"{path} has no size {', '.join(unknown)}; its sizes are: {have}")
     missing = sorted(names - set(sizes))
     if complete and missing:
-        raise ValueError(f"give a value for every size of {path}: missing "
-                         f"{', '.join(missing)} (e.g. --sizes "
-                         + ",".join(f"{k}=..." for k in missing) + ")")
+        raise CliError(f"give a value for every size of {path}: missing "
+                       f"{', '.join(missing)} (e.g. --sizes "
+                       + ",".join(f"{k}=..." for k in missing) + ")")
 
 
 def load(path: str):
@@ -106,28 +219,39 @@ def cmd_show(args) -> int:
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file)
     info = typecheck(prog, None)
-    console.print(f"[bold]{args.file}[/bold]")
-    console.print(print_program(prog), markup=False)
-    console.print()
-    if hasattr(prog, "params"):
-        for p in prog.params:
-            console.print(f"  input {p.name} : {escape(str(p.type))}")
-    console.print(f"  result : [bold]{escape(str(info.type))}[/bold]")
-    t = Table(title="Algorithmic constraints (from the types)")
-    t.add_column("constraint")
-    t.add_column("kind")
-    t.add_column("origin")
-    if sizes:
-        t.add_column(f"with {args.sizes}")
+    rows = []
     for c in info.constraints:
-        row = [escape(str(c.rel)), c.kind, escape(c.origin)]
+        row: dict = {"constraint": str(c.rel), "kind": c.kind, "origin": c.origin}
         if sizes:
-            if c.free_vars() <= sizes.keys():
-                row.append("[green]holds[/green]" if c.rel.evaluate(sizes) else "[red]FAILS[/red]")
-            else:
-                row.append("needs " + ", ".join(sorted(c.free_vars() - sizes.keys())))
-        t.add_row(*row)
-    console.print(t)
+            needs = sorted(c.free_vars() - sizes.keys())
+            row["holds"] = None if needs else bool(c.rel.evaluate(sizes))
+            row["needs"] = needs
+        rows.append(row)
+    inputs = [{"name": p.name, "type": str(p.type)} for p in getattr(prog, "params", ())]
+    if args.json:
+        emit_json("show", {"file": args.file, "program": print_program(prog),
+                           "inputs": inputs, "result": str(info.type), "sizes": sizes,
+                           "constraints": rows})
+    else:
+        console.print(f"[bold]{escape(args.file)}[/bold]")
+        console.print(print_program(prog), markup=False)
+        console.print()
+        for p in inputs:
+            console.print(f"  input {escape(p['name'])} : {escape(p['type'])}")
+        console.print(f"  result : [bold]{escape(str(info.type))}[/bold]")
+        t = Table(title="Algorithmic constraints (from the types)")
+        t.add_column("constraint")
+        t.add_column("kind")
+        t.add_column("origin")
+        if sizes:
+            t.add_column(f"with {escape(args.sizes)}")
+        for row in rows:
+            cells = [escape(row["constraint"]), row["kind"], escape(row["origin"])]
+            if sizes:
+                cells.append("needs " + ", ".join(row["needs"]) if row["needs"] else
+                             "[green]holds[/green]" if row["holds"] else "[red]FAILS[/red]")
+            t.add_row(*cells)
+        console.print(t)
     if sizes:
         typecheck(prog, sizes)  # raises the first violation with its origin
     return 0
@@ -139,19 +263,31 @@ def cmd_constraints(args) -> int:
 
     p = problem(load(args.file), fusion=args.fusion,
                 heuristics=args.heuristics)
+    src = {r.name: r.source for r in RULES}
+    kind = {r.name: r.kind for r in RULES}
+    if args.json:
+        maps = [{"label": m, "parent": i.parent, "children": list(i.children),
+                 "perfectly_nested": i.perfectly_nested, "writes": i.writes,
+                 "reads": sorted(i.reads)} for m, i in p.tree.maps.items()]
+        emit_json("constraints", {
+            "file": args.file, "fusion": args.fusion, "heuristics": args.heuristics,
+            "maps": maps, "chains": [list(c) for c in p.tree.chains()],
+            "rules": [{"rule": r, "kind": kind[r], "source": src[r], "instances": n}
+                      for r, n in p.per_rule().items()],
+            "total": len(p.constraints),
+            "instances": [instance_json(c) for c in p.constraints]})
+        return 0
     console.print("[bold]Map-nesting tree[/bold]")
     console.print(p.tree.render(), markup=False)
-    console.print("chains: " + "  ".join("-".join(c) for c in p.tree.chains()))
+    console.print("chains: " + "  ".join("-".join(c) for c in p.tree.chains()), markup=False)
     heur = "on" if args.heuristics else "off"
     t = Table(title=f"Constraint instances per rule (fusion={args.fusion}, heuristics={heur})")
     t.add_column("rule")
     t.add_column("kind")
     t.add_column("source")
     t.add_column("instances", justify="right")
-    src = {r.name: r.source for r in RULES}
-    kind = {r.name: r.kind for r in RULES}
     for rule, n in p.per_rule().items():
-        t.add_row(rule, kind[rule], src[rule], str(n))
+        t.add_row(rule, kind[rule], escape(src[rule]), str(n))
     t.add_row("[bold]total[/bold]", "", "", f"[bold]{len(p.constraints)}[/bold]")
     console.print(t)
     if args.list:
@@ -167,31 +303,95 @@ def cmd_constraints(args) -> int:
     return 0
 
 
+def _time_limit(args) -> float | None:
+    """``--timeout`` in seconds (0: no limit)."""
+    return args.timeout if args.timeout > 0 else None
+
+
+def _count(args, p) -> tuple[int, str]:
+    """Count the valid mappings of ``p`` within ``--timeout``: by merging partial states,
+    or with ``--backend`` by listing that solver's solutions. Returns (count, method)."""
+    from mapper.api import CountLimitError, count_valid_mappings, enumerate_mappings
+
+    limit = _time_limit(args)
+    hint = ("; count fewer by pinning some maps (--fixed 'A=W0'), or raise --timeout "
+            "(0: no limit)")
+    if args.backend is None:
+        with progress("counting mappings", len(p.labels)) as update:
+            try:
+                n = count_valid_mappings(
+                    p, fusion=args.fusion, fixed=args.fixed, heuristics=args.heuristics,
+                    timeout_s=limit,
+                    progress=lambda done, total, states: update(done, f"{states:,} states"))
+            except CountLimitError as e:
+                raise CliError(str(e) + hint) from None
+        return n, "states"
+    t0 = time.monotonic()
+    n = 0
+    with progress(f"listing mappings ({args.backend})") as update:
+        for _ in enumerate_mappings(p, backend=args.backend, fusion=args.fusion,
+                                    fixed=args.fixed, heuristics=args.heuristics):
+            n += 1
+            if n % 1024 == 0:
+                update(n, f"{n:,} so far")
+                if limit is not None and time.monotonic() - t0 > limit:
+                    raise CliError(f"counting by listing ({args.backend}) stopped at the time "
+                                   f"limit ({limit:g} s) after {n:,} mappings; without "
+                                   "--backend the count merges partial states instead"
+                                   + hint)
+    return n, args.backend
+
+
 def cmd_enumerate(args) -> int:
-    from mapper.api import count_mappings, enumerate_mappings, problem
+    from mapper.api import enumerate_mappings, problem
 
     prog = load(args.file)
     p = problem(prog, fusion=args.fusion, heuristics=args.heuristics)
+    fixed = mapping_json(p.mapping(args.fixed)) if args.fixed else None
+    base = {"file": args.file, "fusion": args.fusion, "heuristics": args.heuristics,
+            "fixed": fixed}
     if args.count:
+        if args.limit is not None or args.random:
+            raise CliError("--count counts every mapping: --limit and --random go with a "
+                           "listing (leave out --count)")
         t0 = time.perf_counter()
-        n = count_mappings(p, backend=args.backend, fusion=args.fusion, fixed=args.fixed)
-        console.print(f"{n} valid mappings ({args.backend}, fusion={args.fusion}, "
-                      f"{time.perf_counter() - t0:.3f} s)")
+        n, method = _count(args, p)
+        dt = time.perf_counter() - t0
+        if args.json:
+            emit_json("enumerate", {**base, "count": n, "method": method, "seconds": dt})
+        else:
+            console.print(f"{n} valid mappings ({method}, fusion={args.fusion}, "
+                          f"{dt:.3f} s)")
         return 0
-    t = Table(title=f"Valid mappings of {args.file}")
+    limit = _time_limit(args)
+    t0 = time.monotonic()
+    found = []
+    with progress("listing mappings") as update:
+        for mp in enumerate_mappings(p, backend=args.backend or "cp", fusion=args.fusion,
+                                     order="random" if args.random else "solver",
+                                     seed=args.seed, limit=args.limit, fixed=args.fixed,
+                                     heuristics=args.heuristics):
+            found.append(mp)
+            if len(found) % 1024 == 0:
+                update(len(found), f"{len(found):,} so far")
+                if limit is not None and time.monotonic() - t0 > limit:
+                    raise CliError(f"listing stopped at the time limit ({limit:g} s) after "
+                                   f"{len(found):,} mappings; use --count to count them, "
+                                   "--limit N to list fewer, or raise --timeout (0: no limit)")
+    if args.json:
+        emit_json("enumerate", {**base, "maps": list(p.labels), "limit": args.limit,
+                                "random": args.random, "seed": args.seed,
+                                "mappings": [mapping_json(m) for m in found]})
+        return 0
+    t = Table(title=f"Valid mappings of {escape(args.file)}")
     t.add_column("#", justify="right")
     for m in p.labels:
         t.add_column(m)
-    n = 0
-    for mp in enumerate_mappings(p, backend=args.backend, fusion=args.fusion,
-                                 order="random" if args.random else "solver", seed=args.seed,
-                                 limit=args.limit, fixed=args.fixed):
-        n += 1
-        from mapper.encoding import code_name
-
-        t.add_row(str(n), *(code_name(mp[m]) for m in p.labels))
+    for i, mp in enumerate(found, 1):
+        t.add_row(str(i), *(short_code(mp[m]) for m in p.labels))
     console.print(t)
-    console.print(f"{n} mapping(s) shown")
+    console.print(f"{len(found)} mapping(s) shown; codes: S mapSeq, F fused, Ld/Wd/Gd "
+                  "mapLcl/mapWrg/mapGlb(d)")
     return 0
 
 
@@ -203,15 +403,21 @@ def cmd_check(args) -> int:
                 heuristics=args.heuristics)
     m = p.mapping(args.mapping)
     bad = check_mapping(p, m, fusion=args.fusion)
+    if args.json:
+        emit_json("check", {"file": args.file, "fusion": args.fusion,
+                            "heuristics": args.heuristics, "mapping": mapping_json(m),
+                            "valid": not bad, "rejected_by": rejected_by(bad),
+                            "violations": [instance_json(c) for c in bad]})
+        return 1 if bad else 0
     if not bad:
-        console.print(f"[green]valid[/green]: {m}")
+        console.print(f"[green]valid[/green]: {escape(str(m))}")
         return 0
     if rejected_by(bad) == "validity":
         verdict = "[red]invalid[/red] (a validity rule rejects it)"
     else:
         verdict = ("[yellow]pruned by heuristics only[/yellow] (it would lower and run; "
                    "--no-heuristics admits it)")
-    console.print(f"{verdict}: {m} violates {len(bad)} constraint instance(s):")
+    console.print(f"{verdict}: {escape(str(m))} violates {len(bad)} constraint instance(s):")
     t = Table()
     t.add_column("rule")
     t.add_column("kind")
@@ -228,22 +434,57 @@ def cmd_explain(args) -> int:
 
     p = problem(load(args.file), fusion=args.fusion,
                 heuristics=args.heuristics)
-    console.print(str(explain(p, args.partial, fusion=args.fusion)), markup=False)
+    e = explain(p, args.partial, fusion=args.fusion, heuristics=args.heuristics)
+    if args.json:
+        emit_json("explain", {"file": args.file, "fusion": args.fusion,
+                              "heuristics": args.heuristics,
+                              "partial": mapping_json(e.partial), "possible": e.possible,
+                              "rejected_by": e.kind,
+                              "core": [instance_json(c) for c in e.core],
+                              "example": mapping_json(e.example) if e.example else None})
+        return 0
+    console.print(str(e), markup=False)
     return 0
 
 
-def parse_domains(items) -> dict[str, range]:
-    """``["theta=3..20", "v=1,2,4"]`` -> domains."""
-    out: dict = {}
+def _int(text: str, what: str) -> int:
+    t = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,12}", t):
+        raise CliError(f"{what}: {t!r} is not an integer (at most 12 digits)")
+    return int(t)
+
+
+def parse_domains(items) -> dict[str, tuple[int, ...] | range]:
+    """``["theta=3..20", "v=1,2,4"]`` -> domains; each name once, values 0 or more, a
+    range of at most ``MAX_RANGE`` values."""
+    out: dict[str, tuple[int, ...] | range] = {}
+    form = "write NAME=LO..HI (e.g. s0=1..64) or NAME=a,b,c (e.g. v=1,2,4)"
     for item in items or ():
         if "=" not in item:
-            raise ValueError(f"a domain is NAME=LO..HI or NAME=a,b,c, got {item!r}")
-        k, v = item.split("=", 1)
+            raise CliError(f"--domain {item!r}: {form}")
+        k, v = (x.strip() for x in item.split("=", 1))
+        what = f"--domain {item!r}"
+        if not k.isidentifier() or not k.isascii():
+            raise CliError(f"{what}: {k!r} is not a parameter name; {form}")
+        if k in out:
+            raise CliError(f"{what}: the domain of {k} is given twice; give it once")
         if ".." in v:
-            lo, hi = v.split("..", 1)
-            out[k.strip()] = range(int(lo), int(hi) + 1)
+            lo_t, hi_t = v.split("..", 1)
+            lo, hi = _int(lo_t, what), _int(hi_t, what)
+            if lo > hi:
+                raise CliError(f"{what}: the range is empty ({lo} > {hi}); {form}")
+            if hi - lo + 1 > MAX_RANGE:
+                raise CliError(f"{what}: {hi - lo + 1:,} values is too many (at most "
+                               f"{MAX_RANGE:,}); narrow the range")
+            dom: tuple[int, ...] | range = range(lo, hi + 1)
         else:
-            out[k.strip()] = tuple(int(x) for x in v.split(","))
+            parts = [x for x in v.split(",") if x.strip()]
+            if not parts:
+                raise CliError(f"{what}: no value given; {form}")
+            dom = tuple(_int(x, what) for x in parts)
+        if min(dom) < 0:
+            raise CliError(f"{what}: tuning values are 0 or more, got {min(dom)}")
+        out[k] = dom
     return out
 
 
@@ -257,8 +498,6 @@ def target(spec: str | None):
 
 def cmd_device(args) -> int:
     """Describe a device (preset, JSON description or live OpenCL device); save it."""
-    import json
-
     from codegen.target import PRESETS, resolve
 
     dev = resolve(args.spec)
@@ -280,48 +519,201 @@ def cmd_device(args) -> int:
     return 0
 
 
-def cmd_space(args) -> int:
+def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
+    """``--domain`` checked against the program's tuning parameters, and ``--max`` against
+    the largest range the space may list."""
+    domains = parse_domains(args.domain)
+    tunable = sorted(size_names(prog) - sizes.keys())
+    for k in domains:
+        if k in sizes:
+            raise CliError(f"--domain {k}: {k} is fixed by --sizes ({k}={sizes[k]}); give it "
+                           "in one of them")
+        if k not in tunable:
+            raise CliError(f"--domain {k}: {args.file} has no tuning parameter {k}; its "
+                           f"tuning parameters are: {', '.join(tunable) or 'none'}")
+    if args.max is not None and not 1 <= args.max <= MAX_RANGE:
+        raise CliError(f"--max {args.max} is out of range: the upper end of inferred ranges "
+                       f"is 1..{MAX_RANGE:,}")
+    hi = args.max or 2 * max([*sizes.values(), 1])  # as mapper.tuning.infer_tuning
+    open_ = [k for k in tunable if k not in domains]
+    if hi > MAX_RANGE and open_:
+        raise CliError(
+            f"the sizes make the inferred tuning ranges 1..{hi:,} (twice the largest size), "
+            f"too many values to list for {', '.join(open_)}: give their upper end with --max "
+            f"(at most {MAX_RANGE:,}, e.g. --max 4096) or their values with --domain "
+            f"(e.g. --domain {open_[0]}=1..1024)")
+    return domains
+
+
+def _space_doc(path: str, sizes: dict[str, int], domains: dict, max_value: int | None,
+               device, mapping: str | None) -> dict:
+    """Build the tuning space of the program in ``path``: the JSON document of ``mapper
+    space`` (see docs/cli-json.md), less ``command`` and ``schema``."""
     from mapper.api import lower_mapping, problem
     from mapper.tuning import infer_tuning
 
-    device = target(args.device)
-    prog = load(args.file)
-    sizes = parse_sizes(args.sizes)
-    check_sizes(prog, sizes, args.file)
-    if args.mapping:
-        prog = lower_mapping(problem(prog), args.mapping)
+    prog = load(path)
+    if mapping:
+        prog = lower_mapping(problem(prog), mapping)
     t0 = time.perf_counter()
-    tp = infer_tuning(prog, sizes, domains=parse_domains(args.domain),
-                      max_value=args.max, device=device)
+    tp = infer_tuning(prog, sizes, domains=domains, max_value=max_value, device=device)
+    if not tp.params:
+        raise CliError(f"every size of {path} is given, so there is nothing to tune: leave "
+                       "out the sizes to tune (mapper show --sizes checks a complete set)")
     sp = tp.space
     n = sp.count()
-    dt = time.perf_counter() - t0
+    return {"file": path, "sizes": sizes, "mapping": mapping, "device": device.describe(),
+            "parameters": [{"name": p.name, "values": len(p.domain), "domain": list(p.domain),
+                            "why": p.why} for p in tp.params.values()],
+            "restrictions": [{"origin": origin, "restriction": src}
+                             for src, origin in tp.restrictions],
+            "groups": [list(g) for g in sp.groups], "order": list(sp.order),
+            "count": n, "cartesian": sp.cartesian_size(),
+            "seconds": time.perf_counter() - t0, "note": tp.resource_note or None}
+
+
+def _memory_budget() -> int:
+    """Bytes of address space a space-building worker may add: half the machine's memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 8 << 30
+
+
+def _space_worker(conn, memory: int, *a) -> None:
+    """Worker process: cap its memory, build the space, send ``(kind, payload)`` back:
+    ``ok`` with the document, ``error`` with a library message, ``too-large``, ``memory``
+    or ``bug`` with a traceback."""
+    import traceback
+
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        cap = used + memory
+        if hard == resource.RLIM_INFINITY or cap < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not Linux
+        pass
+    try:
+        from constraints.restrictions import SpaceTooLargeError
+
+        try:
+            conn.send(("ok", _space_doc(*a)))
+        except SpaceTooLargeError as e:
+            conn.send(("too-large", str(e)))
+        except MemoryError:
+            conn.send(("memory", ""))
+        except Exception as e:  # noqa: BLE001 - sorted into the user's and bugs below
+            if isinstance(e, library_errors()):
+                conn.send(("error", str(e)))
+            else:
+                conn.send(("bug", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+class SpaceWorkerError(RuntimeError):
+    """The space-building worker failed with an error that is not the user's (a bug); the
+    message holds the worker's traceback."""
+
+
+def build_space_doc(args, sizes: dict[str, int], domains: dict, device) -> dict:
+    """``_space_doc`` in a worker process (spawned) with a memory cap and ``--timeout``:
+    a space too large for the machine is a one-line error, not an exhausted machine."""
+    import multiprocessing
+
+    hint = ("narrow a parameter with --domain NAME=LO..HI (e.g. --domain s0=1..64), lower "
+            "--max, or fix more sizes with --sizes")
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_space_worker, daemon=True,
+                       args=(send, _memory_budget(), args.file, sizes, domains, args.max,
+                             device, args.mapping))
+    limit = args.timeout if args.timeout > 0 else None
+    t0 = time.monotonic()
+    msg = None
+    try:
+        with progress("building the tuning space") as update:
+            proc.start()
+            send.close()
+            while msg is None:
+                if recv.poll(0.2):
+                    try:
+                        msg = recv.recv()
+                    except EOFError:  # the worker died without a word (killed)
+                        break
+                elif not proc.is_alive() and not recv.poll(0):
+                    break
+                elif limit is not None and time.monotonic() - t0 > limit:
+                    raise CliError(f"building the tuning space took more than --timeout "
+                                   f"{limit:g} s and was stopped: {hint}, or raise --timeout "
+                                   "(0: no limit)")
+                update(0, f"{time.monotonic() - t0:.0f} s")
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        recv.close()
+    if msg is None:
+        raise CliError(f"building the tuning space stopped (worker exit status "
+                       f"{proc.exitcode}; out of memory?): {hint}")
+    kind, payload = msg
+    if kind == "ok":
+        return payload
+    if kind == "too-large":
+        raise CliError(f"the tuning space is too large to build: {payload} From the command "
+                       f"line: {hint}.")
+    if kind == "memory":
+        raise CliError(f"building the tuning space needs more than half the machine's "
+                       f"memory: {hint}")
+    if kind == "error":
+        raise CliError(payload)
+    raise SpaceWorkerError("building the tuning space failed in its worker:\n" + payload)
+
+
+def cmd_space(args) -> int:
+    device = target(args.device)
+    prog = load(args.file)  # user errors first, here, before the worker starts
+    sizes = parse_sizes(args.sizes)
+    check_sizes(prog, sizes, args.file)
+    domains = _space_domains(args, prog, sizes)
+    if args.mapping:
+        from mapper.api import problem
+
+        problem(prog).mapping(args.mapping)
+    doc = build_space_doc(args, sizes, domains, device)
+    if args.json:
+        emit_json("space", doc)
+        return 0
     t = Table(title="Tuning parameters")
     t.add_column("parameter")
     t.add_column("domain")
     t.add_column("why")
-    for p in tp.params.values():
-        dom = ", ".join(map(str, p.domain[:10])) + (" ..." if len(p.domain) > 10 else "")
-        t.add_row(p.name, f"{dom}  ({len(p.domain)} values)", escape(p.why))
+    for p in doc["parameters"]:
+        dom = ", ".join(map(str, p["domain"][:10])) + (" ..." if p["values"] > 10 else "")
+        t.add_row(p["name"], f"{dom}  ({p['values']} values)", escape(p["why"]))
     console.print(t)
-    by_origin: dict[str, list[str]] = {}
-    for src, origin in tp.restrictions:
-        by_origin.setdefault(origin, []).append(src)
     c = Table(title="Constraints by origin")
     c.add_column("origin")
     c.add_column("restriction")
+    by_origin: dict[str, list[str]] = {}
+    for r in doc["restrictions"]:
+        by_origin.setdefault(r["origin"], []).append(r["restriction"])
     for origin, srcs in by_origin.items():
         for src in srcs:
             c.add_row(escape(origin), escape(src if len(src) < 160 else src[:157] + "..."))
     console.print(c)
     console.print("independent groups: " + "  ".join("{" + ", ".join(g) + "}"
-                                                      for g in sp.groups))
-    console.print("dependency order: " + " -> ".join(sp.order))
-    console.print(f"[bold]{n:,}[/bold] valid configurations of {sp.cartesian_size():,} "
-                  f"(built and counted in {dt:.2f} s) for {escape(device.describe())}",
-                  soft_wrap=True)
-    if tp.resource_note:
-        console.print(f"[yellow]note:[/yellow] {escape(tp.resource_note)}", soft_wrap=True)
+                                                      for g in doc["groups"]))
+    console.print("dependency order: " + " -> ".join(doc["order"]))
+    console.print(f"[bold]{doc['count']:,}[/bold] valid configurations of "
+                  f"{doc['cartesian']:,} (built and counted in {doc['seconds']:.2f} s) for "
+                  f"{escape(doc['device'])}", soft_wrap=True)
+    if doc["note"]:
+        console.print(f"[yellow]note:[/yellow] {escape(doc['note'])}", soft_wrap=True)
     return 0
 
 
@@ -337,31 +729,42 @@ def cmd_run(args) -> int:
     prog = load(args.file)
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file, complete=True)
+    if args.repeats < 1:
+        raise CliError(f"--repeats must be 1 or more, got {args.repeats}")
+    if not args.timeout > 0:
+        raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
     p = problem(prog, fusion=args.fusion)
-    if args.force:
-        overridden = check_mapping(p, p.mapping(args.mapping))
-        if overridden:
-            rules = ", ".join(f"{r} ({rule_kind(r)})"
-                              for r in sorted({c.rule for c in overridden}))
-            err_console.print(f"[yellow]warning:[/yellow] --force overrides "
-                              f"{len(overridden)} constraint instance(s) of {rules}; only "
-                              "the lowering's checks and the run judge this mapping",
-                              soft_wrap=True)
+    m = p.mapping(args.mapping)
+    overridden = check_mapping(p, m) if args.force else []
+    if overridden:
+        rules = ", ".join(f"{r} ({rule_kind(r)})"
+                          for r in sorted({c.rule for c in overridden}))
+        err_console.print(f"[yellow]warning:[/yellow] --force overrides "
+                          f"{len(overridden)} constraint instance(s) of {rules}; only "
+                          "the lowering's checks and the run judge this mapping",
+                          soft_wrap=True)
     from codegen.target import PRESETS, Device
 
     if args.device and (args.device.lower() in PRESETS or args.device.endswith(".json")):
-        raise ValueError(f"mapper run runs on a live OpenCL device, and {args.device!r} is a "
-                         "description; give an OpenCL device spec (see mapper device) or "
-                         "use mapper space --device for descriptions")
+        raise CliError(f"mapper run runs on a live OpenCL device, and {args.device!r} is a "
+                       "description; give an OpenCL device spec (see mapper device) or "
+                       "use mapper space --device for descriptions")
+    doc: dict = {"file": args.file, "mapping": mapping_json(m), "sizes": sizes,
+                 "fusion": args.fusion, "forced": args.force,
+                 "overridden": [instance_json(c) for c in overridden]}
     with WorkerPool(args.device) as pool:  # a hanging or crashing kernel costs the worker
         device = Device.from_limits(pool.device_info().get("limits", {}))
         try:
             cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
                                  check=not args.force, device=device)
         except LoweringError as e:
+            if args.json:
+                emit_json("run", {**doc, "status": "rejected", "label": f"rejected:{e.check}",
+                                  "check": e.check, "reason": str(e), "ok": False})
+                return 1
             console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
             return 1
-        if args.show_source:
+        if args.show_source and not args.json:
             for k in cp.kernels:
                 console.print(k.source, markup=False)
         inputs = random_inputs(p.program, sizes, seed=args.seed)
@@ -370,6 +773,17 @@ def cmd_run(args) -> int:
                                    for k, v in inputs.items()}, sizes)
         o = pool.evaluate(cp, inputs, ref, timeout_s=args.timeout, repeats=args.repeats,
                           **reduction_tolerance(ref))
+    if args.json:
+        emit_json("run", {
+            **doc, "status": o.status, "label": o.label, "check": o.check,
+            "reason": o.reason, "ok": o.ok, "repeats": args.repeats,
+            "kernels": [{"name": k.name, "global_size": k.global_size,
+                         "local_size": k.local_size,
+                         **({"source": k.source} if args.show_source else {})}
+                        for k in cp.kernels],
+            "time_s": o.time_s, "times_s": list(o.times_s), "build_s": o.build_s,
+            "max_abs_error": o.max_abs_error, "memory": o.memory})
+        return 0 if o.ok else 1
     colour = "green" if o.ok else "red" if o.status != "rejected" else "yellow"
     console.print(f"[{colour}]{escape(o.label)}[/{colour}] {escape(o.reason)}")
     if o.ok:
@@ -406,15 +820,22 @@ def _explore_task(args):
             need = ("C", "H", "W", "M")
             missing = [k for k in need if k not in s]
             if missing:
-                raise ValueError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
-                                 f"--layer, e.g. --layer 19/2; missing {', '.join(missing)}")
+                raise CliError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
+                               f"--layer, e.g. --layer 19/2; missing {', '.join(missing)}")
             layer = ConvLayer("custom", s["C"], s["H"], s["W"], s["M"], s.get("K", 3),
                               s.get("S", 1), s.get("P", 1))
         else:
-            layer = parse_layer(args.layer or "19/2")
+            text = args.layer or "19/2"
+            if not re.fullmatch(r"\w+(/[0-9]{1,4})?", text):
+                raise CliError(f"--layer {text!r}: give a VGG-16 layer and an optional scale, "
+                               "e.g. 19 or 19/2")
+            try:
+                layer = parse_layer(text)
+            except ValueError as e:  # parse_layer's own message (an unknown layer name)
+                raise CliError(f"--layer {text!r}: {e}") from None
         return Task.conv_layer(layer)
     if args.layer:
-        raise ValueError("--layer goes with the program name conv (the convolution pipeline)")
+        raise CliError("--layer goes with the program name conv (the convolution pipeline)")
     sizes = parse_sizes(args.sizes)
     import os
 
@@ -422,6 +843,14 @@ def _explore_task(args):
 
     prog = parse_file(args.file)
     check_sizes(prog, sizes, args.file)
+    from ir.types import shape_of
+
+    for p in getattr(prog, "params", ()):
+        dims = shape_of(p.type)[0]
+        missing = sorted({str(v) for d in dims for v in d.free_vars()} - sizes.keys())
+        if missing:
+            raise CliError(f"input {p.name} of {args.file} has size(s) {', '.join(missing)}: "
+                           "give them with --sizes (the other sizes are tuned)")
     return Task.from_program(prog, sizes, fusion=args.fusion,
                              name=os.path.basename(args.file), max_value=args.max)
 
@@ -437,9 +866,9 @@ def cmd_explore(args) -> int:
     budget = parse_budget(args.budget)  # user errors first, before any work
     get_strategy(args.strategy)
     if args.mapping and args.strategy != "manual":
-        raise ValueError("--mapping goes with --strategy manual")
+        raise CliError("--mapping goes with --strategy manual")
     if args.strategy == "manual" and not args.mapping:
-        raise ValueError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
+        raise CliError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
     stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
     path = args.store or os.path.join("results", f"{stem}.sqlite")
     store = ResultStore(path)
@@ -525,9 +954,9 @@ def _compare(args) -> int:
 
     names = [n.strip() for n in args.compare.split(",") if n.strip()]
     if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        raise CliError(f"--seeds must be >= 1, got {args.seeds}")
     if not 0 < args.target <= 1:
-        raise ValueError(f"--target is a fraction of the best in (0, 1], got {args.target}")
+        raise CliError(f"--target is a fraction of the best in (0, 1], got {args.target}")
     t0 = time.perf_counter()
     c = compare(args.store, names, seeds=args.seeds, fraction=args.target)
     if args.json:
@@ -598,6 +1027,17 @@ def _non_negative(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds (0: no limit)")
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="mapper",
@@ -619,26 +1059,43 @@ def build_parser() -> argparse.ArgumentParser:
                        help="validity rules only: drop the heuristic rules that prune "
                        "correct but unlikely mappings (see mapper constraints)")
 
+    def as_json(p):
+        p.add_argument("--json", action="store_true", help="print one JSON document instead "
+                       "(schema: docs/cli-json.md)")
+
     p = prog_cmd("show", "parse a program, print it typed with its algorithmic constraints")
     p.add_argument("--sizes", help="check the constraints for sizes, e.g. N=64,s0=16,s1=4")
+    as_json(p)
     p = prog_cmd("constraints", "the map-nesting tree and the mapping constraints per rule")
     fusion(p)
     p.add_argument("--list", action="store_true", help="list every constraint instance")
+    as_json(p)
     p = prog_cmd("enumerate", "enumerate (or count) the valid mappings")
     fusion(p)
-    p.add_argument("--count", action="store_true", help="only count them")
+    p.add_argument("--count", action="store_true", help="only count them (without listing "
+                   "them, unless --backend is given)")
     p.add_argument("--limit", type=_non_negative, help="show at most N mappings")
     p.add_argument("--random", action="store_true", help="uniformly random order")
     p.add_argument("--seed", type=int, default=None, help="seed of the random order")
-    p.add_argument("--backend", choices=("cp", "z3", "brute"), default="cp")
+    p.add_argument("--backend", choices=("cp", "z3", "brute"), default=None,
+                   help="solver that lists the mappings (default cp); with --count, count "
+                   "by listing with it (a slow cross-check)")
     p.add_argument("--fixed", help="pin some maps, e.g. 'A=W0 B=L0'")
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="stop with exit status 2 "
+                   "after this many seconds (default 60; 0: no limit)")
+    as_json(p)
     p = prog_cmd("check", "check one mapping and say which rules it violates")
     fusion(p)
     p.add_argument("--mapping", required=True, help="e.g. 'A=20 B=10 C=10 D=0' or 'A=W0 B=L0'")
+    as_json(p)
     p = prog_cmd("explain", "why a partial mapping is impossible (minimal rule instances)")
     fusion(p)
     p.add_argument("--partial", required=True, help="e.g. 'A=W0 C=G0'")
+    as_json(p)
     p = prog_cmd("space", "tuning parameters, their constraints and the exact count")
+    p.add_argument("--timeout", type=_seconds, default=120.0, help="stop building the space "
+                   "after this many seconds (default 120; 0: no limit)")
+    as_json(p)
     p.add_argument("--sizes", required=True, help="the fixed sizes, e.g. H=28,W=28,C=64,...")
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
@@ -666,6 +1123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-source", action="store_true", help="print the OpenCL source")
     p.add_argument("--force", action="store_true", help="skip the mapping constraints: let "
                    "the lowering's checks judge an invalid mapping")
+    as_json(p)
     p = sub.add_parser("repl", help="interactive shell to debug a program's mapping constraints")
     p.add_argument("file", nargs="?", help="program to load first")
     p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
@@ -712,15 +1170,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the library's errors print one line on stderr and give status 2."""
     args = build_parser().parse_args(argv)
-    from constraints.errors import ConstraintError
-    from ir.errors import IRError
-    from mapper.errors import MapperError
-
     try:
         return COMMANDS[args.command](args)
-    except (IRError, MapperError, ConstraintError, ValueError, FileNotFoundError,
-            IsADirectoryError) as e:
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    except Exception as e:
+        if not isinstance(e, library_errors()):
+            raise  # a bug: the traceback is the report
         err_console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         return 2
 

@@ -7,6 +7,9 @@ and ask what remains possible and why not::
     mapper> pin A=W0
     mapper> count
     mapper> why C=G0
+
+Predicates are shown with code names (``A != mapWrg(0)``, ``level(B) < mapLcl``); ``codes``
+lists the codes.
 """
 
 from __future__ import annotations
@@ -17,18 +20,74 @@ import shlex
 from rich.console import Console
 from rich.markup import escape
 
-from constraints.errors import ConstraintError
-from ir.errors import IRError
-from mapper.errors import MapperError
+from constraints.expr import BinOp, BoolConst, Cmp, Const, In, Not, Param, Pred, Term
+from mapper.cli import CliError, library_errors
+from mapper.encoding import CODES, code_name
 
-_ERRORS = (IRError, MapperError, ConstraintError, ValueError, OSError)
+_LEVEL_NAMES = {0: "seq", 1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
+
+CODES_HELP = """\
+Map codes (CC'22 Table 2); any form is accepted where a code is asked for:
+  short  code   name       what the map becomes
+  S      0      mapSeq     a sequential loop in one thread
+  F      1      fused      fused with the map around it (perfectly nested)
+  L0-L2  10-12  mapLcl(d)  work-items of a work-group, dimension d
+  W0-W2  20-22  mapWrg(d)  work-groups, dimension d
+  G0-G2  30-32  mapGlb(d)  global work-items, dimension d
+In predicates level(A) is code/10: seq (mapSeq or fused) < mapLcl < mapWrg
+< mapGlb; dim(A) is code%10; A < mapWrg(0) compares the codes themselves."""
+
+
+def _term(t: Term) -> str:
+    """``level(A)`` for ``A/10``, ``dim(A)`` for ``A%10``, else the term as printed."""
+    if isinstance(t, BinOp) and isinstance(t.left, Param) and t.right == Const(10):
+        if t.op == "//":
+            return f"level({t.left.name})"
+        if t.op == "%":
+            return f"dim({t.left.name})"
+    return str(t)
+
+
+def _const(c: Const, other: Term) -> str:
+    """A constant compared with ``other``: a code name next to a map, a level name next to
+    ``level(map)``, else the number."""
+    v = c.value
+    if isinstance(other, Param) and v in CODES:
+        return code_name(v)
+    if isinstance(other, BinOp) and _term(other).startswith("level(") and v in _LEVEL_NAMES:
+        return _LEVEL_NAMES[v]
+    return str(v)
+
+
+def show_predicate(p: Pred) -> str:
+    """A mapping predicate with code names: ``A != mapWrg(0)``, ``level(A) < mapLcl``."""
+    if isinstance(p, BoolConst):
+        return str(p)
+    if isinstance(p, Cmp):
+        left = _const(p.left, p.right) if isinstance(p.left, Const) else _term(p.left)
+        right = _const(p.right, p.left) if isinstance(p.right, Const) else _term(p.right)
+        return f"{left} {p.op} {right}"
+    if isinstance(p, In):
+        vals = [_const(Const(v), p.term) for v in p.values]
+        return f"{_term(p.term)} in {{{', '.join(vals)}}}"
+    if isinstance(p, Not):
+        return f"not ({show_predicate(p.arg)})"
+    parts = getattr(p, "parts", None)
+    if parts is not None:  # And, Or
+        word = " and " if type(p).__name__ == "And" else " or "
+        return word.join(f"({show_predicate(q)})" if hasattr(q, "parts") or
+                         type(q).__name__ == "Implies" else show_predicate(q) for q in parts)
+    if hasattr(p, "lhs"):  # Implies
+        return f"({show_predicate(p.lhs)}) => ({show_predicate(p.rhs)})"
+    return str(p)
 
 
 class MapperShell(cmd.Cmd):
-    """Commands: load, tree, rules, list, pin, unpin, pins, count, enumerate, check, why,
-    fusion, quit."""
+    """Commands: load, tree, rules, list, codes, pin, unpin, pins, count, enumerate, check,
+    why, fusion, quit."""
 
-    intro = "liftmap mapping shell: 'help' lists commands, 'quit' leaves."
+    intro = ("liftmap mapping shell: 'help' lists commands, 'codes' the map codes, 'quit' "
+             "leaves.")
     prompt = "mapper> "
 
     def __init__(self, console: Console | None = None, **kw):
@@ -45,18 +104,20 @@ class MapperShell(cmd.Cmd):
 
     def need(self):
         if self.problem is None:
-            raise ValueError("no program loaded: 'load FILE' first")
+            raise CliError("no program loaded: 'load FILE' first")
         return self.problem
 
     def onecmd(self, line: str):
         try:
             return super().onecmd(line)
-        except _ERRORS as e:
-            self.console.print(f"[red]error:[/red] {escape(str(e))}")
-            return False
         except KeyboardInterrupt:  # Ctrl-C cancels the command, not the session
             self.console.print("interrupted: the command was cancelled; the program and "
                                "its pins are kept ('quit' leaves)")
+            return False
+        except Exception as e:
+            if not isinstance(e, library_errors()):
+                raise  # a bug: the traceback is the report
+            self.console.print(f"[red]error:[/red] {escape(str(e))}")
             return False
 
     def emptyline(self) -> bool:
@@ -72,9 +133,10 @@ class MapperShell(cmd.Cmd):
         from ir.syntax import parse_file
         from mapper.api import problem
 
-        (path,) = shlex.split(arg) or [""]
-        if not path:
-            raise ValueError("usage: load FILE")
+        words = _words(arg)
+        if len(words) != 1:
+            raise CliError("usage: load FILE (one file; quote a path that has spaces)")
+        (path,) = words
         self.problem = problem(parse_file(path), fusion=self.fusion)
         self.path, self.pins = path, {}
         p = self.problem
@@ -84,7 +146,7 @@ class MapperShell(cmd.Cmd):
     def do_fusion(self, arg: str) -> None:
         """fusion always|never|free: the sequential-fusion strategy (reloads the program)."""
         if arg.strip() not in ("always", "never", "free"):
-            raise ValueError("usage: fusion always|never|free")
+            raise CliError("usage: fusion always|never|free")
         self.fusion = arg.strip()
         if self.path:
             pins = self.pins
@@ -108,7 +170,11 @@ class MapperShell(cmd.Cmd):
         key = arg.strip()
         for c in p.constraints:
             if not key or c.rule == key or key in c.subjects:
-                self.say(f"  [{c.rule}] {c.description}\n      {c.predicate}")
+                self.say(f"  [{c.rule}] {c.description}\n      {show_predicate(c.predicate)}")
+
+    def do_codes(self, arg: str) -> None:
+        """codes: the map codes (S, F, L0-L2, W0-W2, G0-G2) and how predicates name them."""
+        self.say(CODES_HELP)
 
     def do_pin(self, arg: str) -> None:
         """pin A=W0 B=L0: fix some maps (a contradiction is explained)."""
@@ -135,16 +201,20 @@ class MapperShell(cmd.Cmd):
 
     def do_count(self, arg: str) -> None:
         """count: how many valid mappings agree with the pins."""
-        from mapper.api import count_mappings
+        from mapper.api import count_valid_mappings
 
-        n = count_mappings(self.need(), fusion=self.fusion, fixed=self.pins or None)
+        n = count_valid_mappings(self.need(), fusion=self.fusion, fixed=self.pins or None)
         self.say(f"{n} valid mapping(s)")
 
     def do_enumerate(self, arg: str) -> None:
         """enumerate [N]: list valid mappings agreeing with the pins (default 20)."""
         from mapper.api import enumerate_mappings
 
-        limit = int(arg) if arg.strip() else 20
+        words = _words(arg)
+        if len(words) > 1 or (words and not (words[0].isascii() and words[0].isdigit())):
+            raise CliError(f"usage: enumerate [N]: N is how many mappings to list (default 20),"
+                           f" e.g. 'enumerate 5'; got {arg.strip()!r}")
+        limit = (int(words[0]) if len(words[0]) <= 9 else None) if words else 20
         for i, m in enumerate(enumerate_mappings(self.need(), fusion=self.fusion,
                                                  fixed=self.pins or None, limit=limit), 1):
             self.say(f"  {i:3d}  {m}")
@@ -164,7 +234,16 @@ class MapperShell(cmd.Cmd):
         p = self.need()
         partial = dict(self.pins)
         partial.update(dict(p.mapping(arg)))
-        self.say(str(explain(p, partial, fusion=self.fusion)))
+        e = explain(p, partial, fusion=self.fusion)
+        if e.possible:
+            self.say(str(e))
+            return
+        from mapper.rules import rule_kind
+
+        self.say(str(e).splitlines()[0])
+        for c in e.core:
+            self.say(f"  [{rule_kind(c.rule)}: {c.rule}] {c.description}: "
+                     f"{show_predicate(c.predicate)}")
 
     def do_quit(self, arg: str) -> bool:
         """quit: leave the shell."""
@@ -172,6 +251,14 @@ class MapperShell(cmd.Cmd):
 
     do_exit = do_quit
     do_EOF = do_quit  # noqa: N815  (cmd's name for end of input)
+
+
+def _words(arg: str) -> list[str]:
+    """The words of a command's argument (shell quoting); a bad quote is a usage error."""
+    try:
+        return shlex.split(arg)
+    except ValueError as e:  # shlex: "No closing quotation" / "No escaped character"
+        raise CliError(f"cannot read {arg!r}: {e}") from None
 
 
 def run_repl(path: str | None = None, console: Console | None = None) -> int:
