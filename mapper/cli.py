@@ -877,7 +877,8 @@ def cmd_explore(args) -> int:
     try:
         task = _explore_task(args)
         kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
-                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats, cut=args.cut)
+                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats, cut=args.cut,
+                  workers=args.workers)
         if args.mapping:
             kw["mapping"] = args.mapping
         if live:
@@ -1027,6 +1028,14 @@ def _non_negative(text: str) -> int:
     return n
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    n = _non_negative(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("give 1 or more")
+    return n
+
+
 def _seconds(text: str) -> float:
     """argparse type: a number of seconds >= 0."""
     try:
@@ -1151,6 +1160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cut", type=float, help="early cut: stop a candidate after CUT times the "
                    "best candidate's evaluation time (at least 5 s)")
     p.add_argument("--max", type=int, help="upper end of inferred tuning ranges")
+    p.add_argument("--workers", type=_positive_int, default=1, help="candidates lowered and "
+                   "built in parallel worker processes; their timed runs still take turns on "
+                   "the device (default 1)")
     p = sub.add_parser("results", help="what a results store holds: program, sizes, device, "
                        "outcome counts, best candidates")
     p.add_argument("store", help="the SQLite file written by mapper explore")
