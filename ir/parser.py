@@ -47,6 +47,13 @@ class _Parser(KeywordForms, CExprReader):
         self.declared: set[str] = set()
         self.inputs: dict[str, Param] = {}
         self.scope: dict[str, Param] = {}
+        # where each function application starts in the text: id(FunCall) -> (line, column)
+        self.spans: dict[int, tuple[int, int]] = {}
+
+    def spanned(self, node: FunCall, tok: Token) -> FunCall:
+        """Records that ``node`` starts at ``tok`` (for located type errors)."""
+        self.spans[id(node)] = (tok.line, tok.col)
+        return node
 
     def check_name(self, t: Token, what: str) -> str:
         name = t.text
@@ -175,7 +182,7 @@ class _Parser(KeywordForms, CExprReader):
         if not self.starts_term(t):
             raise self.error(f"missing argument after '$' (found {self.describe(t)})", dollar)
         arg = self.as_expr(self.term(), t, "right of '$'")
-        return FunCall(f, (arg,))
+        return self.spanned(FunCall(f, (arg,)), start)
 
     def comp(self, fun: bool = False) -> Node:
         start = self.peek()
@@ -183,20 +190,22 @@ class _Parser(KeywordForms, CExprReader):
         if not self.at("o"):
             return first
         items = [self.as_fun(first, start, "in a composition")]
+        toks = [start]
         while self.at("o"):
             o = self.next()
             t = self.peek()
             if not self.starts_term(t):
                 raise self.error(f"missing function after 'o' (found {self.describe(t)})", o)
             items.append(self.as_fun(self.app(True), t, "in a composition"))
-        return self.compose(items)
+            toks.append(t)
+        return self.compose(items, toks)
 
     def app(self, fun: bool = False) -> Node:
         start = self.peek()
         node = self.atom(fun)
         while self.at("("):
             f = self.as_fun(node, start, "applied to arguments")
-            node = FunCall(f, self.args())
+            node = self.spanned(FunCall(f, self.args()), start)
         return node
 
     def args(self) -> tuple[ExprNode, ...]:
@@ -289,11 +298,13 @@ class _Parser(KeywordForms, CExprReader):
             if p.name not in self.idents:
                 return p
 
-    def compose(self, items: list[FunDecl]) -> Lambda:
+    def compose(self, items: list[FunDecl], toks: list[Token] | None = None) -> Lambda:
         p = self.fresh_param()
         body: ExprNode = p
-        for f in reversed(items):
-            body = FunCall(f, (body,))
+        for i in reversed(range(len(items))):
+            body = FunCall(items[i], (body,))
+            if toks:
+                self.spanned(body, toks[i])
         return Lambda((p,), body)
 
     def bind(self, names: list[str]) -> tuple[tuple[Param, ...], dict]:
@@ -361,27 +372,35 @@ class _Parser(KeywordForms, CExprReader):
         t = self.peek()
         operand = self.as_expr(self.app(), t, f"the operand of '_ {op.text}'")
         p = self.fresh_param()
-        return Lambda((p,), FunCall(self.userfuns[fname], (p, operand)))
+        return Lambda((p,), self.spanned(FunCall(self.userfuns[fname], (p, operand)), u))
 
 
 # --------------------------------------------------------------------- public parsing
 
 
-def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None) -> Node:
+def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None,
+          spans: dict[int, tuple[int, int]] | None = None) -> Node:
     """Parse a program: with declarations a ``Lambda`` over the declared inputs, else the term.
 
     ``userfuns`` adds user functions by name (declarations in the text shadow them, they
     shadow the builtins). Raises ``ParseError`` with the line and column of the offending
-    token.
+    token. ``spans``, if given, receives ``id(FunCall) -> (line, column)`` for the
+    applications written in the text (valid while the returned program lives), so that a
+    type error can point at what the user wrote.
     """
-    return _Parser(text, userfuns).program()
+    p = _Parser(text, userfuns)
+    program = p.program()
+    if spans is not None:
+        spans.update(p.spans)
+    return program
 
 
-def parse_file(path: str | Path, *, userfuns: Mapping[str, UserFun] | None = None) -> Node:
+def parse_file(path: str | Path, *, userfuns: Mapping[str, UserFun] | None = None,
+               spans: dict[int, tuple[int, int]] | None = None) -> Node:
     """Parse the program in a file (``ParseError`` messages name the file)."""
     text = Path(path).read_text(encoding="utf-8")
     try:
-        return parse(text, userfuns=userfuns)
+        return parse(text, userfuns=userfuns, spans=spans)
     except ParseError as e:
         msg = getattr(e, "message", str(e))
         err = ParseError(f"{msg} (in {path})", e.line, e.column, e.source_line)

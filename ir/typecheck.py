@@ -115,7 +115,7 @@ class _Checker:
             return None
 
     def error(self, msg: str, node: Node, cls=IRTypeError):
-        return cls(f"{msg} ({self.where(node)})", node, self.context(node))
+        return cls(msg, node, self.context(node))
 
     def simp(self, e: Expr) -> Expr:
         return assume_divisible(e, self.facts) if self.facts else e

@@ -202,10 +202,38 @@ def check_sizes(prog, sizes: dict[str, int], path: str, *, complete: bool = Fals
                        + ",".join(f"{k}=..." for k in missing) + ")")
 
 
+# where the applications of the programs loaded by this command are in their files:
+# id(FunCall) -> (path, line, column, source line); used to locate type errors
+_LOCATIONS: dict[int, tuple[str, int, int, str]] = {}
+_LOADED: list = []  # the loaded programs, kept alive while their ids are in _LOCATIONS
+
+
 def load(path: str):
+    from pathlib import Path
+
     from ir.syntax import parse_file
 
-    return parse_file(path)
+    spans: dict[int, tuple[int, int]] = {}
+    program = parse_file(path, spans=spans)
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    _LOADED.append(program)
+    for k, (line, col) in spans.items():
+        _LOCATIONS[k] = (path, line, col, lines[line - 1] if 0 < line <= len(lines) else "")
+    return program
+
+
+def located(e: Exception) -> str:
+    """The error's text, with file, line and column where it names an application the
+    user wrote (type errors of a loaded program)."""
+    node = getattr(e, "node", None)
+    loc = _LOCATIONS.get(id(node)) if node is not None else None
+    if loc is None:
+        return str(e)
+    path, line, col, src = loc
+    text = f"{path}, line {line}, column {col}: {e}"
+    if src:
+        text += f"\n  {src}\n  {' ' * (col - 1)}^"
+    return text
 
 
 # ------------------------------------------------------------------------ commands
@@ -1192,7 +1220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if not isinstance(e, library_errors()):
             raise  # a bug: the traceback is the report
-        err_console.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        err_console.print(f"[red]error:[/red] {escape(located(e))}", soft_wrap=True)
         return 2
 
 

@@ -161,3 +161,15 @@ def test_run_force_names_the_rules_it_overrides(capsys):
     assert "--force overrides 2 constraint instance(s) of cross-thread-dependency (validity)" \
         in out.err
     assert rc == 1 and "rejected:cross-group-dependency" in out.out  # the lowering refuses it
+
+
+def test_type_errors_point_at_what_the_user_wrote(capsys, tmp_path):
+    """A type error names the file, line and column of the application the user wrote
+    (the hole sugar included), with the source line and a caret; no internal node numbers."""
+    prog = tmp_path / "bad.lift"
+    prog.write_text("X : [float]N\n# a comment line\nmapA(_ + X) $ X\n")
+    rc, _, err = run(capsys, "show", str(prog))
+    assert rc == 2
+    assert f"{prog}, line 3, column 6:" in err and "expects float" in err
+    assert "mapA(_ + X) $ X" in err and "\n       ^" in err
+    assert "(node" not in err

@@ -110,10 +110,13 @@ def test_undeclared_parameter():
 
 
 def test_type_error_names_node_and_context():
+    """The error carries the node (the CLI locates it in the source) and the expression
+    around it, not internal node numbers."""
     X = param("X", array(Float, "N"))
     with pytest.raises(IRTypeError) as e:
         typecheck(Lambda((X,), join()(X)))
-    assert "node" in str(e.value)
+    assert e.value.node is not None and "in: join $ X" in str(e.value)
+    assert "(node" not in str(e.value)
 
 
 def test_slide_strict_and_vector_types():
