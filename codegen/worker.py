@@ -21,6 +21,7 @@ import atexit
 import hashlib
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import shutil
 import signal
@@ -261,6 +262,10 @@ class _Worker:
             self.conn.send(("eval", token, kind, payload, kw, gate is not None))
         except (EOFError, OSError):
             return self._died("before the candidate was sent")
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            return Outcome("crash", f"the candidate cannot be sent to a worker process: {e}; "
+                           "a user function with a statement body needs a numpy meaning "
+                           "that pickles (a module-level function, not a lambda)")
         left, held = timeout_s, False
         try:
             while True:

@@ -204,8 +204,11 @@ def _rebuild_user_fun(name, param_names, in_types, out_type, c_body) -> UserFun:
 
 
 def _reduce_user_fun(uf: UserFun):
-    return (_rebuild_user_fun,
-            (uf.name, uf.param_names, uf.in_types, uf.out_type, uf.c_body))
+    std = USER_FUNS.get(uf.name)
+    if std is not None and std.c_body == uf.c_body and std.in_types == uf.in_types:
+        return (_rebuild_user_fun,
+                (uf.name, uf.param_names, uf.in_types, uf.out_type, uf.c_body))
+    return uf.__reduce__()  # from the C body, or with its numpy meaning (statement bodies)
 
 
 # Pickles (and copies) of user functions made once this module is loaded come back to it,

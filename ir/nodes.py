@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 
-from ir.cexpr import c_meaning
+from ir.cexpr import RETURN_RE, c_meaning
 from ir.sym import Expr, sym
 from ir.types import Type
 
@@ -125,11 +125,16 @@ class UserFun(FunDecl):
         return len(self.param_names)
 
     def __reduce__(self):
-        # The numpy meaning is often a lambda: pickle the declaration and rebuild the
-        # meaning from the C body (as the text syntax does), so programs can go to workers.
+        # The numpy meaning is often a lambda: for a body ``return <expr>;`` pickle the
+        # declaration and rebuild the meaning from the C body (as the text syntax does), so
+        # programs can go to workers. A statement body has no derivable meaning: its numpy
+        # function is pickled itself (a module-level function pickles, a lambda does not).
         # ir.builders registers a reducer that keeps its standard functions themselves.
-        return (userfun_from_c,
-                (self.name, self.param_names, self.in_types, self.out_type, self.c_body))
+        if RETURN_RE.fullmatch(self.c_body):
+            return (userfun_from_c,
+                    (self.name, self.param_names, self.in_types, self.out_type, self.c_body))
+        return (UserFun, (self.name, self.param_names, self.in_types, self.out_type,
+                          self.c_body, self.py))
 
 
 def userfun_from_c(name: str, param_names, in_types, out_type: Type, c_body: str) -> UserFun:

@@ -423,3 +423,32 @@ def test_parallel_workers_lower_together_and_run_in_turn():
     assert wall < 3.6, wall  # 4 x 1 s of lowering on 2 workers, not 4 s in a row
     windows = sorted(o.run_window for o in outs)
     assert all(a[1] <= b[0] for a, b in zip(windows, windows[1:])), windows
+
+
+def twice_plus_one(a):
+    """The numpy meaning of a statement-body user function (module level: it pickles)."""
+    return 2 * a + 1
+
+
+def test_statement_body_user_function_runs_in_a_worker(pool):
+    """A user function whose C body is statements goes to a worker with its numpy meaning;
+    one whose meaning cannot be pickled (a lambda) is a clear crash, not a broken worker."""
+    from ir.builders import map_, param
+    from ir.nodes import Lambda, UserFun
+    from ir.types import Float, array
+    from mapper.candidates import lower_candidate
+
+    body = "float t = a * 2.0f; return t + 1.0f;"
+    x = np.arange(64, dtype=np.float32)
+    for py, ok in ((twice_plus_one, True), (lambda a: 2 * a + 1, False)):
+        uf = UserFun("tpo", ("a",), (Float,), Float, body, py)
+        X = param("X", array(Float, "N"))
+        prog = Lambda((X,), map_(uf, "A")(X))
+        o = pool.evaluate_candidate(functools.partial(lower_candidate, prog, "A=G0",
+                                                      {"N": 64}), {"X": x}, 2 * x + 1,
+                                    timeout_s=60)
+        if ok:
+            assert o.status == "ok", o.reason
+        else:
+            assert o.status == "crash" and "module-level function" in o.reason
+    assert pool.evaluate(vector_add_program(N), _ab(), None, timeout_s=30).status == "ok"
