@@ -534,6 +534,19 @@ def test_replay_each_strategy_sees_each_stored_candidate_once(synthetic_store):
     assert all(len(v) == 3 and all(x is not None for x in v) for v in c.evaluations.values())
 
 
+def test_replay_of_the_model_strategy_reads_kernel_features(synthetic_store):
+    """The model replays over a store: the replay space gives each stored mapping the
+    lowered kernel's symbolic features, from the store's sizes."""
+    pytest.importorskip("sklearn", reason="the model strategy needs scikit-learn")
+    from mapper.explore.replay import load_space, replay
+
+    space, _ = load_space(synthetic_store)
+    m = next(m for m in space.mappings if m["A"] >= 30)
+    assert "work_items" in space.tuning(m).features
+    res = replay(space, "model", seed=1, budget=30, n_init=5, batch=5)
+    assert len({r["key"] for r in res.rows}) == 30
+
+
 def test_cli_results_compare(synthetic_store, capsys):
     rc, out, err = _cli(capsys, "results", synthetic_store, "--compare", "solver,random",
                         "--seeds", "2")

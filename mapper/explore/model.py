@@ -84,7 +84,8 @@ class ModelStrategy(Strategy):
             except Exception:  # a feature the lowering could not express for this mapping
                 vals[k] = 0.0
         if vals.get("group_size"):
-            cus = max(1, self.joint.device.max_compute_units)
+            device = getattr(self.joint, "device", None)  # a replay space has none
+            cus = max(1, device.max_compute_units if device is not None else 1)
             vals["groups_per_cu"] = vals.get("work_items", 0.0) / vals["group_size"] / cus
         return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES]
 

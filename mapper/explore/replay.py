@@ -12,6 +12,7 @@ evaluations it needed to reach a fraction (default 90%) of the data set's best t
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import statistics
@@ -33,11 +34,21 @@ class _StoredConfigs:
     """A tuning space made of stored configurations (the ``SearchSpace`` calls strategies
     use: ``count``, ``sample``, ``iter_random``, ``in``)."""
 
-    def __init__(self, configs: list[dict[str, int]]):
+    def __init__(self, configs: list[dict[str, int]], features_fn=None):
         self.configs = sorted(configs, key=_cfg_key)
         self._keys = {_cfg_key(c) for c in configs}
         self.params = {k: None for c in configs for k in c}
         self.space = self
+        self._features_fn = features_fn
+        self._features: dict | None = None
+
+    @property
+    def features(self) -> dict:
+        """The lowered kernel's symbolic features (``TuningProblem.features``) of the
+        mapping, computed once when a strategy asks (empty when they cannot be)."""
+        if self._features is None:
+            self._features = self._features_fn() if self._features_fn else {}
+        return self._features
 
     def count(self) -> int:
         return len(self.configs)
@@ -58,7 +69,8 @@ class _StoredConfigs:
 class ReplaySpace:
     """A ``JointSpace`` look-alike over the candidates of a store."""
 
-    def __init__(self, problem, rows: Iterable[Mapping[str, Any]]):
+    def __init__(self, problem, rows: Iterable[Mapping[str, Any]],
+                 sizes: Mapping[str, int] | None = None):
         self.problem = problem
         by_map: dict[MapCodes, list[dict[str, int]]] = {}
         self.rows: dict[tuple, dict[str, Any]] = {}
@@ -70,7 +82,8 @@ class ReplaySpace:
                 self.rows[key] = dict(r)
                 by_map.setdefault(m, []).append(cfg)
         self.mappings = list(by_map)
-        self._tuning = {m: _StoredConfigs(c) for m, c in by_map.items()}
+        self._tuning = {m: _StoredConfigs(c, functools.partial(_features, problem, m, sizes))
+                        for m, c in by_map.items()}
 
     def tuning(self, mapping) -> _StoredConfigs:
         try:
@@ -97,7 +110,25 @@ def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
                          "older version): it cannot be replayed")
     prob = problem(parse(meta["explored_program"]), fusion=meta.get("fusion") or "always",
                    heuristics=meta.get("heuristics", "on") != "off")
-    return ReplaySpace(prob, st.rows()), st
+    ctx = st.context()
+    return ReplaySpace(prob, st.rows(), ctx.sizes if ctx is not None else None), st
+
+
+def _features(problem, mapping, sizes: Mapping[str, int] | None) -> dict:
+    """The kernel features of ``mapping`` for the stored fixed sizes (for the model)."""
+    from codegen.errors import LoweringError
+    from ir.errors import IRError
+    from mapper.api import lower_mapping
+    from mapper.errors import MapperError
+    from mapper.tuning import infer_tuning
+
+    if sizes is None:
+        return {}
+    try:
+        low = lower_mapping(problem, mapping, fusion=problem.fusion)
+        return infer_tuning(low, sizes).features
+    except (LoweringError, IRError, MapperError, ValueError):
+        return {}
 
 
 def replay(store: str | ResultStore | ReplaySpace, strategy: str = "solver", *,
