@@ -21,6 +21,7 @@ checks (hidden constraints); they are counted and shown.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections import Counter
 
@@ -58,6 +59,23 @@ def _short(m) -> str:
     return " ".join(par) + " (rest seq.)" if par else "all sequential"
 
 
+def _outcome_of(r: dict):
+    """A results-store row as the ``Outcome`` the tables print."""
+    from codegen.program import Outcome
+
+    mem = r.get("memory_bytes")
+    return Outcome(r["status"], r.get("reason") or "", check=r.get("outcome_check"),
+                   time_s=r.get("time_s"), gflops=r.get("gflops"),
+                   memory={"global_total": mem} if mem else {})
+
+
+def _short_text(mapping: str) -> str:
+    """A stored mapping (``A=20 B=10``) in short codes (``A=W0 B=L0``)."""
+    from mapper.encoding import Mapping
+
+    return _short(Mapping.parse(mapping))
+
+
 def _outcome_cell(o) -> str:
     colour = {"ok": "green", "rejected": "yellow"}.get(o.status, "red")
     return f"[{colour}]{escape(o.label)}[/{colour}]"
@@ -71,7 +89,6 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         ConvLayer,
         cc22_listing1,
         cc22_listing3,
-        conv_partial_stage,
         gpgpu20_conv_pipeline,
     )
     from mapper.api import check_mapping, enumerate_mappings
@@ -82,7 +99,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         paper_like_tuning,
         reduction_tolerance,
     )
-    from mapper.tuning import JointSpace
+    from mapper.explore import Task, explore
 
     console = console or Console(highlight=False)
     bad = Counter()
@@ -204,18 +221,20 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)
         row("hand mapping, contiguous layout (coalesce=False); "
             + " ".join(f"{k}={v}" for k, v in cpu_tuning.items()), o, required=True)
-        js = JointSpace(conv_partial_stage(), layer.sizes(), fusion="always",
-                        max_value=2 * layer.H, device=device)
-        console.print(f"partial convolution: {len(js.mappings)} valid mappings; "
-                      f"joint mapping x tuning space: {js.count():,} candidates")
-        for m, cfg in js.sample(4 if quick else 8, seed=7):
-            maps = dict(hand, partial=dict(m))
-            label = f"{_short(m)}; " + " ".join(f"{k}={v}" for k, v in sorted(cfg.items()))
-            o = pool.evaluate_candidate(
-                functools.partial(lower_pipeline, pipe, maps, {**layer.sizes(), **cfg},
-                                  flops=layer.flops, device=device),
-                conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)
-            row(label, o)
+        # uniformly sampled candidates of the joint space, through the exploration engine
+        task = Task.from_pipeline(pipe, layer.sizes(), stage="partial", inputs=conv_in,
+                                  reference=ref_c, flops=layer.flops, max_value=2 * layer.H,
+                                  name=f"demo:conv-{layer.name}")
+        res = explore(task, strategy="solver", budget=4 if quick else 8, seed=7, pool=pool,
+                      timeout_s=120, repeats=3)
+        console.print(f"partial convolution: {len(task.joint().mappings)} valid mappings; "
+                      f"joint mapping x tuning space: {res.total_candidates or 0:,} "
+                      f"candidates; {len(res.rows)} drawn by the solver strategy")
+        for r in res.rows:
+            tuning = json.loads(r["tuning"])
+            label = f"{_short_text(r['mapping'])}; " + " ".join(
+                f"{k}={v}" for k, v in sorted(tuning.items()))
+            row(label, _outcome_of(r))
         console.print(t)
 
     problems = sum(bad.values())
