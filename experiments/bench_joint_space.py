@@ -38,7 +38,7 @@ sample = (time.perf_counter() - t0) / k
 lows = []
 for m, cfg in cands[:20]:
     t0 = time.perf_counter()
-    try:
+    try:  # a refused candidate is timed too; the checkouts' error types differ
         lower_candidate(js.problem, m, js.tuning(m).sizes_for(cfg), fusion=js.problem.fusion)
     except Exception:
         pass
