@@ -174,8 +174,16 @@ class MapNestingTree:
 
     def same_kernel(self, a: str, b: str) -> bool:
         """True when maps ``a`` and ``b`` end up in one kernel (see ``kernels``)."""
-        k = self.kernels()
+        k = self._kernel_of()
         return k[self.root_of(a)] == k[self.root_of(b)]
+
+    def _kernel_of(self) -> dict[str, int]:
+        """``kernels()``, computed once: the tree does not change after it is built (the
+        rules ask for every pair of maps)."""
+        cached = getattr(self, "_kernels_cache", None)
+        if cached is None:
+            cached = self._kernels_cache = self.kernels()
+        return cached
 
     def kernels(self) -> dict[str, int]:
         """The kernel each top-level map ends up in (as ``codegen.lower.split_kernels``):
