@@ -254,7 +254,10 @@ class Runner:
         return self._run_built(program, self._build_all(program), inputs, repeats, warmup)
 
     def _run_built(self, program: CompiledProgram, built, inputs, repeats: int,
-                   warmup: int) -> RunResult:
+                   warmup: int, budget_s: float | None = None) -> RunResult:
+        """``budget_s``: time the repeats may take in all, judged by the first execution:
+        fewer repeats (at least one) when they would exceed it, and when the first
+        execution alone takes longer, it is the only (timed) one."""
         kernels, build_s, hits, misses = built
         bufs = self._buffers(program, inputs)
         out_b = program.buffers[program.output]
@@ -262,16 +265,25 @@ class Runner:
         per_kernel: dict[str, list[float]] = {n: [] for n in names}
         totals: list[float] = []
         output = None
-        for i in range(max(warmup, 1) + repeats - (0 if warmup else 1)):
+        runs = max(warmup, 1) + repeats - (0 if warmup else 1)
+        i = 0
+        while i < runs:
             ts = self._enqueue_all(program, kernels, bufs, inputs)
             if i == 0:
                 output = np.empty(out_b.count, dtype=DTYPES[out_b.dtype])
                 self.cl.enqueue_copy(self.queue, output, bufs[program.output])
                 self.queue.finish()
+                if budget_s is not None and warmup:
+                    first = sum(ts)
+                    if first >= budget_s:  # too slow to repeat: the first one counts
+                        warmup, runs = 0, 1
+                    else:
+                        runs = warmup + max(1, min(repeats, int(budget_s / max(first, 1e-9))))
             if i >= warmup:
                 totals.append(sum(ts))
                 for n, t in zip(names, ts):
                     per_kernel[n].append(t)
+            i += 1
         assert output is not None
         try:
             output = output.reshape(program.output_shape)
@@ -286,11 +298,13 @@ class Runner:
                  reference: np.ndarray | None = None, *, rtol: float = 1e-4,
                  atol: float = 1e-4, repeats: int = 5, warmup: int = 1,
                  flops: int | None = None,
-                 before_run: Callable[[], None] | None = None) -> Outcome:
+                 before_run: Callable[[], None] | None = None,
+                 run_budget_s: float | None = None) -> Outcome:
         """Judges one candidate: launch checks, build, run, compare, time. Never raises for
         the candidate's failures (missing inputs are the caller's error and do raise).
         ``before_run`` is called between the build and the timed runs (a worker waits there
-        for its turn on the device)."""
+        for its turn on the device). ``run_budget_s`` bounds the timed repeats of a slow
+        candidate (see ``_run_built``); the outcome's ``times_s`` has those taken."""
         if repeats < 1:
             raise ValueError("evaluate needs repeats >= 1")
         cl = self.cl
@@ -324,7 +338,7 @@ class Runner:
             before_run()
         started = time.time()
         try:
-            res = self._run_built(program, built, inputs, repeats, warmup)
+            res = self._run_built(program, built, inputs, repeats, warmup, run_budget_s)
         except cl.Error as e:
             return Outcome("rejected", f"launch failed: {e}", check="launch", **common)
         common["run_window"] = (started, time.time())

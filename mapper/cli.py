@@ -906,7 +906,7 @@ def cmd_explore(args) -> int:
         task = _explore_task(args)
         kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
                   seed=args.seed, timeout_s=args.timeout, repeats=args.repeats, cut=args.cut,
-                  workers=args.workers)
+                  workers=args.workers, run_budget_s=args.run_budget or None)
         if args.mapping:
             kw["mapping"] = args.mapping
         if live:
@@ -1187,6 +1187,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3, help="timed runs per candidate")
     p.add_argument("--cut", type=float, help="early cut: stop a candidate after CUT times the "
                    "best candidate's evaluation time (at least 5 s)")
+    p.add_argument("--run-budget", type=_seconds, default=None, help="seconds the timed runs "
+                   "of one candidate may take: slow ones are timed fewer times (at least "
+                   "once; default: always --repeats)")
     p.add_argument("--max", type=int, help="upper end of inferred tuning ranges")
     p.add_argument("--workers", type=_positive_int, default=1, help="candidates lowered and "
                    "built in parallel worker processes; their timed runs still take turns on "

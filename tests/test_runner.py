@@ -147,6 +147,21 @@ def test_ok_vector_add_with_timing_and_gflops(runner):
     assert out2.gflops == pytest.approx(1.0 / out2.time_s)
 
 
+def test_run_budget_limits_the_timed_repeats(runner):
+    d = _ab()
+    ref = d["a"] + d["b"]
+    # a budget below one execution: the first execution is the only, timed, one
+    slow = runner.evaluate(vector_add_program(N), d, ref, repeats=5, run_budget_s=1e-12)
+    assert slow.status == "ok" and len(slow.times_s) == 1
+    # a generous budget: every repeat is timed
+    fast = runner.evaluate(vector_add_program(N), d, ref, repeats=5, run_budget_s=60.0)
+    assert fast.status == "ok" and len(fast.times_s) == 5
+    # in between: as many as fit, at least one
+    t = fast.time_s
+    mid = runner.evaluate(vector_add_program(N), d, ref, repeats=50, run_budget_s=20 * t)
+    assert 1 <= len(mid.times_s) < 50
+
+
 def test_wrong_result_states_error_and_tolerance(runner):
     d = _ab()
     out = runner.evaluate(vector_add_program(N, off_by_one=True), d, d["a"] + d["b"],

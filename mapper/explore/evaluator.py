@@ -34,19 +34,20 @@ class Evaluator:
 
     ``pool`` is a ``WorkerPool`` to use (else one of ``workers`` processes is started on
     ``device`` and closed by ``close``). ``timeout_s`` limits lowering + build + runs of
-    one candidate.
+    one candidate; ``run_budget_s`` bounds the time of its timed repeats (see
+    ``codegen.runner.Runner.evaluate``).
     """
 
     def __init__(self, task: Task, store: ResultStore, *, run_id: str, strategy: str,
                  seed: int, device: str | None = None, pool=None, timeout_s: float = 60.0,
                  repeats: int = 3, cut: float | None = None, cut_min_s: float = 5.0,
-                 workers: int = 1):
+                 workers: int = 1, run_budget_s: float | None = None):
         from codegen.worker import WorkerPool
 
         self.task, self.store = task, store
         self.run_id, self.strategy, self.seed = run_id, strategy, seed
         self.timeout_s, self.repeats = timeout_s, repeats
-        self.cut, self.cut_min_s = cut, cut_min_s
+        self.cut, self.cut_min_s, self.run_budget_s = cut, cut_min_s, run_budget_s
         self._own_pool = pool is None
         self.pool = pool if pool is not None else WorkerPool(device, workers=workers)
         info = self.pool.device_info()
@@ -79,7 +80,8 @@ class Evaluator:
         t0 = time.perf_counter()
         o: Outcome = self.pool.evaluate_candidate(
             t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
-            timeout_s=limit, repeats=self.repeats, flops=t.flops, **t.tolerance)
+            timeout_s=limit, repeats=self.repeats, flops=t.flops,
+            run_budget_s=self.run_budget_s, **t.tolerance)
         wall = time.perf_counter() - t0
         if o.status == "timeout" and limit < self.timeout_s:
             o = replace(o, check="early-cut",

@@ -168,8 +168,9 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             budget: int | str | Budget = 100, store: str | ResultStore | None = None,
             device: str | None = None, seed: int = 0, mapping=None,
             timeout_s: float = 60.0, repeats: int = 3, cut: float | None = None,
-            cut_min_s: float = 5.0, fusion: str = "always", heuristics: bool = True,
-            inputs=None, reference=None, flops: int | None = None,
+            cut_min_s: float = 5.0, run_budget_s: float | None = None,
+            fusion: str = "always", heuristics: bool = True, inputs=None, reference=None,
+            flops: int | None = None,
             max_value: int | None = None, pool=None, workers: int = 1, count: bool = True,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[dict[str, Any], Results], None] | None = None,
@@ -181,6 +182,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     ``cut``: the early cut, a candidate's time limit becomes ``cut`` times the best
     candidate's evaluation time (at least ``cut_min_s``, at most ``timeout_s``); a cut
     candidate is stored as ``timeout`` with check ``early-cut``.
+    ``run_budget_s``: a candidate's timed repeats stop after about this long (judged by its
+    first execution; at least one is timed): slow candidates cost one or two executions.
     ``workers``: candidates lowered and built in parallel worker processes (their timed
     runs still take turns on the device).
     ``fusion`` and ``heuristics`` are the rules of a program's space (a ``Task`` has its
@@ -210,7 +213,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         run_id = uuid.uuid4().hex[:12]
         evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
                               device=device, pool=pool, timeout_s=timeout_s, repeats=repeats,
-                              cut=cut, cut_min_s=cut_min_s, workers=workers)
+                              cut=cut, cut_min_s=cut_min_s, workers=workers,
+                              run_budget_s=run_budget_s)
         heur = "on" if task.heuristics else "off"
         st.bind(evaluator.context, {"explored_program": task.explored_text,
                                     "fusion": task.fusion, "heuristics": heur,
@@ -226,7 +230,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             except Exception:  # counting is informative only
                 res.total_candidates = None
         st.start_run(run_id, strategy, seed, bud.text,
-                     {"timeout_s": timeout_s, "repeats": repeats, "cut": cut, "task": task.name,
+                     {"timeout_s": timeout_s, "repeats": repeats, "cut": cut,
+                      "run_budget_s": run_budget_s, "task": task.name,
                       "fusion": task.fusion, "heuristics": heur,
                       **{k: str(v) for k, v in strategy_options.items()}})
         if on_start:
