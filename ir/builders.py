@@ -278,17 +278,9 @@ def pad_nd(n: int, pads, value: float = 0.0) -> FunDecl:
     return compose(pad(l1, r1, value), map_(pad_nd(n - 1, pads[1:], value)))
 
 
-def map2d(f: FunDecl) -> FunDecl:
-    return map_nd(2, f)
-
-
 def slide2d(size1, step1, size2, step2, strict: bool = False) -> FunDecl:
     return slide_nd(2, (size1, size2), (step1, step2), strict)
 
 
 def pad2d(top, bottom, left, right, value: float = 0.0) -> FunDecl:
     return pad_nd(2, [(top, bottom), (left, right)], value)
-
-
-def tuple_get(t: ExprNode, i: int) -> FunCall:
-    return FunCall(Get(i), (t,))

@@ -11,6 +11,7 @@ import difflib
 import re
 
 from ir.lexer import Token, TokenCursor, nested
+from ir.size_grammar import SizeGrammar
 from ir.sym import Cst, Expr, SymbolicError, Var, smax, smin
 from ir.types import SCALARS, ArrayType, TupleType, Type, VectorType
 
@@ -18,8 +19,8 @@ VEC_RE = re.compile(r"(float|int)(\d+)")
 _WIDTHS = (1, 2, 3, 4, 8, 16)  # vector widths of OpenCL C (1: the scalar)
 
 
-class TypeReader(TokenCursor):
-    """Reads types and size expressions from the tokens."""
+class TypeReader(TokenCursor, SizeGrammar):
+    """Reads types and size expressions (:class:`SizeGrammar`) from the tokens."""
 
     @nested
     def type_(self) -> Type:
@@ -74,74 +75,24 @@ class TypeReader(TokenCursor):
         raise self.error(f"expected a type, found {self.describe(t)}", t)
 
     # ------------------------------------------------------------------ sizes
-    def size(self) -> Expr:
-        e = self.size_term()
-        while self.at("+") or self.at("-"):
-            op = self.next()
-            r = self.size_term()
-            e = self.arith(op, e, r)
-        return e
-
-    def size_term(self) -> Expr:
-        e = self.size_unary()
-        while self.peek().kind == "op" and self.peek().text in ("*", "/", "//", "%"):
-            op = self.next()
-            e = self.arith(op, e, self.size_unary())
-        return e
+    # the grammar is ir.size_grammar's (ir.sym.parse_expr reads the same); here the leaves
+    # and the errors are located, and unary operators count towards the nesting limit
+    size_unary = nested(SizeGrammar.size_unary)
 
     def arith(self, op: Token, a: Expr, b: Expr) -> Expr:
         try:
-            if op.text == "+":
-                return a + b
-            if op.text == "-":
-                return a - b
-            if op.text == "*":
-                return a * b
-            if op.text == "/":
-                return a / b
-            if op.text == "//":
-                return a // b
-            return a % b
+            return super().arith(op, a, b)
         except (SymbolicError, ZeroDivisionError) as ex:
             raise self.error(f"bad size expression: {ex}", op) from None
 
-    @nested
-    def size_unary(self) -> Expr:
-        if self.at("-"):
-            self.next()
-            return -self.size_unary()
-        if self.at("+"):
-            self.next()
-            return self.size_unary()
-        return self.size_atom()
+    def size_int(self, text: str) -> Expr:
+        return Cst(int(text))
 
-    def size_atom(self, what: str = "") -> Expr:
-        t = self.peek()
-        if t.kind == "int":
-            self.next()
-            return Cst(int(t.text))
-        if t.kind == "name":
-            if t.text in ("min", "max") and self.at("(", 1):
-                self.next()
-                self.next()
-                a = self.size()
-                self.expect(",", f" between the arguments of {t.text}")
-                b = self.size()
-                self.expect(")")
-                return smin(a, b) if t.text == "min" else smax(a, b)
-            if t.text in ("min", "max"):
-                raise self.error(f"{t.text} needs two arguments: {t.text}(a, b)", t)
-            self.next()
-            return Var(t.text)
-        if self.at("("):
-            self.next()
-            e = self.size()
-            self.expect(")", " to close the size expression")
-            return e
-        if t.kind == "float":
-            raise self.error(f"sizes are integers, found {t.text!r}", t)
-        raise self.error(f"expected a size{what} (an integer, a name or a parenthesised size "
-                         f"expression), found {self.describe(t)}", t)
+    def size_name(self, text: str) -> Expr:
+        return Var(text)
+
+    def size_minmax(self, name: str, a: Expr, b: Expr) -> Expr:
+        return smin(a, b) if name == "min" else smax(a, b)
 
 
 def parse_type(text: str) -> Type:

@@ -71,18 +71,6 @@ class TypeInfo:
     node_index: dict[int, int] = field(default_factory=dict)
     map_types: dict[int, tuple[Type, Type]] = field(default_factory=dict)
 
-    def type_of(self, node: ExprNode) -> Type:
-        try:
-            return self.types[id(node)]
-        except KeyError:
-            raise KeyError(f"no type recorded for {type(node).__name__} node") from None
-
-    def size_vars(self) -> frozenset[str]:
-        out: frozenset[str] = frozenset()
-        for c in self.constraints:
-            out |= c.free_vars()
-        return out
-
 
 def program_params(root: Node) -> tuple[Param, ...]:
     """The declared inputs of a program (a top-level lambda), else ()."""
