@@ -29,6 +29,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from codegen.errors import Check
+from ir.errors import LiftmapError
+
 ENV_VAR = "LIFTMAP_DEVICE"
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,7 @@ _INSTALL_ADVICE = (
 )
 
 
-class DeviceError(RuntimeError):
+class DeviceError(LiftmapError, RuntimeError):
     """Base class of the device errors; the message says what to do."""
 
 
@@ -55,7 +58,7 @@ class NoDeviceError(DeviceError):
 class DeviceFeatureError(DeviceError):
     """A kernel needs a feature (double, half, an extension) that the device lacks."""
 
-    check = "device-feature"
+    check = Check.DEVICE_FEATURE
 
 
 # ------------------------------------------------------------------ PoCL's cache directory
@@ -126,15 +129,6 @@ def _devices(platform) -> list:
 
 def _describe_platform(p) -> str:
     return f"{p.name!r} ({p.version.strip()})"
-
-
-def list_platforms() -> list[dict[str, Any]]:
-    """Every visible platform with its devices: name, vendor, version, device names."""
-    out = []
-    for i, p in enumerate(_platforms()):
-        out.append({"index": i, "name": p.name, "vendor": p.vendor, "version": p.version.strip(),
-                    "devices": [d.name for d in _devices(p)]})
-    return out
 
 
 def _no_device_error(platform_desc: str) -> NoDeviceError:
@@ -683,9 +677,3 @@ def check_features(source: str, limits: dict[str, Any]) -> None:
         if ext != "all" and ext not in limits["extensions"]:
             raise DeviceFeatureError(f"kernel enables {ext}, which {limits['name']} lacks")
 
-
-def describe_device(device) -> str:
-    """One line: device name, compute units, platform version."""
-    lim = device_limits(device)
-    return (f"{lim['name']} ({lim['max_compute_units']} compute units) on "
-            f"{lim['platform']} [{lim['platform_version']}]")

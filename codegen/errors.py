@@ -3,15 +3,54 @@
 A candidate mapping that cannot become a correct OpenCL kernel is rejected with one of
 these before any code is emitted. ``check`` is the name the runner reports
 (``rejected:<check>``); the message says what is wrong and what to do about it.
+
+:class:`Check` names every check a candidate can be rejected for, here and only here: the
+lowering's (below), the algorithmic constraints of the sizes (``ir.errors.
+ConstraintViolation``), the device's features (``codegen.device.DeviceFeatureError``) and the
+explorer's early cut. (Plain ``str`` constants, not an ``enum.StrEnum``: the project supports
+Python 3.10, and the names are stored as text in result stores.)
 """
 
 from __future__ import annotations
 
+from ir.errors import ConstraintViolation, LiftmapError
 
-class LoweringError(Exception):
+
+class Check:
+    """The names of the rejection checks (``rejected:<check>``), as plain strings."""
+
+    LOWERING = "lowering"
+    UNMAPPED_MAP = "unmapped-map"
+    PARALLEL_NESTING = "parallel-nesting"
+    UNSUPPORTED = "unsupported"
+    CROSS_GROUP_DEPENDENCY = "cross-group-dependency"
+    MEMORY_SCOPE = "memory-scope"
+    DATA_RACE = "data-race"
+    VECTORIZATION = "vectorization"
+    SYNCHRONIZABILITY = "synchronizability"
+    WORK_GROUP_SIZE = "work-group-size"
+    LOCAL_MEMORY = "local-memory"
+    PRIVATE_MEMORY = "private-memory"
+    MAX_ALLOCATION = "max-allocation"
+    ALGORITHMIC_CONSTRAINT = "algorithmic-constraint"
+    DEVICE_FEATURE = "device-feature"
+    EARLY_CUT = "early-cut"
+
+
+REJECTION_CHECKS: tuple[str, ...] = tuple(
+    v for k, v in vars(Check).items() if not k.startswith("_")
+)
+"""Every rejection check name, in :class:`Check` order."""
+
+if ConstraintViolation.check != Check.ALGORITHMIC_CONSTRAINT:  # ir cannot import this module
+    raise ImportError(f"ir.errors.ConstraintViolation.check is {ConstraintViolation.check!r}, "
+                      f"not Check.ALGORITHMIC_CONSTRAINT ({Check.ALGORITHMIC_CONSTRAINT!r})")
+
+
+class LoweringError(LiftmapError):
     """Base of all lowering errors. ``check`` names the check that failed."""
 
-    check = "lowering"
+    check: str = Check.LOWERING
     priority = 100  # smaller is reported first when one candidate fails several checks
 
     def __init__(self, message: str):
@@ -22,21 +61,21 @@ class LoweringError(Exception):
 class UnmappedMapError(LoweringError):
     """A plain ``map`` that computes has no parallel (or sequential) mapping."""
 
-    check = "unmapped-map"
+    check = Check.UNMAPPED_MAP
     priority = 0
 
 
 class ParallelNestingError(LoweringError):
     """Nested parallel maps reuse one OpenCL dimension illegally (CC'22 rules 3 and 6)."""
 
-    check = "parallel-nesting"
+    check = Check.PARALLEL_NESTING
     priority = 1
 
 
 class UnsupportedError(LoweringError):
     """The program uses a construct the lowering does not implement."""
 
-    check = "unsupported"
+    check = Check.UNSUPPORTED
     priority = 2
 
 
@@ -44,7 +83,7 @@ class CrossGroupDependencyError(LoweringError):
     """Work-items read what other work-groups (or other mapGlb work-items) wrote in the same
     kernel: OpenCL has no global barrier (CC'22 Table 1, M2)."""
 
-    check = "cross-group-dependency"
+    check = Check.CROSS_GROUP_DEPENDENCY
     priority = 10
 
 
@@ -52,7 +91,7 @@ class MemoryScopeError(LoweringError):
     """Local memory read by another work-group, or private memory by another work-item
     (CC'22 Table 1, M3; rules 1 and 2)."""
 
-    check = "memory-scope"
+    check = Check.MEMORY_SCOPE
     priority = 11
 
 
@@ -60,14 +99,14 @@ class DataRaceError(LoweringError):
     """Several work-items write the same element (a map that every work-item runs
     redundantly writes shared memory; CC'22 rule 7)."""
 
-    check = "data-race"
+    check = Check.DATA_RACE
     priority = 12
 
 
 class UnvectorizableError(LoweringError):
     """A vector load or store touches non-contiguous elements (CC'22 Table 1, M5)."""
 
-    check = "vectorization"
+    check = Check.VECTORIZATION
     priority = 13
 
 
@@ -75,35 +114,35 @@ class SynchronizabilityError(LoweringError):
     """A barrier would sit in a loop whose trip count differs between the work-items of a
     group (CC'22 Section 4.6)."""
 
-    check = "synchronizability"
+    check = Check.SYNCHRONIZABILITY
     priority = 14
 
 
 class WorkGroupSizeError(LoweringError):
     """The work-group size exceeds the device's limits."""
 
-    check = "work-group-size"
+    check = Check.WORK_GROUP_SIZE
     priority = 20
 
 
 class LocalMemoryError(LoweringError):
     """The local memory of one work-group exceeds the device's local memory."""
 
-    check = "local-memory"
+    check = Check.LOCAL_MEMORY
     priority = 21
 
 
 class PrivateMemoryError(LoweringError):
     """The private arrays of one work-item exceed the configured private memory budget."""
 
-    check = "private-memory"
+    check = Check.PRIVATE_MEMORY
     priority = 22
 
 
 class MaxAllocationError(LoweringError):
     """A global buffer exceeds the device's maximum allocation, or all exceed its memory."""
 
-    check = "max-allocation"
+    check = Check.MAX_ALLOCATION
     priority = 23
 
 
@@ -122,3 +161,4 @@ ALL_ERRORS = (
     MaxAllocationError,
 )
 CHECKS = tuple(e.check for e in ALL_ERRORS)
+"""The checks of the lowering errors (a subset of :data:`REJECTION_CHECKS`)."""

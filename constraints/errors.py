@@ -1,15 +1,23 @@
-"""Errors raised by the constraint language, the model and the solvers."""
+"""Errors raised by the constraint language, the model, the solvers and the tuning space.
+
+:class:`ConstraintError` is the root of the package's errors; it derives from the library's
+root, ``ir.errors.LiftmapError`` (the one import from ``ir``: ``constraints`` is otherwise
+independent of the IR). The search space's errors derive from :class:`SpaceError`, which is
+also a ``ValueError`` (as it always was).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ir.errors import LiftmapError
+
 if TYPE_CHECKING:
     from constraints.model import Constraint
 
 
-class ConstraintError(Exception):
+class ConstraintError(LiftmapError):
     """Base class of every error raised by the `constraints` package."""
 
 
@@ -50,3 +58,45 @@ class UnsatisfiableError(ConstraintError):
         lines = [f"{head}; these {len(self.core)} constraint(s) cannot hold together:"]
         lines += [f"  {c}" for c in self.core]
         return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- search space
+
+
+class SpaceError(ConstraintError, ValueError):
+    """Base class of the errors raised by the tuning search space."""
+
+
+class UnknownNameError(SpaceError):
+    """A restriction (or a configuration) mentions a name that is not a parameter."""
+
+
+class NotAPredicateError(SpaceError):
+    """A restriction computes a number where a truth value is needed (``"a + b"``)."""
+
+
+class RestrictionSyntaxError(SpaceError):
+    """A restriction string is not valid Python or uses syntax outside the whitelist."""
+
+
+class EmptyParameterDomainError(SpaceError):
+    """A parameter was given no value."""
+
+
+class EmptySpaceError(SpaceError):
+    """The space has no valid configuration; the message explains which restriction emptied it."""
+
+
+class RestrictionEvaluationError(SpaceError):
+    """A callable restriction raised while being evaluated; the message names the restriction
+    and the values it was given, ``__cause__`` is the original exception."""
+
+
+class SpaceTooLargeError(SpaceError):
+    """A group of dependent parameters has more valid rows than the space may materialise
+    (``max_rows``), or ran out of memory while enumerating them."""
+
+
+class LateRestrictionWarning(UserWarning):
+    """A restriction depends on every parameter of a large space, so it can only be checked
+    once all of them are bound: the whole Cartesian product is filtered row by row."""

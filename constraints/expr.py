@@ -3,8 +3,9 @@
 A constraint is plain data. Every node is immutable, hashable and compared structurally
 (``==`` on nodes is structural equality, never a constraint; use :func:`eq` / :func:`ne`).
 Each node can be printed (``str``, close to the CC'22 paper: ``A/10 < 1 or A != B``),
-evaluated on an assignment, compiled to Z3, rendered as a Python expression
-(:meth:`Node.to_python`) and compiled to a positional-argument function (:meth:`Pred.compile`).
+evaluated on an assignment, rendered as a Python expression (:meth:`Node.to_python`) and
+compiled to a positional-argument function (:meth:`Pred.compile`); the Z3 translation is
+:func:`constraints.z3_backend.to_z3`.
 
 Terms: :class:`Param`, :class:`Const` and :class:`BinOp`, built with ``+ - * // %`` on terms
 and ints (ints are coerced to :class:`Const`). Predicates: comparisons (:func:`eq`, :func:`ne`,
@@ -134,10 +135,6 @@ class Node:
         """Value of this node when each parameter takes its value in `assignment`."""
         raise NotImplementedError
 
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        """Z3 expression, with each parameter replaced by ``vars[name]`` (a Z3 Int)."""
-        raise NotImplementedError
-
     def to_python(self) -> str:
         """A Python expression over the parameter names, e.g. ``(A // 10 < 1) or (A != B)``."""
         return self._py(None)
@@ -254,12 +251,6 @@ class Param(Term):
         except KeyError:
             raise InvalidAssignmentError(f"no value for parameter {self.name!r}") from None
 
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        try:
-            return vars[self.name]
-        except KeyError:
-            raise UnknownParameterError(f"no Z3 variable for parameter {self.name!r}") from None
-
     def _py(self, rename: Mapping[str, str] | None) -> str:
         return self.name if rename is None else rename[self.name]
 
@@ -282,11 +273,6 @@ class Const(Term):
 
     def evaluate(self, assignment: Mapping[str, int]) -> int:
         return self.value
-
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        return z3.IntVal(self.value)
 
     def _py(self, rename: Mapping[str, str] | None) -> str:
         return str(self.value)
@@ -336,29 +322,6 @@ class BinOp(Term):
 
     def evaluate(self, assignment: Mapping[str, int]) -> int:
         return _ARITH[self.op](self.left.evaluate(assignment), self.right.evaluate(assignment))
-
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        a, b = self.left.to_z3(vars), self.right.to_z3(vars)
-        op = self.op
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        positive = isinstance(self.right, Const) and self.right.value > 0
-        if op == "//":
-            if positive:
-                return a / b
-            # Python floor division; Z3 `/` equals floor division for a positive divisor,
-            # and a // b == (-a) // (-b).
-            return z3.If(b > 0, a / b, (-a) / (-b))
-        if positive:
-            return a % b
-        q = z3.If(b > 0, a / b, (-a) / (-b))
-        return a - b * q
 
     def _py(self, rename: Mapping[str, str] | None) -> str:
         return f"{_wrap_py(self.left, rename)} {self.op} {_wrap_py(self.right, rename)}"
@@ -472,11 +435,6 @@ class BoolConst(Pred):
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return self.value
 
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        return z3.BoolVal(self.value)
-
     def _py(self, rename: Mapping[str, str] | None) -> str:
         return "True" if self.value else "False"
 
@@ -523,9 +481,6 @@ class Cmp(Pred):
 
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return _CMP[self.op](self.left.evaluate(assignment), self.right.evaluate(assignment))
-
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        return _CMP[self.op](self.left.to_z3(vars), self.right.to_z3(vars))
 
     def _py(self, rename: Mapping[str, str] | None) -> str:
         # arithmetic binds tighter than comparison: no parentheses needed around the operands
@@ -628,11 +583,6 @@ class And(_NAry):
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return all(p.evaluate(assignment) for p in self.parts)
 
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        return z3.And([p.to_z3(vars) for p in self.parts])
-
 
 class Or(_NAry):
     """Disjunction; nested disjunctions are flattened, FALSE parts dropped, duplicates removed.
@@ -646,11 +596,6 @@ class Or(_NAry):
 
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return any(p.evaluate(assignment) for p in self.parts)
-
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        return z3.Or([p.to_z3(vars) for p in self.parts])
 
 
 And._unit, And._zero = TRUE, FALSE
@@ -682,11 +627,6 @@ class Not(Pred):
 
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return not self.arg.evaluate(assignment)
-
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        return z3.Not(self.arg.to_z3(vars))
 
     def _py(self, rename: Mapping[str, str] | None) -> str:
         return f"not ({self.arg._py(rename)})"
@@ -722,11 +662,6 @@ class Implies(Pred):
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return (not self.lhs.evaluate(assignment)) or self.rhs.evaluate(assignment)
 
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        return z3.Implies(self.lhs.to_z3(vars), self.rhs.to_z3(vars))
-
     def _py(self, rename: Mapping[str, str] | None) -> str:
         return f"(not ({self.lhs._py(rename)})) or ({self.rhs._py(rename)})"
 
@@ -761,14 +696,6 @@ class In(Pred):
 
     def evaluate(self, assignment: Mapping[str, int]) -> bool:
         return self.term.evaluate(assignment) in self.values
-
-    def to_z3(self, vars: Mapping[str, Any]) -> Any:
-        import z3
-
-        t = self.term.to_z3(vars)
-        if len(self.values) == 1:
-            return t == self.values[0]
-        return z3.Or([t == v for v in self.values])
 
     def _py(self, rename: Mapping[str, str] | None) -> str:
         # a literal set of constants compiles to a frozenset constant

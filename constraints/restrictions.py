@@ -1,10 +1,14 @@
-"""Restrictions of a tuning search space: Python-expression strings and callables.
+"""Restrictions of a tuning search space: predicates (typed or as text) and callables.
 
-A restriction string is a Python expression over parameter names, in the form auto-tuners use
-(``"32 <= block_size_x * block_size_y <= 1024"``).  Allowed syntax: int/float literals,
-parameter names, ``+ - * / // % **``, unary ``- +``, comparisons (chained too),
-``and``/``or``/``not``, parentheses and calls to ``min``, ``max``, ``abs``.  The text is parsed
-with :mod:`ast` against that whitelist and compiled twice:
+A restriction is a :class:`Restriction`: its text, the parameters it reads, its origin and
+two compiled forms. Predicates (:mod:`constraints.predicates`) are the typed form: the
+library builds them as data (``mapper.tuning.to_predicate``), and the user's restriction
+strings are parsed into them. A restriction string is a Python expression over parameter
+names, in the form auto-tuners use (``"32 <= block_size_x * block_size_y <= 1024"``).
+Allowed syntax: int/float literals, parameter names, ``+ - * / // % **``, unary ``- +``,
+comparisons (chained too), ``and``/``or``/``not``, parentheses and calls to ``min``, ``max``,
+``abs``. The text is parsed with :mod:`ast` against that whitelist into a predicate, which is
+compiled twice (:mod:`constraints.vectorise`):
 
 * a scalar function (positional arguments in :attr:`Restriction.params` order) -> ``bool``;
 * a numpy function over column arrays (same order) -> boolean array, where ``and``/``or``/
@@ -28,6 +32,8 @@ Kernel Tuner's form, a callable of one argument that is not a parameter name
 every use of the argument is ``p["name"]`` or ``p.get("name")`` with a constant string;
 otherwise it reads all parameters.  A ``KeyError`` for a key that is not a parameter becomes
 :class:`UnknownNameError`.
+
+The errors are defined in :mod:`constraints.errors` and re-exported here.
 """
 
 from __future__ import annotations
@@ -37,12 +43,25 @@ import difflib
 import functools
 import inspect
 import linecache
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+
+from constraints.errors import (
+    EmptyParameterDomainError,
+    EmptySpaceError,
+    LateRestrictionWarning,
+    NotAPredicateError,
+    RestrictionEvaluationError,
+    RestrictionSyntaxError,
+    SpaceError,
+    SpaceTooLargeError,
+    UnknownNameError,
+)
+from constraints.predicates import TRUTH, Expression, normalise, parse_predicate, unknown_name
+from constraints.vectorise import SCALAR_ERRORS, compile_scalar, compile_vector
 
 __all__ = [
     "SpaceError",
@@ -56,58 +75,17 @@ __all__ = [
     "LateRestrictionWarning",
     "Restriction",
     "parse_restriction",
+    "restriction_from_predicate",
     "restriction_from_callable",
     "restriction_from_dict_callable",
 ]
 
 
-class SpaceError(ValueError):
-    """Base class of the errors raised by the tuning search space."""
-
-
-class UnknownNameError(SpaceError):
-    """A restriction (or a configuration) mentions a name that is not a parameter."""
-
-
-class NotAPredicateError(SpaceError):
-    """A restriction computes a number where a truth value is needed (``"a + b"``)."""
-
-
-class RestrictionSyntaxError(SpaceError):
-    """A restriction string is not valid Python or uses syntax outside the whitelist."""
-
-
-class EmptyParameterDomainError(SpaceError):
-    """A parameter was given no value."""
-
-
-class EmptySpaceError(SpaceError):
-    """The space has no valid configuration; the message explains which restriction emptied it."""
-
-
-class RestrictionEvaluationError(SpaceError):
-    """A callable restriction raised while being evaluated; the message names the restriction
-    and the values it was given, ``__cause__`` is the original exception."""
-
-
-class SpaceTooLargeError(SpaceError):
-    """A group of dependent parameters has more valid rows than the space may materialise
-    (``max_rows``), or ran out of memory while enumerating them."""
-
-
-class LateRestrictionWarning(UserWarning):
-    """A restriction depends on every parameter of a large space, so it can only be checked
-    once all of them are bound: the whole Cartesian product is filtered row by row."""
-
-
-FUNCTIONS = ("min", "max", "abs")
-_NUM, _BOOL = "number", "truth value"
-
-
 @dataclass(frozen=True)
 class Restriction:
     """One restriction: its text, the parameters it reads, where it comes from, both compiled
-    forms.  ``scalar(*values)`` and ``vector(*columns)`` take arguments in ``params`` order."""
+    forms.  ``scalar(*values)`` and ``vector(*columns)`` take arguments in ``params`` order.
+    ``predicate`` is its typed form (None for a callable)."""
 
     source: str
     params: tuple[str, ...]
@@ -120,6 +98,7 @@ class Restriction:
     keys_inferred: bool = False
     """For ``takes_dict``: ``params`` was read from the callable's source (else: all
     parameters, because the keys it reads are unknown)."""
+    predicate: Expression | None = None
 
     def __call__(self, config: dict[str, Any]) -> bool:
         """Evaluate on a configuration (a mapping holding at least ``params``)."""
@@ -133,346 +112,43 @@ class Restriction:
         return f"{self.source}  [{self.origin}]"
 
 
-# ----------------------------------------------------------------------------- errors helpers
+_unknown = unknown_name
 
 
-def _caret(source: str, col: int) -> str:
-    return f"\n    {source}\n    {' ' * max(col - 1, 0)}^"
+def restriction_from_predicate(
+    pred: Expression, names: Sequence[str], origin: str = "user", source: str | None = None
+) -> Restriction:
+    """Compile a predicate over the parameter ``names``; its text is ``source`` (the user's
+    string it was parsed from) or the predicate printed.
 
-
-def _syntax(source: str, node: ast.AST | None, what: str) -> RestrictionSyntaxError:
-    col = getattr(node, "col_offset", 0) + 1
-    return RestrictionSyntaxError(
-        f"restriction {source!r}: {what} at column {col}{_caret(source, col)}"
-    )
-
-
-def _unknown(source: str, name: str, known: Sequence[str], col: int) -> UnknownNameError:
-    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listed = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
-    return UnknownNameError(
-        f"restriction {source!r}: unknown name {name!r} at column {col}{hint} "
-        f"(parameters: {listed}){_caret(source, col)}"
-    )
-
-
-# ----------------------------------------------------------------------------- vector helpers
-# Each compiled sub-expression maps the column tuple to (value, err); err is None when the
-# sub-expression cannot fail, else a boolean mask of the rows where Python would raise.
-# Invariant for truth values: value is False wherever err is True.
-
-
-def _eor(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a | b
-
-
-def _none_if_clear(err: Any) -> Any:
-    return None if err is None or not np.any(err) else err
-
-
-def _const(value: Any) -> Any:
-    if isinstance(value, bool):
-        return np.bool_(value)
-    if isinstance(value, int):
-        try:
-            return np.int64(value)
-        except OverflowError:
-            return value
-    return np.float64(value)
-
-
-def _is_int(x: Any) -> bool:
-    return np.asarray(x).dtype.kind in "iu"
-
-
-def _vpow(a: Any, b: Any) -> tuple[Any, Any]:
-    if _is_int(a) and _is_int(b) and not np.any(np.asarray(b) < 0):
-        return np.power(a, b), None
-    af = np.asarray(a, dtype=np.float64)
-    bf = np.asarray(b, dtype=np.float64)
-    err = ((af < 0) & (bf != np.floor(bf))) | ((af == 0) & (bf < 0))
-    err = np.asarray(err)
-    safe_a = np.where(err, 1.0, af)
-    val = np.power(safe_a, bf)
-    if not (_is_int(a) and _is_int(b)):  # Python float ** raises OverflowError
-        err = err | (np.isinf(val) & np.isfinite(af) & np.isfinite(bf))
-    return val, _none_if_clear(err)
-
-
-def _spow(a: Any, b: Any) -> Any:
-    """Scalar ``**`` with the same failure rules as the vectorised form."""
-    if a < 0 and b != math.floor(b):
-        raise ValueError("negative base to a fractional power")
-    return a**b
-
-
-_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: np.add,
-    ast.Sub: np.subtract,
-    ast.Mult: np.multiply,
-    ast.Div: np.true_divide,
-    ast.FloorDiv: np.floor_divide,
-    ast.Mod: np.remainder,
-}
-_CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Eq: np.equal,
-    ast.NotEq: np.not_equal,
-    ast.Lt: np.less,
-    ast.LtE: np.less_equal,
-    ast.Gt: np.greater,
-    ast.GtE: np.greater_equal,
-}
-_FUNCS: dict[str, Callable[..., Any]] = {
-    "min": lambda *xs: functools.reduce(np.minimum, xs),
-    "max": lambda *xs: functools.reduce(np.maximum, xs),
-    "abs": np.abs,
-}
-
-
-class _Compiler:
-    """Type-checks the whitelisted AST and builds the vectorised closure."""
-
-    def __init__(self, source: str, known: Sequence[str]) -> None:
-        self.source = source
-        self.known = list(known)
-        self.known_set = set(known)
-        self.used: list[str] = []
-
-    def check_names(self, tree: ast.AST) -> None:
-        """Collect parameter names in first-appearance order; reject unknown ones."""
-        callees: set[int] = set()
-        names: list[ast.Name] = []
-        for n in ast.walk(tree):  # breadth first: a call is seen before its callee name
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                callees.add(id(n.func))
-            elif isinstance(n, ast.Name) and id(n) not in callees:
-                names.append(n)
-        for n in sorted(names, key=lambda n: (n.lineno, n.col_offset)):
-            if n.id not in self.known_set:
-                raise _unknown(self.source, n.id, self.known, n.col_offset + 1)
-            if n.id not in self.used:
-                self.used.append(n.id)
-
-    def kind(self, node: ast.AST) -> str:
-        """Static kind of a node (number or truth value), validating the whitelist."""
-        src = self.source
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool):
-                return _BOOL
-            if isinstance(node.value, (int, float)):
-                return _NUM
-            raise _syntax(src, node, f"unsupported literal {node.value!r}")
-        if isinstance(node, ast.Name):
-            return _NUM
-        if isinstance(node, ast.BinOp):
-            if type(node.op) not in _BINOPS and not isinstance(node.op, ast.Pow):
-                raise _syntax(src, node, f"unsupported operator {type(node.op).__name__}")
-            self.need(node.left, _NUM, "operand of an arithmetic operator")
-            self.need(node.right, _NUM, "operand of an arithmetic operator")
-            return _NUM
-        if isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, ast.Not):
-                self.need(node.operand, _BOOL, "operand of 'not'")
-                return _BOOL
-            if isinstance(node.op, (ast.USub, ast.UAdd)):
-                self.need(node.operand, _NUM, "operand of a sign")
-                return _NUM
-            raise _syntax(src, node, f"unsupported operator {type(node.op).__name__}")
-        if isinstance(node, ast.BoolOp):
-            word = "and" if isinstance(node.op, ast.And) else "or"
-            for v in node.values:
-                self.need(v, _BOOL, f"operand of '{word}'")
-            return _BOOL
-        if isinstance(node, ast.Compare):
-            for op in node.ops:
-                if type(op) not in _CMPOPS:
-                    raise _syntax(src, node, f"unsupported comparison {type(op).__name__}")
-            for v in [node.left, *node.comparators]:
-                self.need(v, _NUM, "operand of a comparison")
-            return _BOOL
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-                fname = node.func.id if isinstance(node.func, ast.Name) else "this"
-                raise _syntax(
-                    src, node, f"unsupported function {fname!r} (allowed: {', '.join(FUNCTIONS)})"
-                )
-            if node.keywords or not node.args:
-                raise _syntax(src, node, f"{node.func.id}() takes positional arguments only")
-            if node.func.id == "abs" and len(node.args) != 1:
-                raise _syntax(src, node, "abs() takes exactly one argument")
-            if any(isinstance(a, ast.Starred) for a in node.args):
-                raise _syntax(src, node, "unsupported syntax Starred")
-            for a in node.args:
-                self.need(a, _NUM, f"argument of {node.func.id}()")
-            return _NUM
-        raise _syntax(src, node, f"unsupported syntax {type(node).__name__}")
-
-    def need(self, node: ast.AST, kind: str, where: str) -> None:
-        got = self.kind(node)
-        if got == kind:
-            return
-        text = ast.get_source_segment(self.source, node) or ast.unparse(node)
-        col = node.col_offset + 1
-        if kind == _BOOL:
-            raise NotAPredicateError(
-                f"restriction {self.source!r}: {where} {text!r} at column {col} is a number, "
-                f"not a truth value; compare it, e.g. '{text} > 0'{_caret(self.source, col)}"
-            )
-        raise _syntax(self.source, node, f"{where} {text!r} is a truth value, not a number")
-
-    # -- closures ------------------------------------------------------------------------
-    def build(self, node: ast.AST) -> Callable[[tuple], tuple[Any, Any]]:
-        if isinstance(node, ast.Constant):
-            c = _const(node.value)
-            return lambda cols: (c, None)
-        if isinstance(node, ast.Name):
-            i = self.used.index(node.id)
-            return lambda cols: (cols[i], None)
-        if isinstance(node, ast.UnaryOp):
-            f = self.build(node.operand)
-            if isinstance(node.op, ast.Not):
-
-                def _not(cols: tuple) -> tuple[Any, Any]:
-                    v, e = f(cols)
-                    return (~v if e is None else ~v & ~e), e
-
-                return _not
-            if isinstance(node.op, ast.USub):
-                return lambda cols: _map1(np.negative, f(cols))
-            return f
-        if isinstance(node, ast.BinOp):
-            lf, rf = self.build(node.left), self.build(node.right)
-            if isinstance(node.op, ast.Pow):
-
-                def _pow(cols: tuple) -> tuple[Any, Any]:
-                    (a, ea), (b, eb) = lf(cols), rf(cols)
-                    v, e = _vpow(a, b)
-                    return v, _eor(_eor(ea, eb), e)
-
-                return _pow
-            op = _BINOPS[type(node.op)]
-            divides = isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod))
-            const_rhs = isinstance(node.right, ast.Constant) and node.right.value != 0
-
-            def _bin(cols: tuple) -> tuple[Any, Any]:
-                (a, ea), (b, eb) = lf(cols), rf(cols)
-                err = _eor(ea, eb)
-                if divides and not const_rhs:
-                    err = _eor(err, _none_if_clear(b == 0))
-                return op(a, b), err
-
-            return _bin
-        if isinstance(node, ast.Call):
-            fs = [self.build(a) for a in node.args]
-            fn = _FUNCS[node.func.id]
-
-            def _call(cols: tuple) -> tuple[Any, Any]:
-                parts = [f(cols) for f in fs]
-                err = None
-                for _, e in parts:
-                    err = _eor(err, e)
-                return fn(*[v for v, _ in parts]), err
-
-            return _call
-        if isinstance(node, ast.Compare):
-            fs = [self.build(v) for v in [node.left, *node.comparators]]
-            ops = [_CMPOPS[type(o)] for o in node.ops]
-
-            def _cmp(cols: tuple) -> tuple[Any, Any]:
-                a, ea = fs[0](cols)
-                val, err = None, None
-                for op, f in zip(ops, fs[1:], strict=True):
-                    b, eb = f(cols)
-                    cv = op(a, b)
-                    ce = _eor(ea, eb)
-                    if ce is not None:
-                        cv = cv & ~ce
-                    if val is None:
-                        val, err = cv, ce
-                    else:  # and-chaining with short-circuit
-                        if ce is not None:
-                            err = _eor(err, val & ce)
-                        val = val & cv
-                    a, ea = b, None  # errors of b are already counted
-                return val, err
-
-            return _cmp
-        if isinstance(node, ast.BoolOp):
-            fs = [self.build(v) for v in node.values]
-            is_and = isinstance(node.op, ast.And)
-
-            def _boolop(cols: tuple) -> tuple[Any, Any]:
-                val, err = fs[0](cols)
-                for f in fs[1:]:
-                    v2, e2 = f(cols)
-                    if is_and:
-                        if e2 is not None:
-                            err = _eor(err, val & e2)
-                        val = val & v2
-                    else:
-                        if e2 is not None:
-                            alive = ~val if err is None else ~val & ~err
-                            err = _eor(err, alive & e2)
-                            v2 = v2 & ~e2
-                        val = val | (v2 if err is None else v2 & ~err)
-                return val, err
-
-            return _boolop
-        raise _syntax(self.source, node, f"unsupported syntax {type(node).__name__}")
-
-
-def _map1(fn: Callable[[Any], Any], ve: tuple[Any, Any]) -> tuple[Any, Any]:
-    return fn(ve[0]), ve[1]
-
-
-class _Rename(ast.NodeTransformer):
-    """Renames parameters to positional ``_p<i>`` and ``**`` to the checked ``_pow``."""
-
-    def __init__(self, used: list[str]) -> None:
-        self.index = {n: i for i, n in enumerate(used)}
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        node.args = [self.visit(a) for a in node.args]
-        return node
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        if node.id in self.index:
-            return ast.copy_location(ast.Name(id=f"_p{self.index[node.id]}", ctx=ast.Load()), node)
-        return node
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.op, ast.Pow):
-            call = ast.Call(ast.Name("_pow", ast.Load()), [node.left, node.right], [])
-            return ast.copy_location(call, node)
-        return node
-
-
-_SCALAR_ERRORS = (ArithmeticError, ValueError, TypeError)
-
-
-def _compile_scalar(text: str, used: list[str]) -> Callable[..., Any]:
-    renamed = _Rename(used).visit(ast.parse(text, mode="eval"))
-    lam = ast.Expression(
-        ast.Lambda(
-            ast.arguments(
-                posonlyargs=[],
-                args=[ast.arg(f"_p{i}") for i in range(len(used))],
-                kwonlyargs=[],
-                kw_defaults=[],
-                defaults=[],
-            ),
-            renamed.body,
+    Raises :class:`NotAPredicateError` for a number and :class:`UnknownNameError` for a name
+    that is not a parameter.
+    """
+    if not isinstance(pred, Expression):
+        raise TypeError(f"a predicate (constraints.predicates.Expression) is needed, got {pred!r}")
+    text = str(pred) if source is None else source
+    if pred.kind != TRUTH:
+        raise NotAPredicateError(
+            f"restriction {text!r} is not a predicate: it computes a number; "
+            f"write a comparison, e.g. '{text} > 0' or '{text} == 0'"
         )
-    )
-    ast.fix_missing_locations(lam)
-    env = {"__builtins__": {}, "min": min, "max": max, "abs": abs, "_pow": _spow}
-    return eval(compile(lam, f"<restriction {text}>", "eval"), env)  # noqa: S307 - whitelisted
+    used = pred.names()
+    known = set(names)
+    for n in used:
+        if n not in known:
+            raise _unknown(text, n, list(names), max(text.find(n), 0) + 1)
+    vector = compile_vector(pred, used)
+    compiled: list[Callable[..., Any]] = []  # the scalar form is compiled on first use
+
+    def scalar(*values: Any) -> bool:
+        if not compiled:
+            compiled.append(compile_scalar(pred, used, text))
+        try:
+            return bool(compiled[0](*values))
+        except SCALAR_ERRORS:
+            return False
+
+    return Restriction(text, used, origin, scalar, vector, True, predicate=pred)
 
 
 def parse_restriction(source: str, names: Sequence[str], origin: str = "user") -> Restriction:
@@ -481,52 +157,8 @@ def parse_restriction(source: str, names: Sequence[str], origin: str = "user") -
     Raises :class:`RestrictionSyntaxError`, :class:`UnknownNameError` or
     :class:`NotAPredicateError` with the offending text and column.
     """
-    if not isinstance(source, str):
-        raise TypeError(f"a restriction string is needed, got {type(source).__name__}")
-    text = " ".join(source.strip().split()) if "\n" in source else source.strip()
-    if not text:
-        raise RestrictionSyntaxError("restriction '': empty restriction")
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as e:
-        col, msg = e.offset or 0, e.msg
-        if not 0 < col <= len(text):  # CPython reports 0 at the end of the input
-            col, msg = len(text) + 1, f"{msg} (the expression is incomplete)"
-        raise RestrictionSyntaxError(
-            f"restriction {text!r}: {msg} at column {col}{_caret(text, col)}"
-        ) from None
-    comp = _Compiler(text, names)
-    body = tree.body
-    kind = comp.kind(body)  # whitelist first: 'a.b' is a syntax error, not an unknown name
-    comp.check_names(body)
-    if kind != _BOOL:
-        raise NotAPredicateError(
-            f"restriction {text!r} is not a predicate: it computes a number; "
-            f"write a comparison, e.g. '{text} > 0' or '{text} == 0'"
-        )
-    used = list(comp.used)
-    vec_body = comp.build(body)
-
-    def vector(*cols: Any) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            val, err = vec_body(cols)
-        if err is not None:
-            val = val & ~err
-        if cols:
-            return np.broadcast_to(np.asarray(val, dtype=bool), np.shape(cols[0]))
-        return np.asarray(val, dtype=bool)
-
-    compiled: list[Callable[..., Any]] = []  # the scalar form is compiled on first use
-
-    def scalar(*values: Any) -> bool:
-        if not compiled:
-            compiled.append(_compile_scalar(text, used))
-        try:
-            return bool(compiled[0](*values))
-        except _SCALAR_ERRORS:
-            return False
-
-    return Restriction(text, tuple(used), origin, scalar, vector, True)
+    pred = parse_predicate(source, names)
+    return restriction_from_predicate(pred, names, origin, normalise(source))
 
 
 def _short(values: dict[str, Any], limit: int = 300) -> str:

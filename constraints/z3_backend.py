@@ -3,17 +3,30 @@
 Each parameter is a Z3 ``Int`` restricted to its domain; the fixed values are imposed by
 narrowing the domains (:meth:`~constraints.model.Model.restricted`), so neither domains nor
 fixed values ever appear in an unsat core. Integer division and modulo agree with Python's
-(see :mod:`constraints.expr`).
+(see :mod:`constraints.expr`); :func:`to_z3` translates the constraint language.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
 
 import z3
 
-from constraints.errors import ConstraintError, UnsatisfiableError
-from constraints.expr import And, BinOp, Cmp, Const, Implies, In, Node, Not, Or
+from constraints.errors import ConstraintError, UnknownParameterError, UnsatisfiableError
+from constraints.expr import (
+    And,
+    BinOp,
+    BoolConst,
+    Cmp,
+    Const,
+    Implies,
+    In,
+    Node,
+    Not,
+    Or,
+    Param,
+)
 from constraints.model import Constraint, Model
 
 __all__ = [
@@ -23,7 +36,66 @@ __all__ = [
     "unsat_core",
     "explain_unsat",
     "z3_vars",
+    "to_z3",
 ]
+
+_CMP = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
+    """Z3 expression of a term or predicate, with each parameter replaced by ``vars[name]``
+    (a Z3 Int).
+
+    Python's floor ``//`` and ``%`` are Z3's Euclidean ``/`` and ``%`` when the divisor is a
+    positive constant; any other divisor is rewritten so that every non-zero divisor agrees
+    with Python (``a // b == (-a) // (-b)``)."""
+    if isinstance(node, Param):
+        try:
+            return vars[node.name]
+        except KeyError:
+            raise UnknownParameterError(f"no Z3 variable for parameter {node.name!r}") from None
+    if isinstance(node, Const):
+        return z3.IntVal(node.value)
+    if isinstance(node, BinOp):
+        a, b = to_z3(node.left, vars), to_z3(node.right, vars)
+        op = node.op
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        positive = isinstance(node.right, Const) and node.right.value > 0
+        if op == "//":
+            return a / b if positive else z3.If(b > 0, a / b, (-a) / (-b))
+        if positive:
+            return a % b
+        return a - b * z3.If(b > 0, a / b, (-a) / (-b))
+    if isinstance(node, BoolConst):
+        return z3.BoolVal(node.value)
+    if isinstance(node, Cmp):
+        return _CMP[node.op](to_z3(node.left, vars), to_z3(node.right, vars))
+    if isinstance(node, And):
+        return z3.And([to_z3(p, vars) for p in node.parts])
+    if isinstance(node, Or):
+        return z3.Or([to_z3(p, vars) for p in node.parts])
+    if isinstance(node, Not):
+        return z3.Not(to_z3(node.arg, vars))
+    if isinstance(node, Implies):
+        return z3.Implies(to_z3(node.lhs, vars), to_z3(node.rhs, vars))
+    if isinstance(node, In):
+        t = to_z3(node.term, vars)
+        if len(node.values) == 1:
+            return t == node.values[0]
+        return z3.Or([t == v for v in node.values])
+    raise TypeError(f"no Z3 translation for {type(node).__name__}")
 
 
 def z3_vars(model: Model) -> dict[str, z3.ArithRef]:
@@ -78,7 +150,7 @@ def _solver(model: Model) -> tuple[z3.Solver, dict[str, z3.ArithRef]]:
     s = _new_solver(model)
     s.add(*_domain_constraints(model, vars))
     for c in model.constraints:
-        s.add(c.predicate.to_z3(vars))
+        s.add(to_z3(c.predicate, vars))
     return s, vars
 
 
@@ -137,7 +209,7 @@ def unsat_core(model: Model, fixed: Mapping[str, int] | None = None) -> list[Con
     lits = []
     for i, c in enumerate(model.constraints):
         lit = z3.Bool(f"__c{i}")
-        s.add(z3.Implies(lit, c.predicate.to_z3(vars)))
+        s.add(z3.Implies(lit, to_z3(c.predicate, vars)))
         lits.append(lit)
     if _check(s, *lits):
         return []

@@ -1,11 +1,33 @@
-"""Typed errors of the IR package (one class per failure kind)."""
+"""Typed errors of the IR package (one class per failure kind), and the library's error root.
+
+:class:`LiftmapError` is the root of every error the library raises on purpose (its message
+is meant for the user); each package's root derives from it: ``IRError``, ``SymbolicError``
+(``ir.sym``), ``ConstraintError`` (``constraints``, with ``SpaceError`` under it),
+``MapperError``, ``LoweringError``, ``DeviceError`` and the explorer's errors. ``ir`` is the
+base layer, so the root lives here and this module imports nothing from the library (the
+symbolic errors are re-exported lazily, so that ``ir.sym`` can import the root).
+"""
 
 from __future__ import annotations
 
-from ir.sym import NonIntegralError, SymbolicError, UnboundSizeError  # noqa: F401  (re-exported)
+from typing import Any
+
+_FROM_SYM = ("NonIntegralError", "SymbolicError", "UnboundSizeError")
 
 
-class IRError(Exception):
+def __getattr__(name: str) -> Any:  # re-exports of ir.sym's errors, imported on first use
+    if name in _FROM_SYM:
+        from ir import sym
+
+        return getattr(sym, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class LiftmapError(Exception):
+    """Root of every error the library raises on purpose; anything else is a bug."""
+
+
+class IRError(LiftmapError):
     """Base of all IR errors."""
 
 
@@ -24,7 +46,9 @@ class IRTypeError(IRError):
 class ConstraintViolation(IRTypeError):
     """An algorithmic constraint (``N % s == 0`` for ``split(s)``) fails for the given sizes."""
 
-    check = "algorithmic-constraint"  # an evaluation rejected for this reads rejected:<check>
+    # an evaluation rejected for this reads rejected:<check>; the same name as
+    # codegen.errors.Check.ALGORITHMIC_CONSTRAINT (ir cannot import codegen; checked there)
+    check = "algorithmic-constraint"
 
 
 class UnboundParameterError(IRTypeError):

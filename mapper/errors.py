@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ir.errors import LiftmapError
 
-class MapperError(Exception):
+
+class MapperError(LiftmapError):
     """Base of mapper errors."""
 
 

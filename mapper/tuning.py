@@ -6,8 +6,10 @@ length known from the sizes ranges over that length's divisors, an ``asVector`` 
 over powers of two, anything else over a range. The constraints are the types'
 algorithmic constraints (``split(s0) at node 12 needs N % s0 == 0``), the launch
 constraints of a mapping (work-group size within the device's limits) and the device's
-memory limits; each keeps its origin. The result is a ``constraints.space.SearchSpace``:
-counted exactly, iterated, sampled uniformly.
+memory limits; each keeps its origin. They are passed on as typed predicates
+(``constraints.predicates``, translated from the IR's size relations by :func:`to_predicate`),
+not as text. The result is a ``constraints.space.SearchSpace``: counted exactly, iterated,
+sampled uniformly.
 """
 
 from __future__ import annotations
@@ -17,6 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from codegen.target import DEFAULT_DEVICE, Device
+from constraints.predicates import (
+    CMP_OPS,
+    Arith,
+    Call,
+    Compare,
+    Expression,
+    Name,
+    Num,
+    Sign,
+    Truth,
+    conjunction,
+)
 from constraints.space import SearchSpace
 from ir.nodes import AsVector, FunCall, Map, Node, Split, walk
 from ir.sym import Expr
@@ -37,12 +51,13 @@ class TuningParam:
 
 @dataclass
 class TuningProblem:
-    """Tuning parameters and their restrictions (text, origin) for one program."""
+    """Tuning parameters and their restrictions for one program: typed predicates
+    (``constraints.predicates``) with their origins."""
 
     program: Node
     sizes: dict[str, int]
     params: dict[str, TuningParam]
-    restrictions: list[tuple[str, str]] = field(default_factory=list)
+    predicates: list[tuple[Expression, str]] = field(default_factory=list)
     resource_note: str = ""  # why the device's resource constraints are missing, if they are
     # the lowered kernels' features in the tuning parameters (codegen.resources.
     # program_features: work-items, work-group size, private/local/global bytes, kernels)
@@ -51,6 +66,11 @@ class TuningProblem:
     # mappings of a JointSpace: most of them have the same tuning space)
     space_cache: dict | None = field(default=None, repr=False, compare=False)
     _space: SearchSpace | None = None
+
+    @property
+    def restrictions(self) -> list[tuple[str, str]]:
+        """The restrictions as (text, origin), for display."""
+        return [(str(p), o) for p, o in self.predicates]
 
     @property
     def space(self) -> SearchSpace:
@@ -63,8 +83,8 @@ class TuningProblem:
             if key not in cache:
                 cache[key] = SearchSpace(
                     {p.name: p.domain for p in self.params.values()},
-                    [src for src, _ in self.restrictions],
-                    origins={i: o for i, (_, o) in enumerate(self.restrictions)},
+                    [pred for pred, _ in self.predicates],
+                    origins={i: o for i, (_, o) in enumerate(self.predicates)},
                 )
             self._space = cache[key]
         return self._space
@@ -73,7 +93,7 @@ class TuningProblem:
         """Valid configurations; without tuning parameters 1 (or 0 when a resource of the
         fixed sizes is over the device's limit)."""
         if not self.params:
-            return 0 if any(src == "False" for src, _ in self.restrictions) else 1
+            return 0 if any(p == FALSE for p, _ in self.predicates) else 1
         return self.space.count()
 
     def sample(self, k: int, seed: int | None = None) -> list[dict[str, int]]:
@@ -89,42 +109,45 @@ class TuningProblem:
 
 # ----------------------------------------------------------------------- translation
 
+FALSE = Truth(False)
 
-def to_restriction(rel) -> str:
-    """A ``Rel`` as a restriction string with integer semantics: exact divisions become
-    ``//`` guarded by divisibility, and every divisor is guarded against zero."""
-    guards: list[str] = []
-    lhs = _py(rel.lhs.to_tree(), guards)
-    rhs = _py(rel.rhs.to_tree(), guards)
-    body = f"{lhs} {rel.op} {rhs}"
-    seen: list[str] = []
+
+def to_predicate(rel) -> Expression:
+    """A size relation (``ir.sym.Rel``) as a restriction predicate with integer semantics:
+    exact divisions become ``//`` guarded by divisibility, and every divisor is guarded
+    against zero (the guards first: ``s != 0 and N % s == 0 and (N // s) >= 2``)."""
+    if rel.op not in CMP_OPS:
+        raise ValueError(f"unknown relation {rel.op!r} in {rel}")
+    guards: list[Expression] = []
+    body = Compare((_term(rel.lhs.to_tree(), guards), _term(rel.rhs.to_tree(), guards)),
+                   (rel.op,))
+    seen: dict[str, Expression] = {}
     for g in guards:
-        if g not in seen:
-            seen.append(g)
-    return " and ".join([*seen, body]) if seen else body
+        seen.setdefault(str(g), g)
+    return conjunction([*seen.values(), body])
 
 
-def _py(t, guards: list[str]) -> str:
+def _term(t, guards: list[Expression]) -> Expression:
     k = t[0]
     if k == "int":
-        return str(t[1])
+        return Num(t[1])
     if k == "var":
-        return t[1]
+        return Name(t[1])
     if k == "neg":
-        return f"(-{_py(t[1], guards)})"
+        return Sign("-", _term(t[1], guards))
     if k == "add":
-        return "(" + " + ".join(_py(x, guards) for x in t[1]) + ")"
+        return Arith("+", tuple(_term(x, guards) for x in t[1]))
     if k == "mul":
-        return "(" + " * ".join(_py(x, guards) for x in t[1]) + ")"
+        return Arith("*", tuple(_term(x, guards) for x in t[1]))
     if k in ("div", "floordiv", "mod"):
-        a, b = _py(t[1], guards), _py(t[2], guards)
-        guards.append(f"{b} != 0")
+        a, b = _term(t[1], guards), _term(t[2], guards)
+        guards.append(Compare((b, Num(0)), ("!=",)))
         if k == "div":
-            guards.append(f"{a} % {b} == 0")
-            return f"({a} // {b})"
-        return f"({a} {'//' if k == 'floordiv' else '%'} {b})"
+            guards.append(Compare((Arith("%", (a, b), parens=False), Num(0)), ("==",)))
+            return Arith("//", (a, b))
+        return Arith("//" if k == "floordiv" else "%", (a, b))
     if k in ("min", "max"):
-        return f"{k}({_py(t[1], guards)}, {_py(t[2], guards)})"
+        return Call(k, (_term(t[1], guards), _term(t[2], guards)))
     raise ValueError(f"unknown expression node {k!r}")
 
 
@@ -228,9 +251,9 @@ def infer_tuning(
         if rel.is_trivially_true:
             continue
         if rel.is_trivially_false:
-            problem.restrictions.append(("False", c.origin))
+            problem.predicates.append((FALSE, c.origin))
             continue
-        problem.restrictions.append((to_restriction(rel), c.origin))
+        problem.predicates.append((to_predicate(rel), c.origin))
     _resource_constraints(problem, device, info)
     return problem
 
@@ -283,9 +306,10 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             probes = [problem.space[0], *problem.space.sample(RESOURCE_PROBES - 1, seed=0)]
         except (IndexError, ValueError):  # the algorithmic constraints leave nothing
             return
-    seen = {src for src, _ in problem.restrictions}
+    seen = {text for text, _ in problem.restrictions}
     # the translation of a relation is the same in every mapping of a joint space (the
-    # global buffers' sizes, say): cached with the spaces, keyed by its text
+    # global buffers' sizes, say): cached with the spaces, keyed by its text, as
+    # (predicate, its text)
     texts = problem.space_cache.setdefault("relations", {}) \
         if problem.space_cache is not None else {}
     added = False
@@ -304,14 +328,17 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             key = str(r.rel)
             if key not in texts:
                 rel = r.rel.subs(problem.sizes)
-                texts[key] = None if rel.is_trivially_true else \
-                    "False" if rel.is_trivially_false else to_restriction(rel)
-            src = texts[key]
-            if src is None or src in seen:
+                pred = None if rel.is_trivially_true else \
+                    FALSE if rel.is_trivially_false else to_predicate(rel)
+                texts[key] = None if pred is None else (pred, str(pred))
+            if texts[key] is None:
                 continue
-            seen.add(src)
+            pred, text = texts[key]
+            if text in seen:
+                continue
+            seen.add(text)
             origin = r.origin if r.exact else f"{r.origin} (estimated at {probe})"
-            problem.restrictions.append((src, origin))
+            problem.predicates.append((pred, origin))
             added = True
     if added:
         problem._space = None

@@ -29,6 +29,7 @@ from constraints import (
     eq,
     ne,
 )
+from constraints.z3_backend import to_z3
 
 A, B, C, D = (Param(n) for n in "ABCD")
 NAMES = ("A", "B", "C")
@@ -157,7 +158,7 @@ def test_errors():
     with pytest.raises(InvalidAssignmentError, match="B"):
         eq(A, B).evaluate({"A": 1})
     with pytest.raises(UnknownParameterError):
-        eq(A, B).to_z3({"A": z3.Int("A")})
+        to_z3(eq(A, B), {"A": z3.Int("A")})
     with pytest.raises(TypeError):
         In(A, [1, "x"])
 
@@ -227,7 +228,7 @@ ASSIGNMENTS = st.fixed_dictionaries({n: st.integers(-40, 40) for n in NAMES})
 
 
 def _z3_value(node, assignment):
-    e = z3.simplify(node.to_z3({n: z3.IntVal(v) for n, v in assignment.items()}))
+    e = z3.simplify(to_z3(node, {n: z3.IntVal(v) for n, v in assignment.items()}))
     return z3.is_true(e) if isinstance(node, Pred) else e.as_long()
 
 

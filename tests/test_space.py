@@ -95,8 +95,10 @@ def test_dedispersion_structure(dedisp: SearchSpace) -> None:
         assert needle in text
     from rich.console import Console
 
+    from mapper.space_view import space_table
+
     console = Console(width=200, record=True)
-    console.print(dedisp.rich_table())
+    console.print(space_table(dedisp))
     out = console.export_text()
     assert "11,130" in out and "tile_stride_y" in out
 
@@ -422,3 +424,26 @@ def test_error_invalid_configuration(dedisp: SearchSpace) -> None:
     assert {"block_size_x": 1} not in dedisp and 5 not in dedisp
     with pytest.raises(SpaceError, match="twice"):
         SearchSpace({"a": [1, 2, 1]})
+
+
+def test_typed_predicates_and_strings_are_the_same_restrictions() -> None:
+    """A predicate built as data and the user's string parsed are the same object, and give
+    the same space; the built one keeps its origin and prints as its text."""
+    from constraints.predicates import Arith, Compare, Name, Num, parse_predicate
+
+    built = Compare((Arith("*", (Name("x"), Name("y"))), Num(64)), ("<=",))
+    assert parse_predicate("x * y <= 64", ["x", "y"]) == built
+    assert str(built) == "(x * y) <= 64"
+    params = {"x": range(1, 20), "y": range(1, 20)}
+    typed = SearchSpace(params, [built], origins={0: "split at node 3"})
+    text = SearchSpace(params, ["x * y <= 64"])
+    assert typed.to_dicts() == text.to_dicts() and typed.count() == text.count()
+    (r,) = typed.restrictions
+    assert r.predicate == built and r.origin == "split at node 3" and r.source == str(built)
+    assert "(x * y) <= 64" in typed.describe()
+    with pytest.raises(UnknownNameError, match="'y'"):
+        SearchSpace({"x": [1]}, [built])
+    with pytest.raises(NotAPredicateError):
+        SearchSpace(params, [Arith("+", (Name("x"), Num(1)))])
+    with pytest.raises(TypeError):
+        Compare((Compare((Name("x"), Num(1)), ("<",)), Num(1)), ("==",))  # a truth value

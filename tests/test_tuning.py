@@ -18,7 +18,7 @@ from ir.programs import (
     run_pipeline,
 )
 from ir.typecheck import typecheck
-from mapper.tuning import JointSpace, infer_tuning, to_restriction
+from mapper.tuning import JointSpace, infer_tuning, to_predicate
 
 
 def brute_force(program, sizes, tp):
@@ -84,11 +84,15 @@ def test_guarded_translation():
     from ir.sym import Var
 
     rel = ((Var("n") - Var("k")) / Var("s") + 1).ge(2)
-    src = to_restriction(rel)
-    assert "s != 0" in src and "% s == 0" in src and "//" in src
+    pred = to_predicate(rel)
+    src = str(pred)
+    # the text the restriction strings of the spaces always had
+    assert src == "s != 0 and ((-k) + n) % s == 0 and ((((-k) + n) // s) + 1) >= 2", src
     from constraints.space import SearchSpace
 
-    sp = SearchSpace({"n": range(0, 9), "k": [3], "s": range(0, 4)}, [src])
+    sp = SearchSpace({"n": range(0, 9), "k": [3], "s": range(0, 4)}, [pred])
+    assert sp.restrictions[0].source == src and sp.restrictions[0].predicate == pred
+    assert sp.to_dicts() == SearchSpace(sp.params, [src]).to_dicts()  # the text: the same
     for c in sp:
         assert c["s"] and (c["n"] - c["k"]) % c["s"] == 0 and (c["n"] - c["k"]) // c["s"] >= 1
 
