@@ -19,6 +19,7 @@ copies; ``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -155,23 +156,75 @@ class Printer:
     def __init__(self, indent: str = "  "):
         self.lines: list[str] = []
         self.ind = indent
-        self.hoisted: list[tuple[frozenset, dict]] = []  # per enclosing for loop
+        self.hoisted: list[tuple[frozenset, dict, int]] = []  # per enclosing for loop
         self.nhoist = 0
+        # Memo tables, valid for one kernel: the printer is a pure function of the
+        # statement tree and index variables keep one range while it runs, so an index,
+        # a split or a size is computed once per distinct argument (issue 9: lowering time)
+        self._serial = itertools.count()
+        self._hkey: tuple = ()  # serials of the enclosing loops that hoisted something
+        self._index: dict = {}
+        self._split: dict = {}
+        self._terms: dict = {}
+        self._vec: dict = {}
+        self._touches: dict[int, bool] = {}
+        self._sizes: dict[int, int] = {}
 
     def index(self, e: Expr, env: dict) -> Expr:
         """``e`` with the loop-invariant parts hoisted above the enclosing ``for`` loops
         replaced by their ``int`` variables."""
         if env:
-            e = e.subs(env)
-        for inner, names in self.hoisted:
+            fv = e.free_vars()
+            sub = tuple(sorted((k, v) for k, v in env.items() if k in fv))
+        else:
+            sub = ()
+        key = (e, sub, self._hkey)
+        hit = self._index.get(key)
+        if hit is not None:
+            return hit
+        if sub:
+            e = e.subs(dict(sub))
+        for inner, names, _ in self.hoisted:
             if not names:
                 continue
-            inv, rest = split_invariant(e, inner)
+            inv, rest = self.split(e, inner)
             if inv is not None:
                 name = names.get(str(inv))
                 if name is not None:
                     e = Var(name) + rest
+        self._index[key] = e
         return e
+
+    def split(self, e: Expr, inner: frozenset) -> tuple[Expr | None, Expr]:
+        """:func:`split_invariant`, memoised for this kernel."""
+        key = (e, inner)
+        hit = self._split.get(key)
+        if hit is None:
+            hit = self._split[key] = split_invariant(e, inner, self._terms)
+        return hit
+
+    def touches(self, lp: Loop) -> bool:
+        """:func:`touches_private_array`, memoised for this kernel."""
+        hit = self._touches.get(id(lp))
+        if hit is None:
+            hit = self._touches[id(lp)] = touches_private_array(lp)
+        return hit
+
+    def unrolled_size(self, lp: Loop) -> int:
+        """:func:`unrolled_size`, memoised for this kernel."""
+        hit = self._sizes.get(id(lp))
+        if hit is None:
+            hit = self._sizes[id(lp)] = lp.n * sum(self._printed_size(s) for s in lp.body)
+        return hit
+
+    def _printed_size(self, s) -> int:
+        if not isinstance(s, Loop):
+            return 1
+        if s.kind == "seq" and s.n <= UNROLL_MAX and self.touches(s):
+            size = self.unrolled_size(s)
+            if size <= UNROLL_BUDGET:
+                return size
+        return 1 + sum(self._printed_size(x) for x in s.body)
 
     def expr(self, e: Expr, env: dict) -> str:
         return self.index(e, env).to_c()
@@ -188,13 +241,23 @@ class Printer:
             for leaf in (s.dest, *leaves_of(s.value)):
                 if leaf.buf.space == "private":
                     continue
-                inv, _ = split_invariant(self.index(leaf.idx, env), inner)
+                inv, _ = self.split(self.index(leaf.idx, env), inner)
                 if inv is None or str(inv) in names or not _worth_hoisting(inv):
                     continue
                 name = names[str(inv)] = f"lm_ix{self.nhoist}"
                 self.nhoist += 1
                 self.emit(f"int {name} = {inv.to_c()};", depth)
-        self.hoisted.append((inner, names))
+        serial = next(self._serial)
+        self.hoisted.append((inner, names, serial))
+        if names:
+            self._hkey = (*self._hkey, serial)
+
+    def unhoist(self) -> None:
+        """Leaves the ``for`` loop whose hoisted names are the last ones pushed."""
+        _, names, serial = self.hoisted.pop()
+        if names:
+            assert self._hkey[-1] == serial
+            self._hkey = self._hkey[:-1]
 
     def leaf(self, v: Leaf, env: dict) -> str:
         if isinstance(v, Mem):
@@ -226,12 +289,18 @@ class Printer:
     def vec_addr(self, v: VecMem, env: dict) -> tuple[str, str]:
         idx = self.index(v.idx, env)
         w = v.width
-        q = idx // w
-        if q * w == idx:
-            return q.to_c(), v.buf.cname
-        if idx == 0:
-            return "0", v.buf.cname
-        return "0", f"{v.buf.cname} + {idx.to_c()}"
+        key = (idx, w)
+        hit = self._vec.get(key)
+        if hit is None:
+            q = idx // w
+            if q * w == idx:
+                hit = (q.to_c(), "")
+            elif idx == 0:
+                hit = ("0", "")
+            else:
+                hit = ("0", f" + {idx.to_c()}")
+            self._vec[key] = hit
+        return hit[0], v.buf.cname + hit[1]
 
     def emit(self, line: str, depth: int) -> None:
         self.lines.append(self.ind * depth + line)
@@ -278,8 +347,8 @@ class Printer:
                 self.emit(f"{{ // {lp.what}: one iteration", depth)
                 self.stmts(lp.body, depth + 1, {**env, v: 0})
                 self.emit("}", depth)
-            elif n <= UNROLL_MAX and touches_private_array(lp) and \
-                    unrolled_size(lp) <= UNROLL_BUDGET:
+            elif n <= UNROLL_MAX and self.touches(lp) and \
+                    self.unrolled_size(lp) <= UNROLL_BUDGET:
                 self.emit(f"// {lp.what}: unrolled, {v} = 0..{n - 1}", depth)
                 scoped = any(isinstance(x, Decl) for x in lp.body)
                 for k in range(n):
@@ -293,7 +362,7 @@ class Printer:
                 self.emit(f"for (int {v} = 0; {v} < {n}; {v} += 1) {{ // {lp.what}", depth)
                 self.stmts(lp.body, depth + 1, env)
                 self.emit("}", depth)
-                self.hoisted.pop()
+                self.unhoist()
             return
         idf, sizef = THREAD_FUNS[lp.kind]
         t = lp.threads
@@ -325,9 +394,12 @@ def _worth_hoisting(inv: Expr) -> bool:
     return "/" in c or "%" in c or len(inv.free_vars()) > 1
 
 
-def split_invariant(e: Expr, inner: frozenset) -> tuple[Expr | None, Expr]:
+def split_invariant(e: Expr, inner: frozenset,
+                    terms: dict | None = None) -> tuple[Expr | None, Expr]:
     """``(inv, rest)`` with ``e = inv + rest``: ``inv`` the sum of the non-constant terms of
-    ``e`` that use no variable of ``inner`` (None when there are none)."""
+    ``e`` that use no variable of ``inner`` (None when there are none). ``terms``: a memo
+    of :func:`codegen.views.build_expr` by term tree, valid while the index variables
+    keep their ranges (one kernel)."""
     fv = e.free_vars()
     if not fv or fv <= inner:
         return None, e
@@ -341,7 +413,12 @@ def split_invariant(e: Expr, inner: frozenset) -> tuple[Expr | None, Expr]:
         return None, e
     inv, rest = Cst(0), Cst(0)
     for item in tree[1]:
-        x = build_expr(item)
+        if terms is None:
+            x = build_expr(item)
+        else:
+            x = terms.get(item)
+            if x is None:
+                x = terms[item] = build_expr(item)
         if x.free_vars() and not x.free_vars() & inner:
             inv = inv + x
         else:
