@@ -488,6 +488,22 @@ def test_model_strategy_learns_from_observations(joint):
     assert sum(s0 for _, s0 in late) / len(late) >= 256  # and that a larger s0 is faster
 
 
+def test_model_strategy_takes_cut_candidates_as_slow_not_infeasible(joint):
+    pytest.importorskip("sklearn", reason="the model strategy needs scikit-learn "
+                        "(pip install 'liftmap[model]')")
+    from mapper.explore.model import SLOW
+
+    s = make_strategy("model", joint, seed=0, pool_size=150, n_init=8, batch=4)
+    it = s.candidates()
+    for _ in range(12):
+        c = next(it)
+        big = c.tuning["s0"] >= 64
+        s.observe(c, {"status": "ok" if big else "timeout",
+                      "gflops": float(c.tuning["s0"]) if big else None})
+    assert SLOW in s.y and None not in s.y  # a cut candidate ran: it is only slow
+    assert all(isinstance(y, float) for y, c in zip(s.y, s.X) if y != SLOW)
+
+
 # ------------------------------------------------------------------ replay (no device)
 
 
@@ -599,7 +615,8 @@ def test_model_features_include_the_lowered_kernel(joint):
     from mapper.explore.model import ModelStrategy
 
     s = make_strategy("model", joint, seed=0)
-    m = next(m for m in joint.mappings if m["A"] >= 30)  # A=mapGlb: work-items depend on s0
+    # A=mapGlb, the maps inside sequential: the work-items depend on s0
+    m = next(m for m in joint.mappings if m["A"] >= 30 and m["B"] < 10 and m["C"] < 10)
     feats = joint.tuning(m).features
     assert {"work_items", "private_bytes", "global_bytes"} <= set(feats)
     cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])

@@ -9,8 +9,10 @@ uncertainty for the acquisition rule.
    constraints are satisfied by construction).
 2. The first ``n_init`` proposals are random members of the pool.
 3. Then, every ``batch`` proposals, a regressor is fitted on log(GFLOP/s) (or -log(time)
-   without a FLOP count) of the ``ok`` candidates and a classifier on ok / not ok (the
-   hidden constraints: the lowering's and the device's refusals, failures); the next batch
+   without a FLOP count) of the ``ok`` candidates, the ones stopped for time counting as
+   slower than the slowest ``ok`` one (they were cut because they are slow), and a
+   classifier on runs / does not run (the hidden constraints: the lowering's and the
+   device's refusals, failures); the next batch
    is the pool's top ``batch`` by ``P(ok) * (mean + beta * std)`` (upper confidence bound
    on the standardised prediction). The pool is refilled as it is used.
 
@@ -33,6 +35,8 @@ from typing import Any
 from mapper.explore.strategies import Candidate, Strategy, StrategyError, register
 from mapper.tuning import JointSpace
 
+SLOW = "slow"  # the target of a candidate stopped for time
+
 
 @register
 class ModelStrategy(Strategy):
@@ -53,10 +57,18 @@ class ModelStrategy(Strategy):
         self.labels = list(joint.problem.labels)
         self.params: list[str] = []
         self.X: list[list[float]] = []
-        self.y: list[float | None] = []  # None: not ok
+        self.y: list[float | str | None] = []  # None: failed; SLOW: stopped for time
+        self._feats: dict[Any, list[float]] = {}  # pool member -> features
         self._map_s = self._tun_s = 0.0  # drawing the pool's samples since the last batch
 
     # features -------------------------------------------------------------
+
+    def _cached(self, m: Any, cfg: Mapping[str, int]) -> list[float]:
+        key = (m, tuple(sorted(cfg.items())))
+        f = self._feats.get(key)
+        if f is None:
+            f = self._feats[key] = self.features(m, cfg)
+        return f
 
     def features(self, mapping: Mapping[str, int], tuning: Mapping[str, int]) -> list[float]:
         for k in tuning:
@@ -128,8 +140,11 @@ class ModelStrategy(Strategy):
         import numpy as np
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-        ok = [(x, y) for x, y in zip(self.X, self.y) if y is not None]
-        feats = [self.features(m, c) for m, c in pool]  # may add parameters: first
+        perf = [y for y in self.y if isinstance(y, float)]
+        slow = min(perf) - 1.0 if perf else 0.0  # a cut candidate: slower than any ok one
+        ok = [(x, y if isinstance(y, float) else slow)
+              for x, y in zip(self.X, self.y) if y is not None]
+        feats = [self._cached(m, c) for m, c in pool]  # may add parameters: first
         Xp = np.array(self._matrix(feats))
         X = np.array(self._matrix(self.X))
         p_ok = np.ones(len(pool))
@@ -138,7 +153,7 @@ class ModelStrategy(Strategy):
             clf = RandomForestClassifier(n_estimators=50, random_state=self.seed)
             clf.fit(X, feas)
             p_ok = clf.predict_proba(Xp)[:, list(clf.classes_).index(True)]
-        if len(ok) < 2:
+        if len(perf) < 2:
             return list(p_ok + self.rng.random() * 1e-6)
         Xo = np.array(self._matrix([x for x, _ in ok]))
         yo = np.array([y for _, y in ok])
@@ -177,8 +192,10 @@ class ModelStrategy(Strategy):
                 yield Candidate(m, cfg, self._map_s / n, self._tun_s / n, other / n)
 
     def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
-        self.X.append(self.features(candidate.mapping, candidate.tuning))
-        if row["status"] != "ok":
+        self.X.append(self._cached(candidate.mapping, candidate.tuning))
+        if row["status"] == "timeout":
+            self.y.append(SLOW)
+        elif row["status"] != "ok":
             self.y.append(None)
         elif row.get("gflops"):
             self.y.append(math.log(row["gflops"]))
