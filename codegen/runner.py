@@ -15,6 +15,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -122,6 +123,23 @@ class RunResult:
     @property
     def median_s(self) -> float:
         return statistics.median(self.times_s) if self.times_s else float("nan")
+
+
+class _Common(TypedDict, total=False):
+    """The fields of every outcome of one evaluated program."""
+
+    memory: dict[str, int]
+    source_hash: str
+    run_window: tuple[float, float]
+
+
+class _Timing(TypedDict):
+    """The timing fields of an outcome whose program ran."""
+
+    time_s: float
+    times_s: tuple[float, ...]
+    gflops: float | None
+    build_s: float
 
 
 def _first_lines(text: str, n: int = 12) -> str:
@@ -264,7 +282,7 @@ class Runner:
         names = [k.name for k in program.kernels]
         per_kernel: dict[str, list[float]] = {n: [] for n in names}
         totals: list[float] = []
-        output = None
+        output: np.ndarray | None = None
         runs = max(warmup, 1) + repeats - (0 if warmup else 1)
         i = 0
         while i < runs:
@@ -310,7 +328,7 @@ class Runner:
         cl = self.cl
         h = program_hash(program)
         memory = program.memory_report()
-        common = dict(memory=memory, source_hash=h)
+        common = _Common(memory=memory, source_hash=h)
         bad = check_launch(program, self.limits)
         if bad is not None:
             return Outcome("rejected", bad[1], check=bad[0], **common)
@@ -345,7 +363,7 @@ class Runner:
         med = res.median_s
         fl = flops if flops is not None else program.flops
         gflops = fl / med / 1e9 if fl and med > 0 else None
-        timing = dict(time_s=med, times_s=res.times_s, gflops=gflops, build_s=build_s)
+        timing = _Timing(time_s=med, times_s=res.times_s, gflops=gflops, build_s=build_s)
         if reference is not None:
             ok, err, why = compare(res.output, reference, rtol=rtol, atol=atol)
             if not ok:

@@ -32,6 +32,8 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import numpy as np
@@ -144,11 +146,11 @@ def data_token(inputs: Mapping[str, np.ndarray], reference: np.ndarray | None) -
     for name in sorted(inputs):
         a = np.ascontiguousarray(inputs[name])
         h.update(f"{name}:{a.dtype}:{a.shape};".encode())
-        h.update(memoryview(a).cast("B"))
+        h.update(a.data.cast("B"))
     if reference is not None:
         r = np.ascontiguousarray(reference)
         h.update(f"ref:{r.dtype}:{r.shape};".encode())
-        h.update(memoryview(r).cast("B"))
+        h.update(r.data.cast("B"))
     return h.hexdigest()
 
 
@@ -178,8 +180,8 @@ class _Worker:
     def __init__(self, ctx, spec: str | None, log_dir: str, n: int):
         self.ctx, self.spec = ctx, spec
         self.log_path = os.path.join(log_dir, f"worker-{n}.log")
-        self.proc = None
-        self.conn = None
+        self.proc: BaseProcess | None = None
+        self.conn: Connection | None = None
         self.token: str | None = None
         self.info: dict[str, Any] = {}
         self.started = 0
@@ -191,9 +193,10 @@ class _Worker:
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         parent, child = self.ctx.Pipe()
         open(self.log_path, "w").close()
-        self.proc = self.ctx.Process(target=_worker_main, args=(child, self.spec, self.log_path),
-                                     daemon=True, name="liftmap-worker")
-        self.proc.start()
+        proc = self.proc = self.ctx.Process(
+            target=_worker_main, args=(child, self.spec, self.log_path), daemon=True,
+            name="liftmap-worker")
+        proc.start()
         child.close()
         self.conn, self.token = parent, None
         self.started += 1
@@ -203,8 +206,8 @@ class _Worker:
         try:
             kind, info = parent.recv()
         except EOFError:
-            self.proc.join(5)
-            code = self.proc.exitcode
+            proc.join(5)
+            code = proc.exitcode
             self.kill()
             raise WorkerStartError(f"worker died while starting ({_signal_name(code)}): "
                                    f"{_tail(self.log_path)}") from None
@@ -223,17 +226,20 @@ class _Worker:
         self.conn, self.token = None, None
 
     def stop(self) -> None:
-        if self.alive and self.conn is not None:
+        proc, conn = self.proc, self.conn
+        if proc is not None and proc.is_alive() and conn is not None:
             try:
-                self.conn.send(("stop",))
-                self.proc.join(5)
+                conn.send(("stop",))
+                proc.join(5)
             except (OSError, BrokenPipeError):
                 pass
         self.kill()
 
     def _died(self, what: str) -> Outcome:
-        self.proc.join(5)
-        code = self.proc.exitcode
+        proc = self.proc
+        assert proc is not None  # it was started
+        proc.join(5)
+        code = proc.exitcode
         tail = _tail(self.log_path)
         self.kill()
         reason = f"worker died {what} ({_signal_name(code)})"
@@ -247,49 +253,53 @@ class _Worker:
         for it does not count against ``timeout_s``."""
         if not self.alive:
             self.start()
+        conn = self.conn
+        assert conn is not None  # a live worker has its connection
         if self.token != token:
             try:
-                self.conn.send(("data", token, dict(inputs), reference))
-                if not self.conn.poll(STARTUP_TIMEOUT_S):
+                conn.send(("data", token, dict(inputs), reference))
+                if not conn.poll(STARTUP_TIMEOUT_S):
                     self.kill()
                     return Outcome("crash", "worker did not acknowledge the data")
-                self.conn.recv()
+                conn.recv()
             except (EOFError, OSError):
                 return self._died("while receiving the data")
             self.token = token
         t0 = time.perf_counter()
         try:
-            self.conn.send(("eval", token, kind, payload, kw, gate is not None))
+            conn.send(("eval", token, kind, payload, kw, gate is not None))
         except (EOFError, OSError):
             return self._died("before the candidate was sent")
         except (pickle.PicklingError, TypeError, AttributeError) as e:
             return Outcome("crash", f"the candidate cannot be sent to a worker process: {e}; "
                            "a user function with a statement body needs a numpy meaning "
                            "that pickles (a module-level function, not a lambda)")
-        left, held = timeout_s, False
+        left = timeout_s
+        held: threading.Lock | None = None  # the gate, while this call holds it
         try:
             while True:
                 t1 = time.perf_counter()
-                if not self.conn.poll(left):
+                if not conn.poll(left):
                     self.kill()
                     return Outcome("timeout", f"no result within {timeout_s:g} s; worker "
                                    "killed (SIGKILL) and replaced")
                 try:
-                    msg = self.conn.recv()
+                    msg = conn.recv()
                 except (EOFError, OSError):
                     return self._died(f"after {time.perf_counter() - t0:.2f} s")
                 left -= time.perf_counter() - t1
                 if msg[0] != "built":
                     return msg[1]
+                assert gate is not None  # the worker waits for its turn only when gated
                 gate.acquire()  # waiting for the device is not the candidate's time
-                held = True
+                held = gate
                 try:
-                    self.conn.send(("go",))
+                    conn.send(("go",))
                 except (EOFError, OSError):
                     return self._died("while waiting for its turn on the device")
         finally:
-            if held:
-                gate.release()
+            if held is not None:
+                held.release()
 
 
 class WorkerPool:

@@ -38,7 +38,7 @@ def _eq(a, b, ea: dict, eb: dict, depth: int) -> bool:
         return _eq(a.body, b.body, ea, eb, depth + 1)
     if not isinstance(a, Node):
         return a == b
-    for f in fields(a):  # type: ignore[arg-type]
+    for f in fields(a):
         if not f.compare:
             continue
         va, vb = getattr(a, f.name), getattr(b, f.name)

@@ -278,8 +278,8 @@ def bind_sizes(program: Lambda, inputs: Mapping[str, object], sizes: Mapping[str
     return out
 
 
-def _bind(t: Type, a: np.ndarray, name: str, out: dict) -> None:
-    sizes, inner = shape_of(t)
+def _bind(t: Type | None, a: np.ndarray, name: str, out: dict) -> None:
+    sizes, inner = shape_of(t)  # an untyped input is a scalar here (typecheck rejects it)
     expected = len(sizes) + (1 if isinstance(inner, VectorType) else 0)
     if isinstance(inner, TupleType):
         raise InterpreterError(f"input {name}: tuple-typed inputs are not supported")
@@ -335,7 +335,7 @@ def evaluate(
     return _tmap(lambda a: np.array(a, order="C"), out)
 
 
-def _scalar_of(t: Type) -> str:
+def _scalar_of(t: Type | None) -> str:
     _, inner = shape_of(t)
     if isinstance(inner, VectorType):
         inner = inner.elem

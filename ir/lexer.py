@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ir.errors import ParseError
 
@@ -50,9 +50,7 @@ class Token:
 def parse_error(msg: str, line: int, col: int, lines: list[str]) -> ParseError:
     """A ``ParseError`` at ``line``:``col`` showing that line of the text."""
     src = lines[line - 1] if 0 < line <= len(lines) else ""
-    err = ParseError(msg, line, col, src)
-    err.message = msg  # type: ignore[attr-defined]
-    return err
+    return ParseError(msg, line, col, src)
 
 
 def tokenize(text: str, lines: list[str]) -> list[Token]:
@@ -112,14 +110,16 @@ def tokenize(text: str, lines: list[str]) -> list[Token]:
 # checker, printer, rules, lowering) far from Python's stack limit.
 MAX_NESTING = 100
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_C = TypeVar("_C", bound="TokenCursor")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def nested(method: _F) -> _F:
+def nested(method: Callable[Concatenate[_C, _P], _R]) -> Callable[Concatenate[_C, _P], _R]:
     """Counts the reader's nesting around ``method``; past MAX_NESTING: a located error."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: _C, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         self.nest += 1
         try:
             if self.nest > MAX_NESTING:
@@ -131,7 +131,7 @@ def nested(method: _F) -> _F:
         finally:
             self.nest -= 1
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 # --------------------------------------------------------------------------- cursor

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ir.cexpr import RETURN_RE, c_meaning
 from ir.sym import Expr, sym
@@ -29,9 +30,11 @@ class Node:
     """Base of expressions and function declarations."""
 
     __slots__ = ()
+    if TYPE_CHECKING:  # every concrete node class is a dataclass (read by dataclasses.fields)
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def children(self) -> Iterator[Node]:
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, Node):
                 yield v
@@ -40,7 +43,7 @@ class Node:
                     if isinstance(x, Node):
                         yield x
 
-    def __call__(self, *args: Node) -> FunCall:
+    def __call__(self, *args: ExprNode) -> FunCall:
         if not isinstance(self, FunDecl):
             raise TypeError(f"{type(self).__name__} is not a function and cannot be applied")
         return FunCall(self, tuple(args))
@@ -89,7 +92,11 @@ class FunDecl(Node):
     """Anything that can be applied: lambdas, user functions, primitives."""
 
     __slots__ = ()
-    arity: int = 1
+
+    @property
+    def arity(self) -> int:
+        """The number of arguments the function takes."""
+        return 1
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -100,7 +107,7 @@ class Lambda(FunDecl):
     body: ExprNode
 
     @property
-    def arity(self) -> int:  # type: ignore[override]
+    def arity(self) -> int:
         return len(self.params)
 
 
@@ -121,7 +128,7 @@ class UserFun(FunDecl):
     py: Callable = field(compare=False, repr=False)
 
     @property
-    def arity(self) -> int:  # type: ignore[override]
+    def arity(self) -> int:
         return len(self.param_names)
 
     def __reduce__(self):
@@ -155,7 +162,7 @@ class Vectorize(FunDecl):
         object.__setattr__(self, "width", sym(self.width))
 
     @property
-    def arity(self) -> int:  # type: ignore[override]
+    def arity(self) -> int:
         return self.f.arity
 
 
@@ -223,7 +230,9 @@ class Reduce(FunDecl):
         if self.kind not in ("reduce", "reduceSeq"):
             raise ValueError(f"unknown reduce kind {self.kind!r}")
 
-    arity = 2
+    @property
+    def arity(self) -> int:
+        return 2
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -248,7 +257,7 @@ class Zip(FunDecl):
     n: int = 2
 
     @property
-    def arity(self) -> int:  # type: ignore[override]
+    def arity(self) -> int:
         return self.n
 
 
@@ -340,7 +349,7 @@ class ToMem(FunDecl):
             raise ValueError(f"unknown address space {self.space!r}")
 
     @property
-    def arity(self) -> int:  # type: ignore[override]
+    def arity(self) -> int:
         return self.f.arity
 
 
@@ -364,17 +373,17 @@ def maps_in(node: Node) -> list[Map]:
 def rebuild(node: Node, fn: Callable[[Node], Node | None]) -> Node:
     """Bottom-up rewrite: ``fn`` returns a replacement for a node (children already
     rewritten) or None to keep it. Map uids survive."""
-    changes = {}
-    for f in fields(node):  # type: ignore[arg-type]
+    changes: dict[str, Node | tuple] = {}
+    for f in fields(node):
         v = getattr(node, f.name)
         if isinstance(v, Node):
             nv = rebuild(v, fn)
             if nv is not v:
                 changes[f.name] = nv
         elif isinstance(v, tuple) and any(isinstance(x, Node) for x in v):
-            nv = tuple(rebuild(x, fn) if isinstance(x, Node) else x for x in v)
-            if any(a is not b for a, b in zip(nv, v)):
-                changes[f.name] = nv
+            nt = tuple(rebuild(x, fn) if isinstance(x, Node) else x for x in v)
+            if any(a is not b for a, b in zip(nt, v)):
+                changes[f.name] = nt
     if changes:
         node = _replace(node, changes)
     out = fn(node)
@@ -382,7 +391,7 @@ def rebuild(node: Node, fn: Callable[[Node], Node | None]) -> Node:
 
 
 def _replace(node: Node, changes: dict) -> Node:
-    kwargs = {f.name: getattr(node, f.name) for f in fields(node)}  # type: ignore[arg-type]
+    kwargs = {f.name: getattr(node, f.name) for f in fields(node)}
     kwargs.update(changes)
     return type(node)(**kwargs)
 

@@ -52,7 +52,7 @@ def is_reserved(name: str) -> bool:
     if name in WORDS or name in KEYWORDS or VEC_RE.fullmatch(name):
         return True
     m = MAP_RE.fullmatch(name)
-    return bool(m) and (not m[2] or valid_label(m[2]))
+    return m is not None and (not m[2] or valid_label(m[2]))
 
 
 class KeywordForms(TypeReader):

@@ -45,7 +45,7 @@ class TypeReader(TokenCursor, SizeGrammar):
                     raise self.error(f"{name!r}: OpenCL vector types have 2, 3, 4, 8 or 16 "
                                      "lanes", t)
                 self.next()
-                return VectorType(SCALARS[m[1]], int(m[2]))
+                return VectorType(SCALARS[m[1]], Cst(int(m[2])))
             close = difflib.get_close_matches(name, ["float", "int", "float4"], 1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise self.error(f"unknown type {name!r}{hint} (types: float, int, float2/4/8/16, "
@@ -77,7 +77,9 @@ class TypeReader(TokenCursor, SizeGrammar):
     # ------------------------------------------------------------------ sizes
     # the grammar is ir.size_grammar's (ir.sym.parse_expr reads the same); here the leaves
     # and the errors are located, and unary operators count towards the nesting limit
-    size_unary = nested(SizeGrammar.size_unary)
+    @nested
+    def size_unary(self) -> Expr:
+        return super().size_unary()
 
     def arith(self, op: Token, a: Expr, b: Expr) -> Expr:
         try:

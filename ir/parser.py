@@ -404,6 +404,7 @@ def parse_file(path: str | Path, *, userfuns: Mapping[str, UserFun] | None = Non
     except ParseError as e:
         msg = getattr(e, "message", str(e))
         err = ParseError(f"{msg} (in {path})", e.line, e.column, e.source_line)
-        err.message = msg  # type: ignore[attr-defined]
+        err.message = msg
+        # an extra attribute for callers: ParseError (ir/errors.py) declares no path
         err.path = str(path)  # type: ignore[attr-defined]
         raise err from None

@@ -121,7 +121,10 @@ def _render(doc, width: int | None) -> str:
         elif type(d) is _Nest:
             stack.append((ind + d.indent, flat, d.doc))
         else:
-            stack.append((ind, flat or _fits(width - col, d.doc, stack), d.doc))  # type: ignore[operator]
+            if not flat:
+                assert width is not None  # without a width everything is flat
+                flat = _fits(width - col, d.doc, stack)
+            stack.append((ind, flat, d.doc))
     return "".join(out)
 
 
@@ -462,15 +465,17 @@ def print_program(node: Node, width: int = 100) -> str:
     """
     ufs = _declared_userfuns(node)
     names = {u.name for u in ufs} | set(USER_FUNS)
-    program = (isinstance(node, Lambda) and bool(node.params)
-               and all(p.type is not None for p in node.params))
-    if program:
-        names |= {p.name for p in node.params}  # type: ignore[union-attr]
+    decls = [(p.name, p.type) for p in node.params
+             if p.type is not None] if isinstance(node, Lambda) else []
+    program = node if isinstance(node, Lambda) and node.params \
+        and len(decls) == len(node.params) else None
+    if program is not None:
+        names |= {name for name, _ in decls}
     pr = _Printer(rename=True, avoid=frozenset(names))
     lines = [_userfun_text(u) for u in ufs]
-    if program:
-        lines += [f"{p.name} : {show_type(p.type)}" for p in node.params]  # type: ignore[arg-type]
-        doc = pr.expr(node.body, _TOP)
+    if program is not None:
+        lines += [f"{name} : {show_type(t)}" for name, t in decls]
+        doc = pr.expr(program.body, _TOP)
     else:
         doc = pr.term(node)
     if lines:

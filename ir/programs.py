@@ -35,7 +35,7 @@ from ir.builders import (
     userfun,
     zip_,
 )
-from ir.nodes import FunCall, Id, Lambda, Literal
+from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal
 from ir.sym import Var
 from ir.types import Float, array
 
@@ -51,7 +51,7 @@ def cc22_listing3(local: bool = False, private: bool = False) -> Lambda:
     """
     X = param("X", array(Float, "N"))
     y, z = param("y", Float), param("z", Float)
-    mul = lam(lambda e: FunCall(mult, (e, y)))
+    mul: FunDecl = lam(lambda e: FunCall(mult, (e, y)))
     if local:
         mul = to_local(mul)
     elif private:
@@ -222,14 +222,14 @@ def conv_sizes() -> dict:
                 outH=(H + 2 * P - K) // S + 1, outW=(W + 2 * P - K) // S + 1)
 
 
-def _chunk_vectorise(s, coalesce: bool = True) -> object:
+def _chunk_vectorise(s, coalesce: bool = True) -> FunDecl:
     """Flatten a ``[[[float]C]K]K`` window, vectorise it by v, reorder the vectors with
     stride ``ws/ω`` (coalescing: chunk i takes every (ws/ω)-th vector) and split into
     chunks of ω/v vectors: ``-> [[float<v>]ω/v]ws/ω``. Vectorising before reordering keeps
     each vector's lanes contiguous in memory (v consecutive channels of one pixel).
     ``coalesce=False`` leaves the reorder out: chunk i is the i-th ω contiguous elements
     (contiguous reads per work-item, what a CPU wants)."""
-    layout = [split(s["omega"] / s["v"])]
+    layout: list[FunDecl] = [split(s["omega"] / s["v"])]
     if coalesce:
         layout.append(reorder_stride(s["ws"] / s["omega"]))
     return compose(*layout, as_vector(s["v"]), join(), join())

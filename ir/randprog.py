@@ -33,7 +33,7 @@ from ir.builders import (
     to_private,
     transpose,
 )
-from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal, Reduce, walk
+from ir.nodes import ExprNode, FunCall, FunDecl, Id, Lambda, Literal, Reduce, walk
 from ir.types import Float, array
 
 _ANNOTATIONS = (None, None, "global", "local", "private")
@@ -57,7 +57,7 @@ class _Gen:
         """``join o map(\\w -> reduce(+)(init, w)) o split(s)``, sometimes inside one more
         tiling map: a private accumulator per output element under parallel maps."""
         self.maps_left -= 1
-        init = Literal(0.0, Float)
+        init: ExprNode = Literal(0.0, Float)
         if self.rng.random() < 0.6:
             init = FunCall(to_private(Id()), (init,))
         k = self.rng.choice((1.5, 2.0, -0.5))
@@ -130,6 +130,7 @@ def random_program(seed: int, max_maps: int = 7, memory: bool = True,
             f = compose(red, f) if rng.random() < 0.6 else compose(f, red)
         elif red is not None:
             f = red
+        assert f is not None  # without a reduction, maps_left >= 1 and gen ran
         if g.maps_left >= 1 and rng.random() < 0.3:
             f = compose(g.gen(0), f)  # one more kernel-level stage
         X = param("X", array(Float, "N"))

@@ -57,14 +57,14 @@ def _scalar_vector(n: Node):
 
 def _map_id(n: Node):
     call = _call_of(n, Map)
-    if call and isinstance(call.f.f, Id):
+    if call and isinstance(call.f, Map) and isinstance(call.f.f, Id):
         return call.args[0]
     return None
 
 
 def _pad_zero(n: Node):
     call = _call_of(n, Pad)
-    if call and call.f.left.is_const and call.f.right.is_const and \
+    if call and isinstance(call.f, Pad) and call.f.left.is_const and call.f.right.is_const and \
             call.f.left.as_int() == 0 and call.f.right.as_int() == 0:
         return call.args[0]
     return None
@@ -74,14 +74,18 @@ def _map_fusion(n: Node):
     """``map(f)(map(g)(x))`` -> ``map(\\y -> f(g(y)))(x)`` for plain maps (keeps f's label)."""
     outer = _call_of(n, Map)
     inner = _call_of(outer.args[0], Map) if outer else None
-    if not inner or outer.f.kind != "map" or inner.f.kind != "map":
+    if not inner:
+        return None
+    assert outer is not None  # inner is only found inside outer
+    fo, fi = outer.f, inner.f
+    assert isinstance(fo, Map) and isinstance(fi, Map)  # as _call_of checked
+    if fo.kind != "map" or fi.kind != "map":
         return None
     from ir.builders import fresh
 
     y = fresh("y")
-    body = FunCall(outer.f.f, (FunCall(inner.f.f, (y,)),))
-    return FunCall(Map(Lambda((y,), body), "map", None, outer.f.label, uid=outer.f.uid),
-                   inner.args)
+    body = FunCall(fo.f, (FunCall(fi.f, (y,)),))
+    return FunCall(Map(Lambda((y,), body), "map", None, fo.label, uid=fo.uid), inner.args)
 
 
 RULES: tuple[Rule, ...] = (

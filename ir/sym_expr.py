@@ -49,6 +49,16 @@ class Expr:
     """
 
     __slots__ = ("_t", "_h", "_s", "_c", "_b", "_fv", "_ts", "_tc", "_k")
+    # _t: the terms {monomial: coefficient}; the others are caches, set on first use
+    _t: dict[frozenset[tuple[_Atom, int]], int | Fraction]
+    _h: int
+    _s: str
+    _c: str
+    _b: tuple[int | None, int | None]
+    _fv: frozenset[str]
+    _ts: tuple
+    _tc: tuple
+    _k: tuple
 
     def __setattr__(self, name, value):
         raise AttributeError("Expr is immutable")
@@ -254,6 +264,14 @@ class Expr:
         return _tree(self, True)
 
 
+# The base of the classes whose methods ``_install`` copies onto ``Expr``: ``object`` at run
+# time, ``Expr`` for the type checker, so that their ``self`` is read as the ``Expr`` it is.
+if TYPE_CHECKING:
+    _ExprMixin = Expr
+else:
+    _ExprMixin = object
+
+
 def _install(holder: type) -> None:
     """Copies the methods defined in the class body of ``holder`` onto ``Expr``."""
     for name, f in vars(holder).items():
@@ -349,7 +367,7 @@ def _eval_int(e: Expr, env) -> int:
 
 
 def _eval(e: Expr, env):
-    total = 0
+    total: int | Fraction = 0
     for m, c in e._t.items():
         v = c
         for a, x in m:

@@ -21,6 +21,7 @@ from ir.sym_expr import (
     Expr,
     Var,
     _atom_expr,
+    _ExprMixin,
     _install,
     _mk,
     _single_atom,
@@ -219,6 +220,7 @@ def _fdiv_rest(r: Expr, q: Expr, mod: bool) -> Expr:
         if pos:
             flo, fhi = _fdiv_bounds(rlo, rhi, qlo, qhi)
         else:  # r // q == (-r) // (-q)
+            assert qhi is not None  # not pos, so qhi <= -1
             flo, fhi = _fdiv_bounds(_neg_b(rhi), _neg_b(rlo), -qhi, _neg_b(qlo))
         if flo is not None and flo == fhi:  # the quotient is known: r // q == flo
             return _add(r, _mul(q, Cst(-flo))) if mod else Cst(flo)
@@ -335,8 +337,10 @@ class _TextReader(SizeGrammar):
             if mt is None:
                 raise SymbolicError(f"cannot parse {self.text!r} at column {pos + 1}")
             kind = "int" if mt.group(1) else "name" if mt.group(2) else "op"
-            tok = mt.group(mt.lastindex)
-            self.toks.append(_Tok(kind, tok, mt.start(mt.lastindex) + 1))
+            g = mt.lastindex
+            assert g is not None  # each alternative of _TOKEN is a group
+            tok = mt.group(g)
+            self.toks.append(_Tok(kind, tok, mt.start(g) + 1))
             pos = mt.end()
         self.toks.append(_Tok("eof", "", pos + 1))
         self.i = 0
@@ -392,7 +396,7 @@ def parse_expr(text: str, names: Mapping[str, int | Expr] | None = None) -> Expr
 
 
 # ------------------------------------------------------------- Expr's building methods
-class _ExprBuilding:
+class _ExprBuilding(_ExprMixin):
     """The methods of ``Expr`` that build expressions (installed on ``Expr`` below)."""
 
     def __init__(self, x: int | str | Expr = 0):

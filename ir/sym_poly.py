@@ -43,6 +43,11 @@ class _Atom:
     """A variable or an opaque node; the factors of monomials (internal)."""
 
     __slots__ = ("kind", "name", "p", "q", "lo", "hi", "_h", "_k", "_b", "_fv")
+    # the caches of opaque nodes (_k, _b, _fv) start as None and are filled on first use
+    _h: int
+    _k: tuple | None
+    _b: tuple[int | None, int | None] | None
+    _fv: frozenset[str] | None
 
     def __init__(self, kind: int, name, p, q, lo=None, hi=None):
         self.kind = kind

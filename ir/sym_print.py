@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from ir.sym_poly import _EDIV, _FDIV, _MAX, _MIN, _MOD, _VAR, _Atom, _mono_key, _mono_mul, _nc, _set
@@ -72,12 +73,13 @@ def _group_tree(terms: list, merge: bool) -> tuple:
     return ("neg", node) if flip else node
 
 
-def _term_tree(c: int, m: frozenset, merge: bool) -> tuple:
+def _term_tree(c: int | Fraction, m: frozenset, merge: bool) -> tuple:
     factors: list = []
     for a, x in sorted(m, key=lambda ax: ax[0].key()):
         f = _atom_tree(a, merge)
         factors.extend([f] * x)
     k = -c if c < 0 else c
+    node: tuple
     if not factors:
         node = ("int", k)
     elif k == 1:

@@ -9,7 +9,7 @@ import operator
 from collections.abc import Iterable, Mapping
 
 from ir.sym_div import _exact_div, _int_quotient
-from ir.sym_expr import _ZERO, Expr, _install, _single_atom
+from ir.sym_expr import _ZERO, Expr, _ExprMixin, _install, _single_atom
 from ir.sym_ops import _coerce_strict, _make_op, _map_atoms
 from ir.sym_poly import _FDIV, _MOD, _VAR, SymbolicError, _Atom, _const_of, _neg_b, _set
 
@@ -28,6 +28,11 @@ class Rel:
     """An immutable relation ``lhs op rhs`` between expressions (a constraint)."""
 
     __slots__ = ("op", "lhs", "rhs", "_h", "_d")
+    op: str
+    lhs: Expr
+    rhs: Expr
+    _h: int
+    _d: bool | None  # the cached result of _decide
 
     def __init__(self, op: str, lhs: int | str | Expr, rhs: int | str | Expr):
         if op not in _OPS:
@@ -126,7 +131,7 @@ class Rel:
         return self._decide() is False
 
 
-class _ExprRelations:
+class _ExprRelations(_ExprMixin):
     """The relation methods of ``Expr`` (installed on ``Expr`` below)."""
 
     def eq(self, o: int | str | Expr) -> Rel:

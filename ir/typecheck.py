@@ -86,6 +86,7 @@ class _Checker:
     def __init__(self, root: Node, sizes: Mapping[str, int] | None):
         self.root = root
         self.sizes = dict(sizes or {})
+        # the program's type is set when inference ends (typecheck); nothing reads it before
         self.info = TypeInfo(root, None)  # type: ignore[arg-type]
         self.facts: list[tuple[Expr, Expr]] = []
         self._seen: set[tuple] = set()
@@ -238,6 +239,8 @@ class _Checker:
             elif self.simp(n) != self.simp(a.size):
                 self.add(n.eq(a.size), "zip", f"zip at {self.where(call)}", call)
             elems.append(a.elem)
+        if n is None:
+            raise self.error("zip of no arrays", call)
         return ArrayType(TupleType(tuple(elems)), n)
 
     def apply_get(self, f: Get, args: list[Type], call: Node, env) -> Type:
@@ -374,7 +377,7 @@ class _Checker:
         return self.compatible(want, actual)
 
 
-def describe(f: FunDecl) -> str:
+def describe(f: Node) -> str:
     if isinstance(f, Map):
         return f"map{f.label or ''}" if f.kind == "map" else f.kind_text()
     if isinstance(f, UserFun):

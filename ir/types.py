@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 from ir.sym import Expr, sym
 
@@ -116,9 +117,17 @@ def vector(elem: ScalarType, width) -> VectorType:
     return VectorType(elem, sym(width))
 
 
-def shape_of(t: Type) -> tuple[list[Expr], Type]:
-    """Split nested array types into (sizes outermost first, innermost element type)."""
-    sizes = []
+@overload
+def shape_of(t: Type) -> tuple[list[Expr], Type]: ...
+@overload
+def shape_of(t: Type | None) -> tuple[list[Expr], Type | None]: ...
+
+
+def shape_of(t: Type | None) -> tuple[list[Expr], Type | None]:
+    """Split nested array types into (sizes outermost first, innermost element type).
+
+    None (an untyped parameter) gives ``([], None)``."""
+    sizes: list[Expr] = []
     while isinstance(t, ArrayType):
         sizes.append(t.size)
         t = t.elem

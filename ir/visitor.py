@@ -83,6 +83,7 @@ class Dispatch:
         entry.__name__ = name
         entry.__qualname__ = f"{owner.__qualname__}.{name}"
         entry.__doc__ = f"Calls the method ``{self.prefix}_<snake name>`` for the node's class."
+        # an attribute on a function object, which the checker does not model
         entry.dispatch = self  # type: ignore[attr-defined]
         setattr(owner, name, entry)
 

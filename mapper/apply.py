@@ -69,7 +69,8 @@ def _inner_sizes(program: Node, tree: MapNestingTree) -> dict[int, Expr]:
         t = info.map_types.get(id(n), (None,))[0]
         if isinstance(t, ArrayType):
             out[n.uid] = t.size
-    tree._inner_sizes = out
+    # a cache kept on the tree, which does not declare it (MapNestingTree, mapper/nesting.py)
+    tree._inner_sizes = out  # type: ignore[attr-defined]
     return out
 
 
@@ -84,6 +85,7 @@ def _fuse(program: Node, child_uid: int, inner_sizes: dict[int, Expr]) -> Node:
         raise MappingError("internal: fused map has no perfectly nesting parent")
     n_inner = inner_sizes[child_uid]
     child = _direct_map(parent.f)
+    assert child is not None  # parent was chosen for its direct child map
     merged = Map(child.f, parent.kind, parent.dim, parent.label, uid=parent.uid)
     replacement = compose(split(n_inner), merged, join())
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from codegen.program import CompiledProgram
+from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import Device
 from ir.nodes import Node
 from ir.programs import Pipeline
@@ -30,7 +30,8 @@ def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
     from codegen.lower import lower
 
     low = lower_mapping(program, mapping, fusion=fusion, check=check, heuristics=heuristics)
-    cp = lower(low, dict(sizes), name=name, device=device)
+    # lower() declares a Lambda but takes any node: it rejects the others (UnsupportedError)
+    cp = lower(low, dict(sizes), name=name, device=device)  # type: ignore[arg-type]
     return replace(cp, flops=flops) if flops is not None else cp
 
 
@@ -43,13 +44,22 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     against the rules of ``fusion`` (the heuristic rules too when ``heuristics``)."""
     from codegen.lower import lower
 
-    kernels, buffers = [], {}
-    prev_out, out_shape = None, ()
+    kernels: list[Kernel] = []
+    buffers: dict[str, Buffer] = {}
+    prev_out: str | None = None
+    out_shape: tuple[int, ...] = ()
     for i, st in enumerate(pipeline.stages):
         low = lower_mapping(st.program, mappings[st.name], fusion=fusion,
                             heuristics=heuristics)
-        cp = lower(low, dict(sizes), name=st.name, device=device)
-        rename = {name: (prev_out if src == "<previous>" else src) for name, src in st.sources}
+        # lower() declares a Lambda but takes any node (the stage's program is one)
+        cp = lower(low, dict(sizes), name=st.name, device=device)  # type: ignore[arg-type]
+        rename: dict[str, str] = {}
+        for name, src in st.sources:
+            if src == "<previous>":
+                assert prev_out is not None, f"the first stage {st.name} reads <previous>"
+                rename[name] = prev_out
+            else:
+                rename[name] = src
         for name, b in cp.buffers.items():
             rename.setdefault(name, f"s{i}_{name}")
             new = rename[name]
@@ -58,6 +68,7 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
                                        role="input" if new in pipeline.inputs else "temp")
         kernels += [replace(k, args=tuple(rename[a] for a in k.args)) for k in cp.kernels]
         prev_out, out_shape = rename[cp.output], cp.output_shape
+    assert prev_out is not None, "a pipeline has at least one stage"
     buffers[prev_out] = replace(buffers[prev_out], role="output")
     return CompiledProgram(tuple(kernels), buffers, tuple(pipeline.inputs), prev_out,
                            out_shape, flops=flops)

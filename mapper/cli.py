@@ -749,6 +749,7 @@ def cmd_run(args) -> int:
     from codegen.errors import LoweringError
     from codegen.worker import WorkerPool
     from ir.interp import evaluate
+    from ir.nodes import Lambda
     from mapper.api import check_mapping, problem
     from mapper.candidates import lower_candidate, reduction_tolerance
     from mapper.rules import rule_kind
@@ -795,9 +796,11 @@ def cmd_run(args) -> int:
         if args.show_source and not args.json:
             for k in cp.kernels:
                 console.print(k.source, markup=False)
-        inputs = random_inputs(p.program, sizes, seed=args.seed)
-        scalars = {q.name for q in p.program.params if not hasattr(q.type, "size")}
-        ref = evaluate(p.program, {k: (v[0] if k in scalars else v)
+        program = p.program
+        assert isinstance(program, Lambda)  # it lowered, so it is a program with inputs
+        inputs = random_inputs(program, sizes, seed=args.seed)
+        scalars = {q.name for q in program.params if not hasattr(q.type, "size")}
+        ref = evaluate(program, {k: (v[0] if k in scalars else v)
                                    for k, v in inputs.items()}, sizes)
         o = pool.evaluate(cp, inputs, ref, timeout_s=args.timeout, repeats=args.repeats,
                           **reduction_tolerance(ref))
@@ -815,6 +818,7 @@ def cmd_run(args) -> int:
     colour = "green" if o.ok else "red" if o.status != "rejected" else "yellow"
     console.print(f"[{colour}]{escape(o.label)}[/{colour}] {escape(o.reason)}")
     if o.ok:
+        assert o.time_s is not None  # an ok outcome was timed
         console.print(f"{len(cp.kernels)} kernel(s), launch "
                       + ", ".join(f"{k.global_size}/{k.local_size}" for k in cp.kernels)
                       + f"; median {o.time_s * 1e6:.1f} us over {args.repeats} runs; "

@@ -102,7 +102,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     from mapper.explore import Task, explore
 
     console = console or Console(highlight=False)
-    bad = Counter()
+    bad: Counter[str] = Counter()
     refused: list[str] = []  # candidates the demo must run that did not end ok
 
     def judge(o, label: str, required: bool) -> None:
@@ -246,6 +246,6 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         return 0
     if problems:
         console.print(took + f"[red]{problems} valid candidate(s) failed (a bug)[/red]")
-    for r in refused:
-        console.print(f"[red]FAILED: required candidate not ok: {escape(r)}[/red]")
+    for reason in refused:
+        console.print(f"[red]FAILED: required candidate not ok: {escape(reason)}[/red]")
     return 1

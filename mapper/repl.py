@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import cmd
 import shlex
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
-from constraints.expr import BinOp, BoolConst, Cmp, Const, In, Not, Param, Pred, Term
+from constraints.expr import BinOp, BoolConst, Cmp, Const, Implies, In, Not, Param, Pred, Term
 from mapper.cli import CliError, library_errors
 from mapper.encoding import CODES, code_name
+
+if TYPE_CHECKING:
+    from mapper.api import MappingProblem
 
 _LEVEL_NAMES = {0: "seq", 1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
 
@@ -77,7 +81,7 @@ def show_predicate(p: Pred) -> str:
         word = " and " if type(p).__name__ == "And" else " or "
         return word.join(f"({show_predicate(q)})" if hasattr(q, "parts") or
                          type(q).__name__ == "Implies" else show_predicate(q) for q in parts)
-    if hasattr(p, "lhs"):  # Implies
+    if isinstance(p, Implies):
         return f"({show_predicate(p.lhs)}) => ({show_predicate(p.rhs)})"
     return str(p)
 
@@ -86,14 +90,14 @@ class MapperShell(cmd.Cmd):
     """Commands: load, tree, rules, list, codes, pin, unpin, pins, count, enumerate, check,
     why, fusion, quit."""
 
-    intro = ("liftmap mapping shell: 'help' lists commands, 'codes' the map codes, 'quit' "
-             "leaves.")
+    intro: str | None = ("liftmap mapping shell: 'help' lists commands, 'codes' the map "
+                         "codes, 'quit' leaves.")
     prompt = "mapper> "
 
     def __init__(self, console: Console | None = None, **kw):
         super().__init__(**kw)
         self.console = console or Console(highlight=False)
-        self.problem = None
+        self.problem: MappingProblem | None = None
         self.path: str | None = None
         self.pins: dict[str, int] = {}
         self.fusion = "always"
@@ -102,7 +106,7 @@ class MapperShell(cmd.Cmd):
     def say(self, text: str) -> None:
         self.console.print(text, markup=False)
 
-    def need(self):
+    def need(self) -> MappingProblem:
         if self.problem is None:
             raise CliError("no program loaded: 'load FILE' first")
         return self.problem
@@ -123,7 +127,8 @@ class MapperShell(cmd.Cmd):
     def emptyline(self) -> bool:
         return False
 
-    def default(self, line: str) -> bool:
+    # onecmd returns what default returns, the stop flag (typeshed declares None)
+    def default(self, line: str) -> bool:  # type: ignore[override]
         self.say(f"unknown command {line.split()[0]!r}; 'help' lists the commands")
         return False
 

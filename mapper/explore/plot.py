@@ -168,11 +168,11 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     paths.append(_save(fig, plt, out_dir, "breakdown.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    pts = [(r["time_s"] * 1e3, r["memory_bytes"] / 2**20) for r in rows
-           if r["status"] == "ok" and r["time_s"] and r["memory_bytes"]]
-    if pts:
-        ax.scatter(*zip(*pts), s=10, alpha=0.5, label="ok candidates")
-        front = pareto_front(pts)
+    points = [(r["time_s"] * 1e3, r["memory_bytes"] / 2**20) for r in rows
+              if r["status"] == "ok" and r["time_s"] and r["memory_bytes"]]
+    if points:
+        ax.scatter(*zip(*points), s=10, alpha=0.5, label="ok candidates")
+        front = pareto_front(points)
         ax.step(*zip(*front), where="post", color="red", marker="o", label="Pareto front")
         ax.legend(fontsize=7)
     ax.set_xlabel("kernel time (ms)")

@@ -83,7 +83,8 @@ class RayPool:
             raise ValueError(f"the actors see different devices ({', '.join(map(str, names))})"
                              ": one store holds the results of one kind of device")
         self._info = infos[0]
-        self._refs: tuple[int, Any] | None = None
+        # ((id(inputs), id(reference)), (inputs' ref, reference's ref, the objects kept alive))
+        self._refs: tuple[tuple[int, int], tuple[Any, Any, Any]] | None = None
 
     @property
     def size(self) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mapper.explore.store import ResultStore
-from mapper.explore.strategies import Candidate, get_strategy
+from mapper.explore.strategies import Candidate, Manual, get_strategy
 from mapper.explore.task import Task
 
 # a strategy that proposes only candidates it proposed before is treated as exhausted
@@ -225,8 +225,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         res.mapping_s = joint.enumerate_s if strat.uses_mappings else 0.0
         if count:
             try:
-                res.total_candidates = joint.count() if strategy != "manual" else \
-                    joint.tuning(strat.mapping).count()
+                res.total_candidates = joint.tuning(strat.mapping).count() \
+                    if isinstance(strat, Manual) else joint.count()
             except Exception:  # counting is informative only
                 res.total_candidates = None
         st.start_run(run_id, strategy, seed, bud.text,
@@ -319,14 +319,15 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     record(cand, key, row, True)
                     continue
                 best = res.best
-                args = (cand, res.considered + len(pending), best["wall_s"] if best else None)
+                idx = res.considered + len(pending)
+                best_s = best["wall_s"] if best else None
                 if ex is None:
-                    row = evaluator.run(*args)
+                    row = evaluator.run(cand, idx, best_s)
                     if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
                         raise KeyboardInterrupt
                     record(cand, key, row, False)
                 else:
-                    pending[ex.submit(evaluator.run, *args)] = (cand, key)
+                    pending[ex.submit(evaluator.run, cand, idx, best_s)] = (cand, key)
             if not pending:
                 res.stopped_by = stop or strat.stopped_by or "exhausted"
                 break

@@ -21,14 +21,32 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mapper.encoding import Mapping as MapCodes
 from mapper.tuning import JointSpace
 
+if TYPE_CHECKING:
+    from mapper.api import MappingProblem
+
 STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+class SearchSpace(Protocol):
+    """What a strategy reads of its space: a ``JointSpace``, or the stored candidates of a
+    replay (``mapper.explore.replay.ReplaySpace``)."""
+
+    @property
+    def problem(self) -> MappingProblem: ...
+
+    @property
+    def mappings(self) -> Sequence[MapCodes]: ...
+
+    def tuning(self, mapping: Any) -> Any:
+        """The tuning space of ``mapping`` (``params``, ``space``, ``features``...)."""
+        ...
 
 
 @dataclass
@@ -55,7 +73,10 @@ class StrategyError(ValueError):
     """A strategy cannot be built (unknown name, bad option): a user error."""
 
 
-def register(cls: type[Strategy]) -> type[Strategy]:
+_S = TypeVar("_S", bound="type[Strategy]")
+
+
+def register(cls: _S) -> _S:
     """Class decorator: makes a strategy available by its ``name``."""
     STRATEGIES[cls.name] = cls
     return cls
@@ -88,7 +109,7 @@ class Strategy:
     name = "base"
     uses_mappings = True
 
-    def __init__(self, joint: JointSpace, *, seed: int = 0, **options: Any):
+    def __init__(self, joint: SearchSpace, *, seed: int = 0, **options: Any):
         if options:
             raise StrategyError(f"strategy {self.name!r} takes no option(s) "
                                 f"{', '.join(sorted(options))}")
@@ -130,7 +151,7 @@ class Manual(Strategy):
     name = "manual"
     uses_mappings = False
 
-    def __init__(self, joint: JointSpace, *, seed: int = 0, mapping=None, **options: Any):
+    def __init__(self, joint: SearchSpace, *, seed: int = 0, mapping=None, **options: Any):
         super().__init__(joint, seed=seed, **options)
         if mapping is None:
             raise StrategyError("strategy 'manual' needs a mapping, e.g. --mapping "

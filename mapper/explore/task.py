@@ -71,6 +71,7 @@ class Task:
 
         sizes = {**self.sizes, **{k: int(v) for k, v in tuning.items()}}
         if self.pipeline is not None:
+            assert self.stage is not None  # a pipeline's task explores one of its stages
             maps = dict(self.stage_mappings, **{self.stage: dict(mapping)})
             return functools.partial(lower_pipeline, self.pipeline, maps, sizes,
                                      flops=self.flops, heuristics=self.heuristics,
@@ -91,6 +92,7 @@ class Task:
         default to seeded random data, the reference to the interpreter's result.
         ``heuristics=False``: the heuristic rules neither prune the space nor reject a
         candidate's mapping."""
+        from ir.nodes import Lambda
         from ir.syntax import parse, parse_file, print_program
         from mapper.api import problem
         from mapper.witness import random_inputs
@@ -103,6 +105,8 @@ class Task:
                 program = parse(program)
         sizes = {k: int(v) for k, v in sizes.items()}
         prog = problem(program, fusion=fusion).program
+        if not isinstance(prog, Lambda):
+            raise ValueError("the explored program must declare its inputs (e.g. X : [float]N)")
         text = print_program(prog)
         for p in prog.params:
             from ir.types import shape_of
