@@ -255,10 +255,10 @@ def classify(w: Access, r: Access, kinds: dict[str, str], cfg: LaunchConfig) -> 
         if dg is None:
             dg = decompose(w.loop_idx)
             if dg is None:
-                return "unknown"
+                return _unknown_writer(w, r, kinds, cfg)
         it = dg.digit(lp.name, r.loop_idx)  # in the reader's loop variables, then threads
         if it is None:
-            return "unknown"
+            return _unknown_writer(w, r, kinds, cfg)
         it = it.subs(r.env)
         for tname, e in owner_ids(lp, it, cfg):
             if tname not in kinds or w.ranges.get(tname, 0) <= 1:
@@ -267,6 +267,22 @@ def classify(w: Access, r: Access, kinds: dict[str, str], cfg: LaunchConfig) -> 
             if e != want:
                 differ.add(kinds[tname])
     return _worst(differ)
+
+
+def _unknown_writer(w: Access, r: Access, kinds: dict[str, str], cfg: LaunchConfig) -> str:
+    """The class when the writer of an element cannot be read back from its index: the
+    writer and the reader share the iterations of the distributed loops around both, so
+    only the ids of the writer's other distributed loops can differ. When those that vary
+    are all local ids, the writer is in the reader's work-group (``lcl``: a barrier
+    orders them); else ``unknown``."""
+    ids = set()
+    for lp in w.dist:
+        if any(lp is x for x in r.dist):
+            continue
+        ids |= {t for t, _ in owner_ids(lp, Var(lp.name), cfg) if w.ranges.get(t, 0) > 1}
+    if all(kinds.get(t) == "lcl" for t in ids):
+        return "lcl"
+    return "unknown"
 
 
 def _worst(differ: set) -> str:

@@ -235,10 +235,102 @@ def add(a: dict, b: dict) -> dict:
     return {k: a.get(k, 0) + b[k] for k in b}
 
 
-def random_points(prog):
+def random_points(prog, max_n: int = 4096):
+    """``ir.randprog.size_points``, with sizes doubled (the same at both points, the least
+    doubling first) until every computing map runs at least two iterations at both: a
+    map of one iteration distributes nothing, so any code for it is correct there and
+    the verdict would say nothing about the mapping (the smallest sizes nest splits down
+    to single iterations: ``s1/s0`` with ``s0 = s1``)."""
     from ir.randprog import size_points
+    from ir.typecheck import typecheck
+    from mapper.nesting import label_maps
 
-    return size_points(prog)
+    pts = size_points(prog)
+    info = typecheck(label_maps(prog))
+    trips = [t[0].size for t in info.map_types.values() if hasattr(t[0], "size")]
+    rels = [c.rel for c in info.constraints]
+    names = sorted(pts[0])
+
+    def good(env):
+        try:
+            return (env.get("N", 0) <= max_n and all(r.evaluate(env) for r in rels)
+                    and all(x.evaluate(env) >= 2 for x in trips))
+        except Exception:  # noqa: BLE001  (a size the point does not give)
+            return False
+
+    if all(good(p) for p in pts):
+        return pts
+    for shifts in sorted(itertools.product(range(4), repeat=len(names)), key=sum):
+        cand = tuple({k: v << sh for (k, v), sh in zip(sorted(p.items()), shifts)}
+                     for p in pts)
+        if all(good(c) for c in cand):
+            return cand
+    return pts
+
+
+def _program_of(name: str, max_maps: int = 4):
+    if name.startswith("random seed "):
+        from ir.randprog import random_program
+
+        return random_program(int(name.split()[-1]), max_maps=max_maps, extended=True)
+    from ir.syntax import parse_file
+
+    return parse_file(name)
+
+
+def replay(path: str, quiet: bool = False) -> int:
+    """Precision and recall of the current rules against the verdicts of a ``--dump``
+    file: rows are judged again by the rules (not by the device), so a rule change is
+    measured in seconds. Precision counts every dumped row the rules now admit (uniform or
+    admitted by the rules of the dump), which is biased towards the old rules' admitted set;
+    the full oracle run gives the figures."""
+    from mapper.encoding import Mapping
+
+    by_prog: dict[str, list[dict]] = {}
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            by_prog.setdefault(d["program"], []).append(d)
+    tot_ex: dict = {}
+    tot_rand: dict = {}
+    rules_tot: dict = {}
+    n_rand = 0
+    for name, ds in by_prog.items():
+        prog = _program_of(name, ds[0].get("max_maps", 4))
+        pv = _problem(prog, "free", False)
+        ph = _problem(prog, "always", True)
+        rows = []
+        for d in ds:
+            m = d["mapping"]
+            vv = pv.model.violated(m)
+            hv = ph.model.violated(m) if all(v in ph.model.param(k).domain
+                                             for k, v in m.items()) else ["fused-not-allowed"]
+            rows.append(Row(m, d["oracle"], d["outcome"], not vv, not vv and not hv,
+                            d["uniform"], [str(c) for c in vv], [str(c) for c in hv]))
+        for k, v in rule_stats(rows).items():
+            dd = rules_tot.setdefault(k, {"rejects_good": 0, "sole_on_bad": 0})
+            for kk in v:
+                dd[kk] += v[kk]
+        s = stats(rows)
+        if name.startswith("random"):
+            tot_rand, n_rand = add(tot_rand, s), n_rand + 1
+        else:
+            tot_ex = add(tot_ex, s)
+        bad = [r for r in rows if r.valid != r.oracle]
+        if bad and not quiet:
+            print(f"{name}: {fmt(s)}")
+            for r in bad:
+                kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
+                why = r.outcome if r.valid else "; ".join(r.violated[:3])
+                print(f"    {kind} {Mapping(r.mapping).short()}  {why}")
+    if tot_ex:
+        print(f"EXAMPLES: {fmt(tot_ex)}")
+    if tot_rand:
+        print(f"RANDOM ({n_rand} programs): {fmt(tot_rand)}")
+    for k, v in sorted(rules_tot.items()):
+        print(f"rule {k}: rejects {v['rejects_good']} oracle-ok mappings; sole rejector of "
+              f"{v['sole_on_bad']} oracle-rejected ones")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -257,7 +349,15 @@ def main(argv=None) -> int:
     ap.add_argument("--show-bad", action="store_true", help="list every oracle rejection")
     ap.add_argument("--quiet", action="store_true", help="no per-disagreement lines")
     ap.add_argument("--json", help="write the totals here")
+    ap.add_argument("--dump", help="write every evaluated mapping and its verdict here "
+                    "(JSON lines), for --replay")
+    ap.add_argument("--replay", help="judge the current rules against the verdicts of a "
+                    "--dump file (no device; precision on its uniform rows and the admitted "
+                    "rows it holds)")
+    ap.add_argument("--seeds", help="only these random seeds (comma-separated)")
     args = ap.parse_args(argv)
+    if args.replay:
+        return replay(args.replay, quiet=args.quiet)
 
     from codegen.worker import WorkerPool
     from ir.syntax import parse_file
@@ -275,7 +375,10 @@ def main(argv=None) -> int:
     if args.random:
         from ir.randprog import random_program
 
-        for s in range(args.seed0, args.seed0 + args.random):
+        seeds = range(args.seed0, args.seed0 + args.random)
+        if args.seeds:
+            seeds = [int(x) for x in args.seeds.split(",")]
+        for s in seeds:
             p = random_program(s, max_maps=args.max_maps, extended=True)
             try:
                 progs.append((f"random seed {s}", p, random_points(p)))
@@ -286,12 +389,20 @@ def main(argv=None) -> int:
     rules_tot: dict = {}
     t0 = time.time()
     log = None if args.quiet else sys.stdout
+    dump = open(args.dump, "w") if args.dump else None  # noqa: SIM115
     with WorkerPool(workers=args.workers) as pool:
         for name, prog, pts in progs:
             rows = oracle_program(pool, prog, pts, full=args.full, samples=args.samples,
                                   admitted=args.admitted, timeout=args.timeout,
                                   oclgrind=args.oclgrind, log=log,
                                   show_bad=args.show_bad)
+            if dump is not None:
+                for r in rows:
+                    dump.write(json.dumps({"program": name, "mapping": r.mapping,
+                                           "oracle": r.oracle, "outcome": r.outcome,
+                                           "uniform": r.uniform,
+                                           "max_maps": args.max_maps}) + "\n")
+                dump.flush()
             for k, v in rule_stats(rows).items():
                 d = rules_tot.setdefault(k, {"rejects_good": 0, "sole_on_bad": 0})
                 for kk in v:
@@ -305,11 +416,14 @@ def main(argv=None) -> int:
     if tot_ex:
         print(f"EXAMPLES: {fmt(tot_ex)}")
     if tot_rand:
-        print(f"RANDOM ({args.random} programs): {fmt(tot_rand)}")
+        print(f"RANDOM ({sum(n.startswith('random') for n, _, _ in progs)} programs): "
+              f"{fmt(tot_rand)}")
     for k, v in sorted(rules_tot.items()):
         print(f"rule {k}: rejects {v['rejects_good']} oracle-ok mappings; sole rejector of "
               f"{v['sole_on_bad']} oracle-rejected ones")
     print(f"({time.time() - t0:.0f} s)")
+    if dump is not None:
+        dump.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"examples": tot_ex, "random": tot_rand}, f, indent=1)

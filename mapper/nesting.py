@@ -45,6 +45,7 @@ from ir.nodes import (
     walk,
 )
 from ir.typecheck import TypeInfo, typecheck
+from ir.types import ArrayType
 from mapper.errors import NoMapsError
 
 
@@ -61,8 +62,13 @@ class MapInfo:
     writes: str = "global"
     reads: set[str] = field(default_factory=set)
     depends_on: set[str] = field(default_factory=set)  # sibling maps whose output it reads
-    identity_from: set[str] = field(default_factory=set)  # ... read element-for-element
+    # ... read element for element once fused: producer -> the (f, g) pairs such that this
+    # map with its first f perfectly nested maps fused reads, at flat iteration i, what the
+    # producer with its first g perfectly nested maps fused writes at flat iteration i
+    # (the consumer reads the producer's output through join/split only)
+    identity_from: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     in_reduce: bool = False  # inside a reduction's function (a loop that is no map)
+    read_by_code: bool = False  # its output is read by code that is not a sibling map
 
     @property
     def uses_private(self) -> bool:
@@ -204,6 +210,25 @@ class MapNestingTree:
                 break
         return k
 
+    def perfect_chain(self, m: str) -> list[str]:
+        """The maps perfectly nested below ``m``, outermost first (the ones fusion can merge
+        into ``m``): ``m``'s perfectly nested child, its perfectly nested child, ..."""
+        out = []
+        while True:
+            kid = next((k for k in self.maps[m].children if self.maps[k].perfectly_nested),
+                       None)
+            if kid is None:
+                return out
+            out.append(kid)
+            m = kid
+
+    def kernel_members(self, m: str) -> list[str]:
+        """Every map of the kernel ``m`` ends up in (the launch configuration of a kernel,
+        hence the index function of each code, depends on all of them)."""
+        k = self._kernel_of()
+        mine = k[self.root_of(m)]
+        return [x for x in self.maps if k[self.root_of(x)] == mine]
+
     def siblings(self, m: str) -> list[str]:
         p = self.maps[m].parent
         return [x for x in (self.maps[p].children if p else self.roots()) if x != m]
@@ -270,23 +295,29 @@ class _Spaces:
         env: dict[str, tuple[str, frozenset[str], bool]] = {}
         if isinstance(root, Lambda):
             for p in root.params:
-                env[p.name] = ("global", frozenset(), False)
+                env[p.name] = ("global", frozenset(), None)
             self.expr(root.body, "global", env, True)
         else:
             self.expr(root, "global", env, True)
 
-    # value: (space, producers (labels of maps whose output this is), direct)
-    def expr(self, e: ExprNode, dest: str, env, into: bool = False
-             ) -> tuple[str, frozenset[str], bool]:
+    # value: (space, producers (labels of maps whose output this is), view): ``view`` is
+    # the tuple of join/split steps between the producer's output and this value, None
+    # when anything else (a transpose, a zip, a computation) is in between
+    def expr(self, e: ExprNode, dest: str, env, into: bool = False):
         if isinstance(e, Param):
-            sp, prod, _ = env.get(e.name, ("global", frozenset(), False))
-            return sp, prod, False
+            return env.get(e.name, ("global", frozenset(), None))
         if isinstance(e, Literal):
-            return "const", frozenset(), False
+            return "const", frozenset(), None
         assert isinstance(e, FunCall)
         if not into and computes(e):  # materialised where its annotation says
             dest, into = infer_space(e) or "global", True
         return self.call(e.f, e.args, dest, env, into)
+
+    def consumed(self, vals) -> None:
+        """The producers of ``vals`` are read by code that is no sibling map."""
+        for v in vals:
+            for p in v[1]:
+                self.t.maps[p].read_by_code = True
 
     def call(self, f: FunDecl, args, dest: str, env, into: bool = False):
         if isinstance(f, ToMem):
@@ -295,11 +326,12 @@ class _Spaces:
             init = self.expr(args[0], "private", env)
             acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
             arr = self.expr(args[1], dest, env)
-            acc = (acc_space, init[1], False)
+            self.consumed([init, arr])
+            acc = (acc_space, init[1], None)
             self.reduce_depth += 1
             self.fun(f.f, [acc, arr], acc_space, env, True)
             self.reduce_depth -= 1
-            return acc_space, init[1] | arr[1], False
+            return acc_space, init[1] | arr[1], None
         passes = into and (isinstance(f, (Zip, *self._INVERTIBLE))
                            or (isinstance(f, Map) and not computes(f.f)))
         vals = [self.expr(a, dest, env, passes) for a in args]
@@ -307,36 +339,81 @@ class _Spaces:
             label = self.t.label_of(f)
             info = self.t.maps[label]
             info.in_reduce = info.in_reduce or self.reduce_depth > 0
-            sp, prod, direct = vals[0]
+            sp, prod, view = vals[0]
             info.reads.add(sp) if sp != "const" else None
             sibs = set(self.t.siblings(label))
             info.depends_on |= set(prod) & sibs
-            if direct:
-                info.identity_from |= set(prod) & sibs
-            free_prod = self.free_producers(f.f, env) & sibs
-            info.depends_on |= free_prod
+            self.consumed([(sp, set(prod) - sibs, None)])
+            if view is not None and len(prod) == 1 and set(prod) <= sibs:
+                (p,) = prod
+                pairs = self.identity_pairs(p, label, view)
+                if pairs:
+                    info.identity_from[p] = pairs
+            free_prod = self.free_producers(f.f, env)
+            info.depends_on |= free_prod & sibs
+            self.consumed([(sp, free_prod - sibs, None)])
             # written into its destination (annotations inside are then ignored), or into
             # the buffer it is materialised in
             info.writes = dest if dest in ("global", "local", "private") else "global"
-            self.fun(f.f, [(sp, prod, False)], info.writes, env, True)
-            return info.writes, frozenset({label}), True
+            # its function reads the elements on its behalf (no producer of their own)
+            self.fun(f.f, [(sp, frozenset(), None)], info.writes, env, True)
+            return info.writes, frozenset({label}), ()
         if isinstance(f, (Lambda,)):
             return self.fun(f, vals, dest, env, into)
         if isinstance(f, (UserFun, Vectorize, Id)):
-            return dest, frozenset().union(*(v[1] for v in vals)), False
+            self.consumed(vals)
+            return dest, frozenset().union(*(v[1] for v in vals)), None
         if isinstance(f, Zip):
             spaces = {v[0] for v in vals if v[0] != "const"}
             sp = _strongest(spaces)
-            return sp, frozenset().union(*(v[1] for v in vals)), False
+            return sp, frozenset().union(*(v[1] for v in vals)), None
         if isinstance(f, Get):
-            return vals[0][0], vals[0][1], False
+            return vals[0][0], vals[0][1], None
         if isinstance(f, Map):  # a view map
             sp, prod, _ = vals[0]
-            self.fun(f.f, [(sp, prod, False)], dest, env, into)
-            return sp, prod, False
+            self.fun(f.f, [(sp, prod, None)], dest, env, into)
+            return sp, prod, None
         # layout primitives: a view of the argument
-        sp, prod, _ = vals[0]
-        return sp, prod, False
+        sp, prod, view = vals[0]
+        if view is not None and isinstance(f, Join):
+            return sp, prod, (*view, ("join",))
+        if view is not None and isinstance(f, Split):
+            return sp, prod, (*view, ("split", f.chunk))
+        return sp, prod, None
+
+    def identity_pairs(self, prod: str, cons: str, view) -> tuple[tuple[int, int], ...]:
+        """The (f, g) fusion depths at which ``cons`` reads ``prod``'s output element for
+        element (see ``MapInfo.identity_from``): join and split keep the row-major order,
+        so flat iteration i of both is the same element when the first f+1 dimensions of
+        the consumer's input and the first g+1 of the producer's output have the same
+        number of elements."""
+        t = self.t.info.map_types.get(id(self.t.maps[prod].node))
+        if t is None:
+            return ()
+        dims = _dims(t[1])
+        pdims = list(dims)
+        for op in view:
+            if op[0] == "join":
+                if len(dims) < 2:
+                    return ()
+                dims = [dims[0] * dims[1], *dims[2:]]
+            else:
+                if not dims:
+                    return ()
+                dims = [dims[0] / op[1], op[1], *dims[1:]]
+        nf = len(self.t.perfect_chain(cons))
+        ng = len(self.t.perfect_chain(prod))
+        out = []
+        for fd in range(min(nf, len(dims) - 1) + 1):
+            a = _prod(dims[:fd + 1])
+            for gd in range(min(ng, len(pdims) - 1) + 1):
+                try:
+                    same = a == _prod(pdims[:gd + 1])
+                except Exception:  # sizes the symbolic algebra cannot compare
+                    same = False
+                if same:
+                    out.append((fd, gd))
+        return tuple(out)
 
     def fun(self, f: FunDecl, vals, dest: str, env, into: bool = False):
         if isinstance(f, Lambda):
@@ -358,6 +435,22 @@ class _Spaces:
             if isinstance(n, Param) and n.name not in bound and n.name in env:
                 out |= env[n.name][1]
         return out
+
+
+def _dims(t) -> list:
+    """The sizes of the array levels of ``t``, outermost first."""
+    out = []
+    while isinstance(t, ArrayType):
+        out.append(t.size)
+        t = t.elem
+    return out
+
+
+def _prod(xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = out * x
+    return out
 
 
 def _strongest(spaces: set[str]) -> str:

@@ -62,26 +62,152 @@ class Rule:
     kind: str = "validity"
 
 
-def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
-    """(1) A map that reads or writes private memory runs in one thread: sequential or fused.
+# ------------------------------------------------------------- index functions
+# The lowering (codegen/launch.py) gives each kernel, per dimension d, a local size (the
+# largest mapLcl(d) trip count, 1 without mapLcl(d)) and a number of work-groups (the
+# largest mapWrg(d) trip count, 1 without mapWrg(d)). So within one kernel some codes
+# distribute iterations over work-items *the same way*: without a mapLcl(d), mapWrg(d)
+# and mapGlb(d) both give iteration i to work-group i (of one work-item); without a
+# mapWrg(d), mapLcl(d) and mapGlb(d) both give it to work-item i of the single group.
+# These predicates state that equivalence over the codes of the kernel's maps.
 
-    Only the maps that produce or consume the private value, i.e. the loops inside the
-    thread that owns it, are concerned: a map whose function merely *contains* a private
-    value (a reduction's accumulator, a ``toPrivate`` temporary) allocates one per
-    iteration, so it may distribute threads around it (the tree records where each map
-    writes the way the lowering does: a reduction is no annotation)."""
-    for m in t.concrete():
-        i = t.maps[m]
-        if i.uses_private:
-            how = "writes" if i.writes == "private" else "reads"
-            yield Constraint("private-memory", level(m) < 1,
-                             f"map {m} {how} private memory, so it must be sequential or fused",
-                             (m,))
+
+def _has(t: MapNestingTree, m: str, code: int) -> Pred:
+    """Some map of ``m``'s kernel has ``code``."""
+    return _any_is(t.kernel_members(m), code)
+
+
+def crosses_groups(t: MapNestingTree, x: str, kinds=(2, 3)) -> Pred:
+    """Map ``x`` gives different iterations to different work-groups: it is mapWrg, or a
+    mapGlb(d) in a kernel with several work-groups in d (a mapWrg(d), or no mapLcl(d):
+    then the groups are the runtime's, or of one work-item where local memory is used).
+    ``kinds`` restricts to mapWrg (2) or mapGlb (3)."""
+    parts = []
+    if 2 in kinds:
+        parts.append(eq(level(x), 2))
+    if 3 in kinds:
+        for d in range(3):
+            parts.append(And(eq(c(x), 30 + d),
+                             Or(_has(t, x, 20 + d), Not(_has(t, x, 10 + d)))))
+    return Or(*parts)
+
+
+def _pair(x: str, y: str, a: int, b: int) -> Pred:
+    return Or(And(eq(c(x), a), eq(c(y), b)), And(eq(c(x), b), eq(c(y), a)))
+
+
+def same_owner(t: MapNestingTree, x: str, y: str) -> Pred:
+    """Maps ``x`` and ``y`` of one kernel give iteration i to the same work-item: the same
+    code, or mapWrg(d)/mapGlb(d) without a mapLcl(d) in the kernel, or mapLcl(d)/mapGlb(d)
+    without a mapWrg(d) in the kernel (see above)."""
+    parts = [eq(c(x), c(y))]
+    for d in range(3):
+        parts.append(And(_pair(x, y, 20 + d, 30 + d), Not(_has(t, x, 10 + d))))
+        parts.append(And(_pair(x, y, 10 + d, 30 + d), Not(_has(t, x, 20 + d))))
+    return Or(*parts)
+
+
+def _fused_at(t: MapNestingTree, m: str, depth: int) -> Pred:
+    """``m`` with exactly its first ``depth`` perfectly nested maps fused into it."""
+    chain = t.perfect_chain(m)
+    parts = [eq(c(x), 1) for x in chain[:depth]]
+    if depth < len(chain):
+        parts.append(ne(c(chain[depth]), 1))
+    return And(*parts) if parts else TRUE
+
+
+def reads_own(t: MapNestingTree, prod: str, cons: str) -> Pred:
+    """Each work-item of ``cons`` reads only elements it wrote itself as a work-item of
+    ``prod`` (at the level of the two maps, fused maps included): ``cons`` reads ``prod``'s
+    output element for element at the fusion depths chosen and both give iteration i to
+    the same work-item."""
+    pairs = t.maps[cons].identity_from.get(prod, ())
+    if not pairs:
+        return FALSE
+    fused = Or(*(And(_fused_at(t, cons, f), _fused_at(t, prod, g)) for f, g in pairs))
+    return And(fused, same_owner(t, prod, cons))
+
+
+def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
+    """(1) Private memory is read only by the work-item that wrote it.
+
+    A map writing private memory read by a sibling map: either each work-item reads only
+    what it wrote (element for element, the same index function, every map inside both
+    sequential or fused), or the writer runs whole in every work-item (it and the maps
+    inside it are sequential or fused). Read by other code, the writer runs whole in every
+    work-item. A map whose function merely *contains* a private value (a reduction's
+    accumulator, a ``toPrivate`` temporary) allocates one per iteration, so it may
+    distribute threads around it (the tree records where each map writes the way the
+    lowering does: a reduction is no annotation)."""
+    for prod in t.concrete():
+        if t.maps[prod].writes != "private":
+            continue
+        whole = _whole(t, prod)
+        cons_of = [m for m in t.siblings(prod) if prod in t.maps[m].depends_on]
+        if t.maps[prod].read_by_code or not cons_of:
+            yield Constraint("private-memory", whole,
+                             f"map {prod} writes private memory that other code reads, so it "
+                             "and the maps inside it must be sequential or fused",
+                             (prod, *t.nested(prod)))
+            continue
+        for cons in cons_of:
+            inner = t.nested(prod)
+            own = And(reads_own(t, prod, cons), *(level(x) < 1 for x in inner))
+            yield Constraint(
+                "private-memory", Or(own, whole),
+                f"map {cons} reads the private memory map {prod} writes: each work-item reads "
+                f"only what it wrote, or map {prod} runs whole (sequential) in every work-item",
+                tuple(dict.fromkeys([prod, cons, *inner])))
+
+
+def _exchanges(t: MapNestingTree, space: str):
+    """(producer, consumer) sibling maps of one kernel exchanging data through ``space``."""
+    for cons in t.concrete():
+        for prod in sorted(t.maps[cons].depends_on):
+            if t.maps[prod].writes == space and not t.kernel_boundary(prod, cons):
+                yield prod, cons
+
+
+def _exchange(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
+    """The work-item reading an element shares a work-group with one that wrote it: each
+    work-item of ``cons`` reads what it wrote as a work-item of ``prod`` (element for
+    element, the maps inside ``prod`` within its work-group), or no map of ``prod``'s
+    nest gives iterations to different work-groups (of ``kinds``): then every work-group
+    writes all of ``prod``'s output and a work-group barrier orders it before the reads,
+    wherever ``cons``'s nest distributes its work. (Where that makes several work-groups
+    write the same global elements, rule 7 rejects the race.)"""
+    inner = [Not(crosses_groups(t, x, kinds)) for x in t.nested(prod)]
+    own = And(reads_own(t, prod, cons), *inner)
+    group = And(Not(crosses_groups(t, prod, kinds)), *inner)
+    return Or(own, group)
+
+
+def _whole(t: MapNestingTree, prod: str) -> Pred:
+    """``prod`` and the maps inside it are sequential or fused: every work-item running
+    the enclosing iteration writes all of ``prod``'s output."""
+    return And(*(level(x) < 1 for x in [prod, *t.nested(prod)]))
+
+
+def _subjects(t: MapNestingTree, prod: str, cons: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([prod, cons, *t.nested(prod)]))
 
 
 def local_memory(t: MapNestingTree) -> Iterator[Constraint]:
-    """(2) A map using local memory runs within one work-group, under a mapWrg of every
-    work-group dimension its chain uses."""
+    """(2) Local memory is shared within a work-group only: a map reading what a sibling
+    wrote to local memory reads only what it wrote itself, or both nests run within one
+    work-group (no mapWrg, no mapGlb over several work-groups among their maps)."""
+    for prod, cons in _exchanges(t, "local"):
+        yield Constraint(
+            "local-memory", _exchange(t, prod, cons, (2, 3)),
+            f"map {cons} reads the local memory map {prod} writes: each work-item reads only "
+            "what it wrote, or both run within one work-group", _subjects(t, prod, cons))
+
+
+def local_in_groups(t: MapNestingTree) -> Iterator[Constraint]:
+    """(2) as CC'22 states it: a map using local memory is not mapWrg/mapGlb and sits under
+    a mapWrg of every work-group dimension its chain uses. Local memory written under a
+    mapGlb (work-groups of one work-item) or read element for element by the same
+    work-item is correct, but wastes local memory: a heuristic."""
     for m in t.concrete():
         if not t.maps[m].uses_local:
             continue
@@ -93,7 +219,7 @@ def local_memory(t: MapNestingTree) -> Iterator[Constraint]:
             for w in range(3):
                 parts.append(Or(_none_is(chain, 20 + w), _any_is(outer, 20 + w)))
             yield Constraint(
-                "local-memory", And(*parts),
+                "local-in-groups", And(*parts),
                 f"map {m} uses local memory: it must not be mapWrg/mapGlb and must sit under a "
                 f"mapWrg of each work-group dimension used in chain {_chain_text(chain)}",
                 tuple(chain),
@@ -146,27 +272,56 @@ def local_in_group(t: MapNestingTree) -> Iterator[Constraint]:
 
 
 def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
-    """(7) A parallel dimension used in one chain is used in every chain of the same kernel
-    (each domain): otherwise every thread of that dimension runs the other chain and they
-    all write the same elements (a data race). Chains in different kernels (top-level maps
-    separated by a kernel boundary) are independent."""
+    """(7) Every work-item id that varies in a kernel is told apart by the elements each
+    chain writes: otherwise the work-items differing only in that id write the same
+    elements (a data race). Per dimension d, the ids are the group and local ids (a kernel
+    with mapWrg(d)/mapLcl(d); mapGlb(d) covers both) or the global id (mapGlb(d) only).
+    So in chain b: a mapLcl(d) elsewhere in the kernel needs mapLcl(d) or mapGlb(d), a
+    mapWrg(d) needs mapWrg(d) or mapGlb(d), a mapGlb(d) needs any of the three. Local
+    memory is per work-group (group ids do not race; nor global ids, whose groups then
+    have one work-item); private memory per work-item. Chains in different kernels (top-level
+    maps separated by a kernel boundary) are independent."""
     chains = t.chains()
     kernel = t.kernels()
-    for a in chains:
-        for b in chains:
+    for b in chains:
+        space = t.maps[b[-1]].writes
+        if space == "private":
+            continue
+        for a in chains:
             if a == b or kernel[a[0]] != kernel[b[0]]:
                 continue
             only_a = [m for m in a if m not in b]
             if not only_a:
                 continue
-            for lv, dom in _DOMAINS.items():
-                for d in range(3):
-                    code = lv * 10 + d
-                    yield Constraint(
-                        "exhaustive-indexing",
-                        Or(_none_is(only_a, code), _any_is(b, code)),
-                        f"{dom} dimension {d} used in chain {_chain_text(a)} must also be used "
-                        f"in chain {_chain_text(b)}", tuple(dict.fromkeys(only_a + list(b))))
+            # a local buffer is replicated over the mapLcl loops around its writer only: a
+            # mapGlb around it does not tell its work-items' elements apart
+            w = _local_writer(t, b)
+            for d in range(3):
+                lcl, wrg, glb = 10 + d, 20 + d, 30 + d
+                parts = [Or(_none_is(only_a, lcl), _any_is(b[w:], lcl), _any_is(b[w:], glb),
+                            _any_is(b[:w], lcl))]
+                if space != "local":
+                    parts.append(Or(_none_is(only_a, wrg), _any_is(b, wrg), _any_is(b, glb)))
+                    parts.append(Or(_none_is(only_a, glb), _any_is(b, glb), _any_is(b, wrg),
+                                    _any_is(b, lcl)))
+                yield Constraint(
+                    "exhaustive-indexing", And(*parts),
+                    f"dimension {d} distributed in chain {_chain_text(a)} is also distributed "
+                    f"in chain {_chain_text(b)} (mapLcl({d}) by mapLcl/mapGlb, mapWrg({d}) by "
+                    f"mapWrg/mapGlb, mapGlb({d}) by any)",
+                    tuple(dict.fromkeys(only_a + list(b))))
+
+
+def _local_writer(t: MapNestingTree, chain) -> int:
+    """Where in ``chain`` the local buffer its innermost map writes is allocated: the
+    innermost map of the chain whose output is a buffer of its own (read by a sibling or
+    by other code), else the outermost map writing local memory."""
+    producers = {p for m in t.maps.values() for p in m.depends_on}
+    own = [i for i, m in enumerate(chain) if t.maps[m].writes == "local"
+           and (m in producers or t.maps[m].read_by_code)]
+    if own:
+        return own[-1]
+    return next((i for i, m in enumerate(chain) if t.maps[m].writes == "local"), 0)
 
 
 def shared_dimension(t: MapNestingTree) -> Iterator[Constraint]:
@@ -207,42 +362,37 @@ def no_global_with_groups(t: MapNestingTree) -> Iterator[Constraint]:
 
 
 def cross_thread_dependency(t: MapNestingTree) -> Iterator[Constraint]:
-    """Added: sibling maps that exchange data through memory are synchronisable only by a
-    work-group barrier, so neither they nor their nested maps are mapWrg or mapGlb.
+    """Added: sibling maps of one kernel that exchange data through memory are
+    synchronisable only by a work-group barrier: each work-item reads only what it wrote
+    (element for element with the same index function), or no map of the two nests
+    distributes iterations over several work-groups (through global memory), or over
+    several mapGlb work-groups (through local memory, whose work-group scope is rule 2's).
 
     Counter-example that rules (1)-(8) accept: CC'22 Listing 3 with A=mapGlb(1),
     B=mapGlb(0), C=mapGlb(0), D=mapSeq: thread t of B reads element t that thread t/s1
     of C wrote, with no barrier possible across global threads (CC'22 Table 1, M2).
-    Exceptions: a consumer reading the producer's output element for element with the
-    same code (each thread reads what it wrote), and top-level maps exchanging data through
-    global memory: the lowering puts them in consecutive kernels, and the kernel boundary is
-    the global barrier.
+    Top-level maps exchanging data through global memory are exempt: the lowering puts
+    them in consecutive kernels, and the kernel boundary is the global barrier.
     """
-    for cons in t.concrete():
-        for prod in sorted(t.maps[cons].depends_on):
-            if t.kernel_boundary(prod, cons):
-                continue
-            nested = t.nested(prod) + t.nested(cons)
-            if prod in t.maps[cons].identity_from:
-                yield Constraint(
-                    "cross-thread-dependency",
-                    Or(eq(c(prod), c(cons)), And(c(prod) < 20, c(cons) < 20)),
-                    f"map {cons} reads what map {prod} wrote element for element: the same "
-                    "mapping, or both within one work-group", (prod, cons))
-                which = nested
-            else:
-                which = [prod, cons, *nested]
-            for x in which:
-                yield Constraint(
-                    "cross-thread-dependency", c(x) < 20,
-                    f"map {cons} reads what map {prod} wrote through memory: map {x} must not "
-                    "be mapWrg or mapGlb (no barrier exists across work-groups)",
-                    tuple(dict.fromkeys((prod, cons, x))))
+    for prod, cons in _exchanges(t, "global"):
+        yield Constraint(
+            "cross-thread-dependency", _exchange(t, prod, cons, (2, 3)),
+            f"map {cons} reads what map {prod} wrote: each work-item reads only what it "
+            "wrote, or both run within one work-group (no barrier exists across "
+            "work-groups)", _subjects(t, prod, cons))
+    for prod, cons in _exchanges(t, "local"):
+        yield Constraint(
+            "cross-thread-dependency", _exchange(t, prod, cons, (3,)),
+            f"map {cons} reads the local memory map {prod} writes: each work-item reads only "
+            "what it wrote, or no mapGlb of the two nests spans several work-groups (no "
+            "barrier exists across them)", _subjects(t, prod, cons))
 
 
 RULES: tuple[Rule, ...] = (
     Rule("private-memory", "Private memory scoping", "CC'22 rule (1)", private_memory),
     Rule("local-memory", "Shared memory scoping", "CC'22 rule (2)", local_memory),
+    Rule("local-in-groups", "Local memory only under work-group maps",
+         "CC'22 rule (2) as stated", local_in_groups, "heuristic"),
     Rule("duplicate-scheduling", "Duplicate scheduling", "CC'22 rule (3)",
          duplicate_scheduling),
     Rule("local-dimensionality", "Local thread indexing dimensionality", "CC'22 rules (4)-(5)",

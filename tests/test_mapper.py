@@ -64,9 +64,24 @@ def test_listing1_tree_and_memory():
     assert "mapA" in pr.tree.render()
 
 
+# CC'22 Listing 3, fusion 'always', heuristics on: the 13 of the paper's rules (work-group
+# and local mappings, A=mapGlb with the rest sequential) and the 9 the exact rules add
+# (B=C=mapGlb(d) with D fused: each work-item reads the element of tmpC it wrote)
+LISTING3_VALID = {
+    "A=0 B=0 C=0 D=1", "A=20 B=10 C=10 D=0", "A=20 B=10 C=10 D=1", "A=20 B=10 C=0 D=10",
+    "A=21 B=11 C=11 D=1", "A=21 B=11 C=11 D=0", "A=21 B=11 C=0 D=11", "A=22 B=12 C=12 D=1",
+    "A=22 B=12 C=12 D=0", "A=22 B=12 C=0 D=12", "A=30 B=0 C=0 D=1", "A=31 B=0 C=0 D=1",
+    "A=32 B=0 C=0 D=1",
+    "A=0 B=30 C=30 D=1", "A=0 B=31 C=31 D=1", "A=0 B=32 C=32 D=1", "A=30 B=31 C=31 D=1",
+    "A=30 B=32 C=32 D=1", "A=31 B=30 C=30 D=1", "A=31 B=32 C=32 D=1", "A=32 B=31 C=31 D=1",
+    "A=32 B=30 C=30 D=1",
+}
+
+
 def test_listing3_full_set():
     ms = list(enumerate_mappings(cc22_listing3()))
-    assert len(ms) == len(set(ms)) == count_mappings(cc22_listing3()) == 13
+    assert len(ms) == len(set(ms)) == count_mappings(cc22_listing3()) == 22
+    assert {m.short() for m in ms} == LISTING3_VALID
     legal = Mapping.parse("A=W0 B=L0 C=L0 D=S")
     assert legal in ms
     local = cc22_listing3(local=True)
@@ -85,8 +100,15 @@ def test_private_memory_rule():
     p = cc22_listing3(private=True)
     pr = problem(p)
     assert pr.tree.maps["D"].uses_private and pr.tree.maps["B"].uses_private
-    for m in enumerate_mappings(p):
-        assert m["D"] in (0, 1) and m["C"] in (0, 1, 10, 11, 12) and m["B"] == 0
+    # D and C produce/consume the private value inside the thread that owns it: D is fused,
+    # C sequential or in B's thread (the same code as B); B and A distribute threads
+    got = {m.short() for m in enumerate_mappings(p)}
+    glb = ("30", "31", "32")
+    expect = {f"A={a} B={b} C={c} D=1"
+              for a in ("0", *glb) for b in ("0", *glb) if a == "0" or b != a
+              for c in ({"0", b} if b != "0" else {"0"})}
+    expect |= {"A=20 B=10 C=10 D=1", "A=21 B=11 C=11 D=1", "A=22 B=12 C=12 D=1"}
+    assert got == expect and len(got) == 25
 
 
 def test_backends_agree_on_papers_examples():

@@ -31,7 +31,7 @@ def test_every_rule_has_a_kind_a_title_and_a_source():
     assert {"private-memory", "local-memory", "duplicate-scheduling", "local-hierarchy",
             "exhaustive-indexing", "cross-thread-dependency",
             "shared-dimension"} == set(VALIDITY_RULES)
-    assert {"local-dimensionality", "local-in-group", "sequential-fusion",
+    assert {"local-dimensionality", "local-in-group", "local-in-groups", "sequential-fusion",
             "global-xor-groups"} == set(HEURISTIC_RULES)
 
 
@@ -172,3 +172,42 @@ def test_convolution_enumeration_stays_fast():
     t = time.perf_counter()
     n = sum(1 for _ in enumerate_mappings(p, fusion="free"))
     assert n > 0 and time.perf_counter() - t < 1.0  # ~0.1 s on 2 shared cores
+
+
+def test_equivalent_index_functions_within_a_kernel():
+    """Without a mapLcl(1) in the kernel the local size in 1 is 1, so mapWrg(1) gives
+    iteration i to the work-item mapGlb(1) gives it to: B reads what C (D fused) wrote."""
+    for p in (cc22_listing3(), parse_file(EX / "listing3_local.lift")):
+        assert check_mapping(p, "A=S B=G1 C=W1 D=F", fusion="free", heuristics=False) == []
+        # not fused, C's work-item writes a whole row: another work-item reads it
+        assert rejected_by(check_mapping(p, "A=S B=G1 C=W1 D=S", fusion="free",
+                                         heuristics=False)) == "validity"
+        # with a mapLcl(1) in the kernel, mapWrg(1) and mapGlb(1) differ
+        assert rejected_by(check_mapping(p, "A=S B=G1 C=W1 D=L1", fusion="free",
+                                         heuristics=False)) == "validity"
+
+
+def test_private_memory_read_element_for_element_by_its_writer():
+    p = cc22_listing3(private=True)
+    # each work-item reads the private element it wrote (D fused into C)
+    assert check_mapping(p, "A=S B=G0 C=G0 D=F", fusion="free", heuristics=False) == []
+    assert check_mapping(p, "A=W0 B=L0 C=L0 D=F", fusion="free", heuristics=False) == []
+    # the writer sequential: every work-item has all of it
+    assert check_mapping(p, "A=S B=G0 C=S D=S", fusion="free", heuristics=False) == []
+    # another work-item's private memory
+    assert "private-memory" in {c.rule for c in check_mapping(
+        p, "A=S B=G0 C=G0 D=S", fusion="free", heuristics=False)}
+
+
+def test_local_memory_written_by_every_work_group():
+    """A local buffer each work-group writes whole (its writer does not span work-groups)
+    may be read by maps that do: each group reads its own copy after a barrier."""
+    p = parse("""X : [float]N
+(join o mapA(mapB(\\x -> mult(x, 3.0f)) o mapC(toLocal(id))) o split(s0))
+  o mapD(toLocal(\\x -> mult(x, 2.0f))) $ X
+""")
+    assert check_mapping(p, "A=W0 B=L1 C=L1 D=G1", heuristics=False) == []
+    assert rejected_by(check_mapping(p, "A=W0 B=L1 C=L1 D=G1")) == "heuristic"
+    # written by work-groups of one work-item (mapGlb) and read by others: out of scope
+    assert "local-memory" in {c.rule for c in check_mapping(p, "A=W0 B=L1 C=L1 D=W1",
+                                                            heuristics=False)}
