@@ -45,7 +45,7 @@ class ModelStrategy(Strategy):
 
     name = "model"
 
-    def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 400,
+    def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 2000,
                  n_init: int = 10, batch: int = 5, beta: float = 1.0, **options: Any):
         super().__init__(joint, seed=seed, **options)
         try:
