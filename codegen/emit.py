@@ -22,13 +22,18 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from codegen.errors import UnsupportedError
 from codegen.views import Call, Const, Lanes, Leaf, Mem, Sel, VecMem, build_expr
 from ir.nodes import UserFun
 from ir.sym import Cst, Expr, Rel, Var
 from ir.types import ScalarType, Type, VectorType
+
+if TYPE_CHECKING:  # codegen.memory is not needed at run time here
+    from codegen.memory import Buf
 
 UNROLL_MAX = 64  # most iterations of one unrolled loop
 UNROLL_BUDGET = 1024  # most statements an unrolled loop nest may print
@@ -60,6 +65,12 @@ class Loop:
     n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
 
     @property
+    def par_dim(self) -> int:
+        """The dimension of a parallel (glb, wrg or lcl) loop: the mapping gives it one."""
+        assert self.dim is not None, f"{self.what} distributes no dimension"
+        return self.dim
+
+    @property
     def name(self) -> str:
         return self.var.name
 
@@ -68,7 +79,7 @@ class Loop:
 class Store:
     """``dest = value`` (a scalar or a vector store)."""
 
-    dest: Leaf
+    dest: Mem | VecMem
     value: Leaf
     parent: Loop | None = None
 
@@ -77,7 +88,7 @@ class Store:
 class Decl:
     """Declaration of a private buffer at this point."""
 
-    buf: object
+    buf: Buf
     parent: Loop | None = None
 
 
@@ -395,7 +406,7 @@ def _worth_hoisting(inv: Expr) -> bool:
 
 
 def split_invariant(e: Expr, inner: frozenset,
-                    terms: dict | None = None) -> tuple[Expr | None, Expr]:
+                    terms: dict[tuple, Expr] | None = None) -> tuple[Expr | None, Expr]:
     """``(inv, rest)`` with ``e = inv + rest``: ``inv`` the sum of the non-constant terms of
     ``e`` that use no variable of ``inner`` (None when there are none). ``terms``: a memo
     of :func:`codegen.views.build_expr` by term tree, valid while the index variables
@@ -416,9 +427,10 @@ def split_invariant(e: Expr, inner: frozenset,
         if terms is None:
             x = build_expr(item)
         else:
-            x = terms.get(item)
-            if x is None:
-                x = terms[item] = build_expr(item)
+            hit = terms.get(item)
+            if hit is None:
+                hit = terms[item] = build_expr(item)
+            x = hit
         if x.free_vars() and not x.free_vars() & inner:
             inv = inv + x
         else:
@@ -460,7 +472,7 @@ def touches_private_array(lp: Loop) -> bool:
     return False
 
 
-def leaves_of(v: Leaf):
+def leaves_of(v: Leaf) -> Iterator[Mem | VecMem]:
     """Every memory leaf read by a value."""
     if isinstance(v, (Mem, VecMem)):
         yield v

@@ -56,11 +56,11 @@ def configure(
     given = dict(local_sizes or {})
     issues: list[LoweringError] = []
     par = [lp for lp in loops if lp.kind in ("glb", "wrg", "lcl")]
-    ndims = max([lp.dim + 1 for lp in par] + [1])
+    ndims = max([lp.par_dim + 1 for lp in par] + [1])
     modes: dict[int, str] = {}
     trips: dict[tuple[str, int], list[int]] = {}
     for lp in par:
-        trips.setdefault((lp.kind, lp.dim), []).append(lp.n)
+        trips.setdefault((lp.kind, lp.par_dim), []).append(lp.n)
     for d in range(ndims):
         g = (("wrg", d) in trips) or (("lcl", d) in trips)
         if g:
@@ -93,18 +93,24 @@ def configure(
         local[d] = want
     need_local = any(m in ("grp", "mixed") for m in modes.values()) or any(
         v is not None for v in local.values())
+    lsize: tuple[int, ...] | None = None
     if need_local:
         for d in range(ndims):
             if local[d] is None:
                 local[d] = 1
                 defaulted.add(d)
         _clamp(local, defaulted, limits)
+        given_sizes: list[int] = []
         for d in range(ndims):
-            if local[d] > limits.work_item_limit(d):
+            ld = local[d]
+            assert ld is not None  # every dimension has a local size now
+            if ld > limits.work_item_limit(d):
                 issues.append(WorkGroupSizeError(
-                    f"local size {local[d]} in dimension {d} exceeds the device's maximum "
+                    f"local size {ld} in dimension {d} exceeds the device's maximum "
                     f"{limits.work_item_limit(d)} ({limits.name}); choose a smaller one"))
-        total = math.prod(local[d] for d in range(ndims))
+            given_sizes.append(ld)
+        lsize = tuple(int(x) for x in given_sizes)
+        total = math.prod(given_sizes)
         if total > limits.max_work_group_size:
             issues.append(WorkGroupSizeError(
                 f"work-group size {total} (local sizes {tuple(local.values())}) exceeds the "
@@ -117,6 +123,7 @@ def configure(
         if m in ("grp", "mixed"):
             wrg = trips.get(("wrg", d))
             groups[d] = max(wrg) if wrg else 1
+            assert ld is not None  # a group dimension needs a local size (set above)
             gsize.append(groups[d] * ld)
         elif m == "glb":
             t = max(trips[("glb", d)])
@@ -124,14 +131,13 @@ def configure(
         else:
             gsize.append(1)
     for lp in par:
-        d = lp.dim
+        d = lp.par_dim
         if lp.kind == "glb":
             lp.threads = gsize[d]
         elif lp.kind == "wrg":
             lp.threads = groups[d]
         else:
             lp.threads = local[d]
-    lsize = tuple(int(local[d]) for d in range(ndims)) if need_local else None
     return LaunchConfig(tuple(gsize), lsize, modes, groups, local, issues)
 
 
@@ -155,9 +161,10 @@ def uniform_in_group(lp: Loop, cfg: LaunchConfig) -> bool:
     if lp.kind in ("seq", "wrg"):
         return True
     n, t = lp.n, lp.threads
+    assert t is not None  # configure() sets the threads of every parallel loop
     if lp.kind == "lcl":
         return n % t == 0
-    ld = cfg.local.get(lp.dim)
+    ld = cfg.local.get(lp.par_dim)
     if ld is None:
         return n % t == 0
     return (n % t) % ld == 0

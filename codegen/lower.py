@@ -82,6 +82,7 @@ from ir.nodes import (
     Lambda,
     Literal,
     Map,
+    Node,
     Pad,
     Param,
     Reduce,
@@ -95,7 +96,7 @@ from ir.nodes import (
     Zip,
     walk,
 )
-from ir.sym import Cst, Expr, Var
+from ir.sym import Cst, Expr, Var, sym
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, Type, VectorType
 
@@ -238,6 +239,16 @@ class Builder:
             ok = False
         return e if ok else None
 
+    def map_types(self, f: Map | Reduce) -> tuple[ArrayType, ArrayType] | None:
+        """The input and output array types of a map or reduce in the program's symbolic
+        sizes (None: not known)."""
+        mt = self.info.map_types.get(id(f))
+        if mt is None:
+            return None
+        arr, out = mt
+        assert isinstance(arr, ArrayType) and isinstance(out, ArrayType)  # as typecheck sets
+        return arr, out
+
     def symtype(self, node: ExprNode) -> Type | None:
         """The type of ``node`` in the program's symbolic sizes."""
         return self.info.types.get(id(node))
@@ -267,6 +278,7 @@ class Builder:
             raise UnsupportedError(
                 f"cannot write into a {type(dest).__name__} view (padding or a constant); "
                 "write the value before padding it")
+        assert isinstance(value, Leaf)  # a view is an ArrV, a TupV or a Leaf
         if isinstance(dest.type, VectorType) != isinstance(value.type, VectorType):
             raise UnsupportedError(f"cannot store a {value.type} into a {dest.type}")
         self.add(Store(dest, value))
@@ -287,7 +299,7 @@ class Builder:
             self.store(dest, src)
 
     # ---------------------------------------------------------------- user functions
-    def call(self, f: FunDecl, args: list[View]) -> Leaf:
+    def call(self, f: UserFun | Vectorize, args: list[View]) -> Leaf:
         uf = f if isinstance(f, UserFun) else f.f
         width = self.ival(f.width) if isinstance(f, Vectorize) else None
         leaves: list[Leaf] = []
@@ -302,7 +314,7 @@ class Builder:
             raise UnsupportedError(f"user function {uf.name} takes {uf.arity} arguments")
         out = uf.out_type
         if width is not None and isinstance(out, ScalarType):
-            out = VectorType(out, width)
+            out = VectorType(out, sym(width))
         elif isinstance(out, VectorType) and out.width.free_vars():
             vec = next((a.type for a in leaves if isinstance(a.type, VectorType)), None)
             if vec is None:
@@ -500,7 +512,7 @@ class Builder:
         elif isinstance(f, Id):
             self.copy_into(dest, args[0])
         elif isinstance(f, Reduce):
-            init = self.info.map_types.get(id(f))
+            init = self.map_types(f)
             acc = self.alloc(args[0].type, "private", "", role="acc",
                              sym_t=init[1].elem if init else None)
             self.copy_into(acc, args[0])
@@ -518,12 +530,16 @@ class Builder:
         if not isinstance(dest, ArrV):
             return None
         if isinstance(f, Join):
+            # the argument of a (type-checked) join is an array of arrays
+            assert isinstance(arg_t, ArrayType) and isinstance(arg_t.elem, ArrayType)
             return vw.inverse_join(dest, arg_t.elem.size.as_int())
         if isinstance(f, Split):
             return vw.inverse_split(dest)
         if isinstance(f, Transpose):
             return vw.transpose(dest)
         if isinstance(f, AsScalar):
+            # the argument of a (type-checked) asScalar is an array of vectors
+            assert isinstance(arg_t, ArrayType) and isinstance(arg_t.elem, VectorType)
             return vw.as_vector(dest, arg_t.elem.width.as_int())
         if isinstance(f, AsVector):
             return vw.as_scalar(dest)
@@ -542,7 +558,13 @@ class Builder:
         probe = self.inverse(m.f, dest.get(0), et)
         if probe is None:
             return None
-        return ArrV(dest.n, et, lambda i: self.inverse(m.f, dest.get(i), et))
+
+        def elem(i: Expr) -> View:
+            v = self.inverse(m.f, dest.get(i), et)
+            assert v is not None  # every element has element 0's structure (the probe)
+            return v
+
+        return ArrV(dest.n, et, elem)
 
     def inverse_body(self, body: ExprNode, pname: str, dest: View) -> View | None:
         while True:
@@ -550,10 +572,10 @@ class Builder:
                 return dest if body.name == pname else None
             if not (isinstance(body, FunCall) and len(body.args) == 1):
                 return None
-            dest = self.inverse(body.f, dest, self.ctype(body.args[0]))
-            if dest is None:
+            inv = self.inverse(body.f, dest, self.ctype(body.args[0]))
+            if inv is None:
                 return None
-            body = body.args[0]
+            dest, body = inv, body.args[0]
 
     # ---------------------------------------------------------------- maps and reduce
     def map_into(self, m: Map, arr: ArrV, env: dict, dest: View) -> None:
@@ -570,7 +592,7 @@ class Builder:
         if d.n != arr.n:
             raise UnsupportedError(f"internal: {what} writes {arr.n} elements into {d.n}")
         base = f"i_{label}" if label else "i"
-        mt = self.info.map_types.get(id(m))
+        mt = self.map_types(m)
         with self.loop(kind, m.dim, arr.n, base, what, label, is_map=True,
                        n_sym=mt[0].size if mt else None) as lp:
             outer = [f"{x.label}={x.what.split()[0]}" for x in self.loops[:-1]
@@ -600,8 +622,10 @@ class Builder:
             iv = self.value(init_e, env)
             acc = self.alloc(init_t, "private", "", role="acc", sym_t=self.symtype(init_e))
             self.copy_into(acc, iv)
-        arr = self._arr(self.value(arr_e, env), call.f)
-        self.reduce_loop(call.f, acc, arr, env)
+        r = call.f
+        assert isinstance(r, Reduce)  # reduce_value lowers calls of reduce
+        arr = self._arr(self.value(arr_e, env), r)
+        self.reduce_loop(r, acc, arr, env)
         return ArrV(1, init_t, lambda i: acc)
 
     def reduce_loop(self, r: Reduce, acc: View, arr: ArrV, env: dict) -> None:
@@ -686,7 +710,7 @@ def split_kernels(top: list) -> list[list]:
     return [groups[g] for g in sorted(groups)]
 
 
-def _mapping_text(program: Lambda) -> str:
+def _mapping_text(program: Node) -> str:
     parts = {m.label: m.kind_text() for m in walk(program) if isinstance(m, Map) and m.label}
     return " ".join(f"{k}={parts[k]}" for k in sorted(parts)) or "(no labelled maps)"
 
@@ -701,7 +725,7 @@ def _output_shape(t: Type) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def build(program: Lambda, sizes: Mapping[str, int], info: TypeInfo | None = None) -> Builder:
+def build(program: Node, sizes: Mapping[str, int], info: TypeInfo | None = None) -> Builder:
     """Type-checks ``program`` (unless its symbolic type ``info`` is given and ``sizes`` are
     known to meet its constraints) and builds its statement tree (one list for all kernels).
 
@@ -715,14 +739,16 @@ def build(program: Lambda, sizes: Mapping[str, int], info: TypeInfo | None = Non
     env: dict = {}
     b.inputs = []
     for p in program.params:
-        t = p.type.subs(b.sizes) if p.type.free_vars() else p.type
+        pt = p.type
+        assert pt is not None  # typecheck rejects program inputs without a type
+        t = pt.subs(b.sizes) if pt.free_vars() else pt
         if has_tuple(t):
             raise UnsupportedError(f"input {p.name} has a tuple type {t}")
         usable = p.name.isidentifier() and p.name not in _C_RESERVED
         cname = p.name if usable else b.fresh(f"in_{len(b.inputs)}")
         b.names.add(cname)
         buf = Buf(p.name, "global", dtype_of(t), size_of(t), "input", p.name, c_name=cname,
-                  sym_count=size_of_sym(p.type))
+                  sym_count=size_of_sym(pt))
         b.inputs.append(buf)
         env[p.name] = natural_view(t, buf)
     out_t = b.ctype(program.body)
@@ -739,7 +765,7 @@ def build(program: Lambda, sizes: Mapping[str, int], info: TypeInfo | None = Non
 
 
 def lower(
-    program: Lambda,
+    program: Node,
     sizes: Mapping[str, int],
     *,
     device: Device | None = None,
@@ -753,7 +779,9 @@ def lower(
     when the sizes break the program's algorithmic constraints. ``device`` supplies the
     limits and budgets (default: ``codegen.target.DEFAULT_DEVICE``).
     """
-    return _lower(program, sizes, device, local_sizes, name, raise_issues=True)
+    cp = _lower(program, sizes, device, local_sizes, name, raise_issues=True)
+    assert cp is not None  # without ``collect`` it returns the program
+    return cp
 
 
 def program_resources(program: Lambda, sizes: Mapping[str, int], *,
@@ -772,15 +800,17 @@ def program_resources(program: Lambda, sizes: Mapping[str, int], *,
     return out
 
 
-def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
+def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
+           local_sizes: Mapping[int, int] | None, name: str, raise_issues: bool,
            collect: list[Resource] | None = None, info: TypeInfo | None = None,
-           features: dict[str, Expr] | None = None):
+           features: dict[str, Expr] | None = None) -> CompiledProgram | None:
     """``lower``; with ``raise_issues=False`` the checks found after building are ignored
     (for experiments that test the checks themselves); with ``collect`` the resources are
     appended to it and no source is generated (returns None)."""
     limits = device or DEFAULT_DEVICE
     b = build(program, sizes, info)
     inputs, out_buf, out_t = b.inputs, b.out_buf, b.out_t
+    assert out_buf is not None and out_t is not None  # build() sets them
 
     groups = split_kernels(b.top)
     base = name if name.isidentifier() and name not in _C_RESERVED else None
@@ -791,8 +821,11 @@ def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
     kernels: list[Kernel] = []
     issues: list[LoweringError] = []
     all_bufs = [*inputs, out_buf, *b.bufs]
+    # (sic) kernel ki > 0 is named after the private bytes of kernel ki - 1 (one variable
+    # served both); kept for byte-identical sources until it is fixed on purpose
+    name_base: str | int | None = base
     for ki, stmts in enumerate(groups):
-        kname = base if (base and len(groups) == 1) else f"{base or name}_{ki}"
+        kname = base if (base and len(groups) == 1) else f"{name_base or name}_{ki}"
         if not kname.isidentifier():
             kname = f"kernel_{ki}"
         loops = [s for s in walk_stmts(stmts) if isinstance(s, Loop)]
@@ -823,10 +856,11 @@ def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
             continue
         # after the analysis: the rewrite only reassociates one work-item's private sums;
         # its accumulators get only the private memory the budgets leave
-        base = bar.private_bytes(kbufs)
-        room = limits.private_mem_size - base
+        pbase = bar.private_bytes(kbufs)
+        name_base = pbase
+        room = limits.private_mem_size - pbase
         if limits.private_group_budget and cfg.local_size is not None:
-            room = min(room, limits.private_group_budget // math.prod(cfg.local_size) - base)
+            room = min(room, limits.private_group_budget // math.prod(cfg.local_size) - pbase)
         vbufs, helpers = vector_accumulate(stmts, b.fun_of, b.names, max_bytes=max(0, room))
         kbufs += vbufs
         funs += [h for h in helpers if h not in funs]
@@ -846,6 +880,7 @@ def _lower(program, sizes, device, local_sizes, name, raise_issues: bool,
         elif pbytes and local_size is None:
             local_size = fit_private_local_size(cfg.global_size, pbytes, limits)
         elif (pbytes and limits.private_group_budget
+              and local_size is not None  # (always, after the branch above)
               and math.prod(local_size) * pbytes > limits.private_group_budget):
             issues.append(PrivateMemoryError(
                 f"kernel {kname}: a work-group of {math.prod(local_size)} work-items with "

@@ -73,8 +73,8 @@ def local_size_exprs(loops: Sequence[Loop], cfg: LaunchConfig, device: Device,
     out: dict[int, Expr] = {}
     for d, ld in sorted(cfg.local.items()):
         lcl = [lp for lp in loops if lp.kind == "lcl" and lp.dim == d]
-        syms = [lp.n_sym for lp in lcl]
-        if lcl and d not in (given or {}) and all(s is not None for s in syms):
+        syms = [lp.n_sym for lp in lcl if lp.n_sym is not None]
+        if lcl and d not in (given or {}) and len(syms) == len(lcl):
             e = syms[0]
             for s in syms[1:]:
                 e = smax(e, s)
@@ -114,7 +114,7 @@ def kernel_resources(kname: str, kbufs: Sequence[Buf], loops: Sequence[Loop],
     for lp in synced:
         if lp.kind not in ("lcl", "glb") or lp.n_sym is None or local_size is None:
             continue
-        ls = local_size.get(lp.dim)
+        ls = local_size.get(lp.par_dim)
         if ls is None:
             continue
         if lp.kind == "lcl":

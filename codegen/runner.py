@@ -28,6 +28,7 @@ from codegen.device import (
     select_device,
 )
 from codegen.program import DTYPES, CompiledProgram, Outcome
+from ir.errors import LiftmapError
 
 _FILL = {"float": np.float32(np.nan), "int": np.int32(-0x7F7F7F7F)}
 
@@ -100,7 +101,7 @@ def check_launch(program: CompiledProgram, limits: Mapping) -> tuple[str, str] |
     return None
 
 
-class BuildError(RuntimeError):
+class BuildError(LiftmapError, RuntimeError):
     """The OpenCL compiler rejected a kernel; ``log`` holds the build log."""
 
     def __init__(self, kernel: str, log: str):

@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ir.errors import LiftmapError
 
-class DeviceDescriptionError(ValueError):
+
+class DeviceDescriptionError(LiftmapError, ValueError):
     """A device description (preset name, JSON file, live spec) that cannot be used."""
 
 

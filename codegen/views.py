@@ -20,10 +20,14 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, overload
 
 from codegen.errors import UnsupportedError, UnvectorizableError
 from ir.sym import Expr, Rel, Var, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
+
+if TYPE_CHECKING:  # codegen.memory imports this module
+    from codegen.memory import Buf
 
 OPENCL_VECTOR_WIDTHS = (1, 2, 3, 4, 8, 16)  # width 1 is printed as a scalar
 
@@ -32,7 +36,10 @@ class View:
     """Base of views; ``type`` is the concrete IR type of the value."""
 
     __slots__ = ()
-    type: Type
+
+    if TYPE_CHECKING:  # a field or a property of each kind of view
+        @property
+        def type(self) -> Type: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +52,7 @@ class ArrV(View):
 
     @property
     def type(self) -> Type:
-        return ArrayType(self.elem, self.n)
+        return ArrayType(self.elem, sym(self.n))
 
     def get(self, i: int | Expr) -> View:
         return self.at(sym(i))
@@ -70,18 +77,19 @@ class Leaf(View):
 
 @dataclass(frozen=True, eq=False)
 class Mem(Leaf):
-    """Element ``idx`` (in scalars) of buffer ``buf``."""
+    """Element ``idx`` (in scalars) of buffer ``buf``; a vector for a buffer of vectors
+    (``codegen.accumulate``'s accumulators, ``idx`` in vectors)."""
 
-    buf: object
+    buf: Buf
     idx: Expr
-    type: ScalarType
+    type: ScalarType | VectorType
 
 
 @dataclass(frozen=True, eq=False)
 class VecMem(Leaf):
     """``type.width`` contiguous scalars of ``buf`` starting at ``idx`` (vloadN/vstoreN)."""
 
-    buf: object
+    buf: Buf
     idx: Expr
     type: VectorType
 
@@ -134,7 +142,7 @@ class Lanes(Leaf):
 
 def split(x: ArrV, m: int) -> ArrV:
     """``split(m)``: ``[T]n -> [[T]m]n/m``."""
-    inner = ArrayType(x.elem, m)
+    inner = ArrayType(x.elem, sym(m))
 
     def outer(i: Expr) -> View:
         return ArrV(m, x.elem, lambda j: x.get(i * m + j))
@@ -156,9 +164,9 @@ def join(x: ArrV) -> ArrV:
 
     def elem(k: Expr) -> View:
         if k.is_const:
-            return x.get(k // m).get(k % m)
+            return _row(x, k // m).get(k % m)
         a, b = fresh_var(n), fresh_var(m)
-        return subst_view(x.get(a).get(b), {a.name: k // m, b.name: k % m})
+        return subst_view(_row(x, a).get(b), {a.name: k // m, b.name: k % m})
 
     return ArrV(n * m, x.elem.elem, elem)
 
@@ -171,9 +179,9 @@ def transpose(x: ArrV) -> ArrV:
     t = x.elem.elem
 
     def row(i: Expr) -> View:
-        return ArrV(x.n, t, lambda j: x.get(j).get(i))
+        return ArrV(x.n, t, lambda j: _row(x, j).get(i))
 
-    return ArrV(m, ArrayType(t, x.n), row)
+    return ArrV(m, ArrayType(t, sym(x.n)), row)
 
 
 def slide(x: ArrV, size: int, step: int) -> ArrV:
@@ -183,7 +191,7 @@ def slide(x: ArrV, size: int, step: int) -> ArrV:
     def window(i: Expr) -> View:
         return ArrV(size, x.elem, lambda j: x.get(i * step + j))
 
-    return ArrV(count, ArrayType(x.elem, size), window)
+    return ArrV(count, ArrayType(x.elem, sym(size)), window)
 
 
 def pad(x: ArrV, left: int, right: int, value: float) -> ArrV:
@@ -226,7 +234,7 @@ def as_vector(x: ArrV, v: int) -> ArrV:
     """``asVector(v)``: ``[T]n -> [Tv]n/v`` (lanes resolved when read or written)."""
     if not isinstance(x.elem, ScalarType):
         raise UnsupportedError(f"asVector({v}) of {x.type}: not an array of scalars")
-    vt = VectorType(x.elem, v)
+    vt = VectorType(x.elem, sym(v))
 
     def vec(i: Expr) -> View:
         return Lanes(ArrV(v, x.elem, lambda k: x.get(i * v + k)), vt)
@@ -242,12 +250,14 @@ def as_scalar(x: ArrV) -> ArrV:
     return ArrV(x.n * w, x.elem.elem, lambda j: lane(x.get(j // w), j % w))
 
 
-def lane(v: View, k: Expr) -> View:
+def lane(v: View, k: Expr) -> Leaf:
     """Lane ``k`` of a vector leaf."""
     if isinstance(v, VecMem):
         return Mem(v.buf, v.idx + k, v.type.elem)
     if isinstance(v, Lanes):
-        return v.lanes.get(k)
+        s = v.lanes.get(k)
+        assert isinstance(s, Leaf)  # the lanes are an array of scalars
+        return s
     if isinstance(v, Const):
         return Const(v.value, v.type.elem if isinstance(v.type, VectorType) else v.type)
     if isinstance(v, Sel):
@@ -358,6 +368,14 @@ def _aligned(t: tuple, m: int) -> tuple[Expr, Expr] | None:
     return None
 
 
+@overload
+def subst_view(v: Leaf, mapping: dict) -> Leaf: ...
+@overload
+def subst_view(v: ArrV, mapping: dict) -> ArrV: ...
+@overload
+def subst_view(v: View, mapping: dict) -> View: ...
+
+
 def subst_view(v: View, mapping: dict) -> View:
     """``v`` with variables substituted in every index and condition (lazily)."""
     if isinstance(v, ArrV):
@@ -378,6 +396,13 @@ def subst_view(v: View, mapping: dict) -> View:
     return v
 
 
+def _row(x: ArrV, i: int | Expr) -> ArrV:
+    """Element ``i`` of an array of arrays."""
+    r = x.get(i)
+    assert isinstance(r, ArrV)  # an element of array type has an array view
+    return r
+
+
 def _arr(x: View, what: str) -> ArrV:
     if not isinstance(x, ArrV):
         raise UnsupportedError(f"{what} of {x.type}: not an array")
@@ -392,6 +417,11 @@ def fill(t: Type, value: float | int) -> View:
         return ArrV(t.size.as_int(), e, lambda i: leaf)
     if isinstance(t, TupleType):
         return TupV(tuple(fill(e, value) for e in t.elems))
+    return _const(t, value)
+
+
+def _const(t: Type, value: float | int) -> Const:
+    """The constant ``value`` of a scalar or vector type ``t``."""
     scalar = t.elem if isinstance(t, VectorType) else t
     if isinstance(scalar, ScalarType) and scalar.name == "int":
         value = int(value)
@@ -406,7 +436,8 @@ def guard(v: View, conds: tuple[Rel, ...], value: float | int) -> View:
         return ArrV(v.n, v.elem, lambda i: guard(v.get(i), conds, value))
     if isinstance(v, TupV):
         return TupV(tuple(guard(e, conds, value) for e in v.elems))
-    default = fill(v.type, value)
+    assert isinstance(v, Leaf)  # a view is an ArrV, a TupV or a Leaf
+    default = _const(v.type, value)
     if isinstance(v, Sel) and isinstance(v.other, Const) and v.other.value == default.value:
         return Sel(conds + v.conds, v.then, v.other)  # nested pads with one value: one test
     return Sel(conds, v, default)

@@ -40,11 +40,12 @@ import numpy as np
 
 from codegen.device import ensure_pocl_cache_dir
 from codegen.program import CompiledProgram, Outcome
+from ir.errors import LiftmapError
 
 STARTUP_TIMEOUT_S = 120.0
 
 
-class WorkerStartError(RuntimeError):
+class WorkerStartError(LiftmapError, RuntimeError):
     """A worker could not start (it died or hung while starting)."""
 
 

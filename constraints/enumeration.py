@@ -17,7 +17,7 @@ import operator
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,7 +50,11 @@ __all__ = [
 RestrictionLike = (
     str | Expression | Callable[..., Any] | tuple[Callable[..., Any], Sequence[str]] | Restriction
 )
-Restrictions = Sequence[RestrictionLike] | RestrictionLike | None
+# one restriction or a sequence of them; the (callable, names) form only inside a sequence
+# (a bare tuple is taken for a sequence)
+Restrictions = (
+    Sequence[RestrictionLike] | str | Expression | Callable[..., Any] | Restriction | None
+)
 
 CHUNK_ROWS = 1 << 21
 """Default maximum number of candidate rows generated at once while enumerating a group."""
@@ -98,6 +102,9 @@ def _index_dtype(size: int) -> type:
 class GroupBuilder:
     """The construction of ``SearchSpace``: domains, compiled restrictions, groups, their
     variable orders and valid rows (see the module's docstring)."""
+
+    if TYPE_CHECKING:  # provided by SearchSpace
+        def cartesian_size(self) -> int: ...
 
     def _setup(
         self,
@@ -394,7 +401,7 @@ class GroupBuilder:
                 for s in range(0, m, step):
                     run([c[s : s + step] for c in cols], j)
                 return
-            new = np.broadcast_to(np.arange(d, dtype=dt), (m, d)).reshape(-1)
+            new: np.ndarray = np.broadcast_to(np.arange(d, dtype=dt), (m, d)).reshape(-1)
             parent = np.repeat(np.arange(m), d) if cols else None
             cache: dict[tuple[str, bool], np.ndarray] = {}
             for ri, r in enumerate(steps[j]):
@@ -405,7 +412,11 @@ class GroupBuilder:
                     if a is None:
                         q = at[p]
                         src = numv[q] if r.vectorised else objv[q]
-                        a = src.take(new) if q == j else src.take(cols[q]).take(parent)
+                        if q == j:
+                            a = src.take(new)
+                        else:
+                            assert parent is not None  # q < j: cols holds earlier positions
+                            a = src.take(cols[q]).take(parent)
                         cache[key] = a
                     args.append(a)
                 mask = np.asarray(r.vector(*args), dtype=bool)
@@ -420,7 +431,10 @@ class GroupBuilder:
                     if parent is not None:
                         parent = parent[keep]
                     cache = {kk: a[keep] for kk, a in cache.items()}
-            run([c.take(parent) for c in cols] + [new] if cols else [new], j + 1)
+            if parent is None:  # the first position (no cols)
+                run([new], j + 1)
+            else:
+                run([c.take(parent) for c in cols] + [new], j + 1)
 
         run([], 0)
         if not out:

@@ -73,6 +73,9 @@ class Node:
 
     __slots__ = ("_hash", "_params")
     _fields: tuple[str, ...] = ()
+    # the slots, set once (lazily) through object.__setattr__
+    _hash: int
+    _params: frozenset[str]
 
     def _key(self) -> tuple:
         return tuple(getattr(self, f) for f in self._fields)
@@ -221,7 +224,7 @@ class Term(Node):
         return _cmp_or_notimpl(">=", self, other)
 
 
-def as_term(value: Term | int) -> Term:
+def as_term(value: Term | int | numbers.Integral) -> Term:
     """`value` itself if it is a term, else an int coerced to :class:`Const`."""
     if isinstance(value, Term):
         return value
@@ -304,7 +307,11 @@ class BinOp(Term):
     left: Term
     right: Term
 
-    def __new__(cls, op: str, left: Term | int, right: Term | int) -> Term:
+    # a simplifying constructor: constant operands fold to a Const (mypy wants __new__ to
+    # return the class itself)
+    def __new__(  # type: ignore[misc]
+        cls, op: str, left: Term | int | numbers.Integral, right: Term | int | numbers.Integral
+    ) -> Term:
         if op not in _ARITH:
             raise ValueError(f"unknown arithmetic operator {op!r}")
         left, right = as_term(left), as_term(right)
@@ -468,7 +475,11 @@ class Cmp(Pred):
     left: Term
     right: Term
 
-    def __new__(cls, op: str, left: Term | int, right: Term | int) -> Pred:
+    # a simplifying constructor: constant operands fold to TRUE/FALSE (mypy wants __new__ to
+    # return the class itself)
+    def __new__(  # type: ignore[misc]
+        cls, op: str, left: Term | int | numbers.Integral, right: Term | int | numbers.Integral
+    ) -> Pred:
         if op not in _CMP:
             raise ValueError(f"unknown comparison {op!r}")
         left, right = as_term(left), as_term(right)
@@ -535,7 +546,9 @@ class _NAry(Pred):
     _zero: BoolConst
     _word: str
 
-    def __new__(cls, *ps: Pred | Iterable[Pred]) -> Pred:
+    # simplifying constructor: may return a part, TRUE or FALSE (mypy wants __new__ to
+    # return the class itself)
+    def __new__(cls, *ps: Pred | Iterable[Pred]) -> Pred:  # type: ignore[misc]
         flat: list[Pred] = []
         seen: set[Pred] = set()
         for p in _pred_args(ps, cls.__name__):
@@ -609,7 +622,8 @@ class Not(Pred):
     _fields = ("arg",)
     arg: Pred
 
-    def __new__(cls, p: Pred) -> Pred:
+    # simplifying constructor: may return the argument's negation directly
+    def __new__(cls, p: Pred) -> Pred:  # type: ignore[misc]
         if not isinstance(p, Pred):
             _pred_args((p,), "Not")  # raises a helpful TypeError for bools and terms
             raise TypeError(f"Not expects one predicate, got {p!r}")
@@ -643,7 +657,8 @@ class Implies(Pred):
     lhs: Pred
     rhs: Pred
 
-    def __new__(cls, lhs: Pred, rhs: Pred) -> Pred:
+    # simplifying constructor: may return rhs, Not(lhs) or a constant
+    def __new__(cls, lhs: Pred, rhs: Pred) -> Pred:  # type: ignore[misc]
         lhs, rhs = _pred_args((lhs, rhs), "Implies")
         if lhs is TRUE:
             return rhs
@@ -682,7 +697,8 @@ class In(Pred):
     term: Term
     values: tuple[int, ...]
 
-    def __new__(cls, term: Term | int, values: Iterable[int]) -> Pred:
+    # simplifying constructor: may return a constant
+    def __new__(cls, term: Term | int, values: Iterable[int]) -> Pred:  # type: ignore[misc]
         term = as_term(term)
         vals = tuple(sorted({_check_int(v, "an In value") for v in values}))
         if not vals:

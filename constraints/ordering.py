@@ -35,7 +35,7 @@ def plan_order(sizes: Sequence[int], masks: Sequence[int], sels: Sequence[float]
     logs = [math.log(s) for s in sizes]
     logsel = [math.log(s) for s in sels]
     if n <= PERM_MAX_VARS:  # few variables: all orders, in plain Python
-        best: tuple[float, tuple[int, ...]] | None = None
+        best_perm: tuple[float, tuple[int, ...]] | None = None
         for perm in itertools.permutations(range(n)):
             bound, rows, cost = 0, 1.0, 0.0
             for v in perm:
@@ -44,10 +44,10 @@ def plan_order(sizes: Sequence[int], masks: Sequence[int], sels: Sequence[float]
                 cost += rows * sizes[v] * (1 + len(done))
                 rows *= sizes[v] * math.prod(sels[i] for i in done)
                 bound = new
-            if best is None or cost < best[0] * (1 - 1e-9):
-                best = (cost, perm)
-        assert best is not None
-        return list(best[1])
+            if best_perm is None or cost < best_perm[0] * (1 - 1e-9):
+                best_perm = (cost, perm)
+        assert best_perm is not None
+        return list(best_perm[1])
     if n > DP_MAX_VARS:
         return greedy_order(sizes, masks, logs, logsel)
     full = 1 << n
@@ -72,9 +72,9 @@ def plan_order(sizes: Sequence[int], masks: Sequence[int], sels: Sequence[float]
         bk = np.full(len(idx), np.inf)
         ck = np.zeros(len(idx), dtype=np.int64)
         for v in reversed(range(n)):
-            bit = 1 << v
-            has = (idx & bit) != 0
-            sub = np.where(has, idx ^ bit, 0)
+            vbit = 1 << v
+            has = (idx & vbit) != 0
+            sub = np.where(has, idx ^ vbit, 0)
             cand = best[sub] + size[sub] * sizes[v] * (1.0 + ncomp[idx] - ncomp[sub])
             cand = np.where(has, cand, np.inf)
             better = cand < bk * (1 - 1e-9)

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,31 @@ class Persistent:
     _tables: list[np.ndarray]
     _deaths: list[tuple[int, int] | None]
 
+    if TYPE_CHECKING:  # provided by SearchSpace and its other base, GroupBuilder
+        def __init__(
+            self,
+            params: Mapping[str, Sequence[Any]],
+            restrictions: Restrictions = None,
+            *,
+            origins: Mapping[int, str] | None = None,
+            chunk_rows: int = CHUNK_ROWS,
+            max_threads: int | None = None,
+            block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
+            max_rows: int | None = MAX_ROWS,
+        ) -> None: ...
+
+        def _setup(
+            self,
+            params: Mapping[str, Sequence[Any]],
+            restrictions: Restrictions,
+            origins: Mapping[int, str] | None,
+            chunk_rows: int,
+            max_threads: int | None = None,
+            block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
+        ) -> None: ...
+
+        def _finish(self, tables: list[np.ndarray]) -> None: ...
+
     def cache_key(self) -> str:
         """Hash of the parameters (names, values) and restrictions (sources, origins).
 
@@ -58,7 +83,8 @@ class Persistent:
 
     def save(self, path: str | Path) -> None:
         """Write the group tables to ``path`` (``.npz``), keyed by :meth:`cache_key`."""
-        arrays = {f"table_{g}": t for g, t in enumerate(self._tables)}
+        # Any: np.savez's **kwds share the signature with its bool allow_pickle
+        arrays: dict[str, Any] = {f"table_{g}": t for g, t in enumerate(self._tables)}
         meta = {
             "key": self.cache_key(),
             "groups": [list(g) for g in self._groups],

@@ -263,7 +263,7 @@ _DYNAMIC = frozenset({"eval", "exec", "locals", "vars", "globals"})
 
 
 @functools.lru_cache(maxsize=16)
-def _parse_module(text: str) -> tuple[ast.AST, ...] | None:
+def _parse_module(text: str) -> tuple[_FunctionNode, ...] | None:
     """The function-like nodes of a module's source, or None if it does not parse."""
     try:
         tree = ast.parse(text)
@@ -272,13 +272,13 @@ def _parse_module(text: str) -> tuple[ast.AST, ...] | None:
     return tuple(n for n in ast.walk(tree) if isinstance(n, _FunctionNode))
 
 
-def _node_args(node: ast.AST) -> list[str]:
+def _node_args(node: _FunctionNode) -> list[str]:
     assert isinstance(node, _FunctionNode)
     a = node.args
     return [x.arg for x in [*a.posonlyargs, *a.args]]
 
 
-def _find_function_node(fn: Callable[..., Any]) -> tuple[ast.AST, str] | None:
+def _find_function_node(fn: Callable[..., Any]) -> tuple[_FunctionNode, str] | None:
     """The AST node of a plain Python function or lambda and its module's text, or None when
     the source is unavailable or the node cannot be identified unambiguously."""
     if not inspect.isfunction(fn):
@@ -314,15 +314,20 @@ def _find_function_node(fn: Callable[..., Any]) -> tuple[ast.AST, str] | None:
         if not spans:
             return None
 
-        def contains(n: ast.AST) -> bool:
+        def end(n: _FunctionNode) -> tuple[int, int]:
+            # ast.parse sets the end positions of every node
+            assert n.end_lineno is not None and n.end_col_offset is not None
+            return n.end_lineno, n.end_col_offset
+
+        def contains(n: _FunctionNode) -> bool:
             start = (n.lineno, n.col_offset)
-            end = (n.end_lineno, n.end_col_offset)
-            return all(start <= (l0, c0) and (l1, c1) <= end for l0, c0, l1, c1 in spans)
+            stop = end(n)
+            return all(start <= (l0, c0) and (l1, c1) <= stop for l0, c0, l1, c1 in spans)
 
         cands = [n for n in cands if contains(n)]
         if not cands:
             return None
-        best = min(cands, key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset))
+        best = min(cands, key=lambda n: (end(n)[0] - n.lineno, end(n)[1]))
         return best, text
     first = code.co_firstlineno  # Python 3.10: by line; ambiguous means unknown
     cands = [

@@ -272,8 +272,8 @@ class SearchSpace(GroupBuilder, Persistent):
         if not self._names:
             return [{} for _ in range(len(idx))]
         names = self._names
-        rows = zip(*(cols[n] for n in names), strict=True)
-        return [dict(zip(names, vals, strict=True)) for vals in rows]
+        records = zip(*(cols[n] for n in names), strict=True)
+        return [dict(zip(names, vals, strict=True)) for vals in records]
 
     def _group_key(self, g: int) -> Any:
         """Sorted int64 keys of group g's rows (mixed radix of positions), or a dict."""
@@ -336,8 +336,8 @@ class SearchSpace(GroupBuilder, Persistent):
                 return None
             raise self._empty()
         i = 0
-        for d, n in zip(digits, self._sizes, strict=True):
-            i = i * n + d
+        for d, size in zip(digits, self._sizes, strict=True):
+            i = i * size + d
         return i
 
     def _violations(self, config: Mapping[str, Any]) -> str:

@@ -273,8 +273,8 @@ def _to_ast(e: Expression, index: dict[str, int]) -> ast.expr:
     if isinstance(e, Name):
         return ast.Name(f"_p{index[e.id]}", ast.Load())
     if isinstance(e, Sign):
-        op = ast.USub() if e.op == "-" else ast.UAdd()
-        return ast.UnaryOp(op, _to_ast(e.operand, index))
+        sign: ast.unaryop = ast.USub() if e.op == "-" else ast.UAdd()
+        return ast.UnaryOp(sign, _to_ast(e.operand, index))
     if isinstance(e, Not):
         return ast.UnaryOp(ast.Not(), _to_ast(e.operand, index))
     if isinstance(e, Arith):
@@ -292,8 +292,8 @@ def _to_ast(e: Expression, index: dict[str, int]) -> ast.expr:
         first, *rest = (_to_ast(v, index) for v in e.operands)
         return ast.Compare(first, [_AST_CMP[o]() for o in e.ops], rest)
     if isinstance(e, BoolOp):
-        op = ast.And() if e.op == "and" else ast.Or()
-        return ast.BoolOp(op, [_to_ast(v, index) for v in e.values])
+        bool_op: ast.boolop = ast.And() if e.op == "and" else ast.Or()
+        return ast.BoolOp(bool_op, [_to_ast(v, index) for v in e.values])
     raise TypeError(f"cannot compile {type(e).__name__}")
 
 

@@ -4,27 +4,32 @@
 is meant for the user); each package's root derives from it: ``IRError``, ``SymbolicError``
 (``ir.sym``), ``ConstraintError`` (``constraints``, with ``SpaceError`` under it),
 ``MapperError``, ``LoweringError``, ``DeviceError`` and the explorer's errors. ``ir`` is the
-base layer, so the root lives here and this module imports nothing from the library (the
-symbolic errors are re-exported lazily, so that ``ir.sym`` can import the root).
+base layer, so the root lives here and this module imports nothing from the library: the
+symbolic errors are defined here too (``ir.sym`` re-exports them), so that no module of
+``ir`` imports in a cycle.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-_FROM_SYM = ("NonIntegralError", "SymbolicError", "UnboundSizeError")
-
-
-def __getattr__(name: str) -> Any:  # re-exports of ir.sym's errors, imported on first use
-    if name in _FROM_SYM:
-        from ir import sym
-
-        return getattr(sym, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 class LiftmapError(Exception):
     """Root of every error the library raises on purpose; anything else is a bug."""
+
+
+class SymbolicError(LiftmapError):
+    """Base class of the errors of symbolic expressions (``ir.sym``)."""
+
+
+class UnboundSizeError(SymbolicError):
+    """``evaluate`` found a variable without a value."""
+
+
+class NonIntegralError(SymbolicError):
+    """An exact division is not integral for the values given (or a constant is a fraction)."""
+
+
+class SymbolicZeroDivisionError(SymbolicError):
+    """Division or modulo by zero."""
 
 
 class IRError(LiftmapError):
@@ -60,10 +65,13 @@ class InterpreterError(IRError):
 
 
 class ParseError(IRError):
-    """Text syntax error, with line and column."""
+    """Text syntax error, with line and column (and ``path``, the file, when parsed from
+    one: ``ir.parser.parse_file``)."""
 
-    def __init__(self, message: str, line: int, column: int, source_line: str = ""):
+    def __init__(self, message: str, line: int, column: int, source_line: str = "",
+                 path: str | None = None):
         self.message, self.line, self.column, self.source_line = message, line, column, source_line
+        self.path = path
         text = f"line {line}, column {column}: {message}"
         if source_line:
             text += f"\n  {source_line}\n  {' ' * (column - 1)}^"

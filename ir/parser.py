@@ -403,8 +403,6 @@ def parse_file(path: str | Path, *, userfuns: Mapping[str, UserFun] | None = Non
         return parse(text, userfuns=userfuns, spans=spans)
     except ParseError as e:
         msg = getattr(e, "message", str(e))
-        err = ParseError(f"{msg} (in {path})", e.line, e.column, e.source_line)
+        err = ParseError(f"{msg} (in {path})", e.line, e.column, e.source_line, path=str(path))
         err.message = msg
-        # an extra attribute for callers: ParseError (ir/errors.py) declares no path
-        err.path = str(path)  # type: ignore[attr-defined]
         raise err from None

@@ -11,23 +11,15 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+# the errors of symbolic expressions live in ir.errors (under the library's root
+# LiftmapError); ir.sym re-exports them from here
+from ir.errors import NonIntegralError as NonIntegralError
+from ir.errors import SymbolicError as SymbolicError
+from ir.errors import SymbolicZeroDivisionError as SymbolicZeroDivisionError
+from ir.errors import UnboundSizeError as UnboundSizeError
+
 if TYPE_CHECKING:
     from ir.sym_expr import Expr
-
-class SymbolicError(Exception):
-    """Base class of the errors of symbolic expressions."""
-
-
-class UnboundSizeError(SymbolicError):
-    """``evaluate`` found a variable without a value."""
-
-
-class NonIntegralError(SymbolicError):
-    """An exact division is not integral for the values given (or a constant is a fraction)."""
-
-
-class SymbolicZeroDivisionError(SymbolicError):
-    """Division or modulo by zero."""
 
 
 _VAR, _FDIV, _MOD, _MIN, _MAX, _EDIV = range(6)

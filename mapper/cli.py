@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ir.errors import LiftmapError
+
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
@@ -31,36 +33,16 @@ MAX_RANGE = 1 << 22  # the most values an inferred or given tuning range may lis
 JSON_SCHEMA_VERSION = 1
 
 
-class CliError(ValueError):
+class CliError(LiftmapError, ValueError):
     """An argument given on the command line is wrong; the message says what to do."""
 
 
 def library_errors() -> tuple[type[BaseException], ...]:
-    """The exception classes whose messages are meant for the user: the library's typed
-    error roots, the CLI's own and file errors. Anything else is a bug and propagates."""
-    from codegen.device import DeviceError
-    from codegen.errors import LoweringError
-    from codegen.target import DeviceDescriptionError
-    from constraints.errors import ConstraintError
-    from constraints.restrictions import SpaceError
-    from ir.errors import IRError
-    from mapper.errors import MapperError
-
-    roots: list[type[BaseException]] = [
-        CliError, IRError, MapperError, ConstraintError, SpaceError, LoweringError,
-        DeviceDescriptionError, DeviceError, FileNotFoundError, IsADirectoryError,
-        NotADirectoryError, PermissionError]
-    try:  # the explorer's own typed errors (explore, results, plot)
-        from codegen.worker import WorkerStartError
-        from mapper.explore.plot import PlotError
-        from mapper.explore.run import BudgetError
-        from mapper.explore.store import StoreError
-        from mapper.explore.strategies import StrategyError
-
-        roots += [WorkerStartError, PlotError, BudgetError, StoreError, StrategyError]
-    except ImportError:  # pragma: no cover - an optional dependency of the explorer
-        pass
-    return tuple(roots)
+    """The exception classes whose messages are meant for the user: the library's error
+    root (``ir.errors.LiftmapError``: every error it raises on purpose, the CLI's own
+    included) and file errors. Anything else is a bug and propagates."""
+    return (LiftmapError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+            PermissionError)
 
 
 def parse_sizes(text: str | None) -> dict[str, int]:

@@ -265,7 +265,9 @@ def _applications(program: Node, info: TypeInfo):
         if isinstance(n, FunCall) and isinstance(n.f, (Split, AsVector)) and n.args:
             yield n.f, info.types.get(id(n.args[0]))
         elif isinstance(n, Map) and isinstance(n.f, (Split, AsVector)) and id(n) in info.map_types:
-            yield n.f, info.map_types[id(n)][0].elem
+            arr = info.map_types[id(n)][0]
+            assert isinstance(arr, ArrayType)  # typecheck records a map's input array type
+            yield n.f, arr.elem
 
 
 def _declared_ranges(program: Node) -> dict[str, tuple[int | None, int | None]]:

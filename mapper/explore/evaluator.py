@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from codegen.errors import Check
 from codegen.program import Outcome
 from mapper.explore.store import Context, ResultStore, candidate_key, library_version
 from mapper.explore.strategies import Candidate
@@ -84,7 +85,7 @@ class Evaluator:
             run_budget_s=self.run_budget_s, **t.tolerance)
         wall = time.perf_counter() - t0
         if o.status == "timeout" and limit < self.timeout_s:
-            o = replace(o, check="early-cut",
+            o = replace(o, check=Check.EARLY_CUT,
                         reason=f"cut after {limit:.3g} s: over {self.cut:g}x the best "
                                f"candidate's {best_wall_s:.3g} s ({o.reason})")
         return self.row(cand, idx, o, wall)

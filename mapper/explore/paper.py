@@ -31,11 +31,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ir.errors import LiftmapError
+
 STRATEGY_ORDER = ("manual", "solver", "random", "model")
 FUSIONS = ("always", "never", "free")
 
 
-class ExperimentError(ValueError):
+class ExperimentError(LiftmapError, ValueError):
     """A bad argument of an experiment (layer, sizes, strategies, counts): one line."""
 
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ir.errors import LiftmapError
 from mapper.explore.store import ResultStore
 
 SEARCH_STAGES = (("mapping_s", "finding a mapping"), ("tuning_s", "choosing tuning values"),
@@ -32,7 +33,7 @@ STAGES = SEARCH_STAGES + (("lower_s", "lowering"), ("build_s", "compiling"),
                           ("run_s", "running"))
 
 
-class PlotError(ValueError):
+class PlotError(LiftmapError, ValueError):
     """Nothing to plot, or matplotlib is missing (one clear line)."""
 
 

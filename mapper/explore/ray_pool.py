@@ -21,8 +21,10 @@ import queue
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ir.errors import LiftmapError
 
-class RayUnavailableError(RuntimeError):
+
+class RayUnavailableError(LiftmapError, RuntimeError):
     """Ray is not installed or cannot start."""
 
 

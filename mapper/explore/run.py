@@ -21,6 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from ir.errors import LiftmapError
 from mapper.explore.store import ResultStore
 from mapper.explore.strategies import Candidate, Manual, get_strategy
 from mapper.explore.task import Task
@@ -29,7 +30,7 @@ from mapper.explore.task import Task
 MAX_REPEATS = 2000
 
 
-class BudgetError(ValueError):
+class BudgetError(LiftmapError, ValueError):
     """A budget that is not a positive number of candidates or a positive duration."""
 
 

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ir.errors import LiftmapError
+
 SCHEMA_VERSION = 2  # 2: results.mapping_s, results.tuning_s, runs.mapping_s
 CONTEXT_KEYS = ("program_hash", "sizes", "device")
 
@@ -68,7 +70,7 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-class StoreError(ValueError):
+class StoreError(LiftmapError, ValueError):
     """The store cannot be opened or used (a user error: one clear line)."""
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from ir.errors import LiftmapError
 from mapper.encoding import Mapping as MapCodes
 from mapper.tuning import JointSpace
 
@@ -69,7 +70,7 @@ class Candidate:
         return self.mapping_s + self.tuning_s + self.other_s
 
 
-class StrategyError(ValueError):
+class StrategyError(LiftmapError, ValueError):
     """A strategy cannot be built (unknown name, bad option): a user error."""
 
 
