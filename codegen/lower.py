@@ -821,11 +821,8 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
     kernels: list[Kernel] = []
     issues: list[LoweringError] = []
     all_bufs = [*inputs, out_buf, *b.bufs]
-    # (sic) kernel ki > 0 is named after the private bytes of kernel ki - 1 (one variable
-    # served both); kept for byte-identical sources until it is fixed on purpose
-    name_base: str | int | None = base
     for ki, stmts in enumerate(groups):
-        kname = base if (base and len(groups) == 1) else f"{name_base or name}_{ki}"
+        kname = base if (base and len(groups) == 1) else f"{name}_{ki}"
         if not kname.isidentifier():
             kname = f"kernel_{ki}"
         loops = [s for s in walk_stmts(stmts) if isinstance(s, Loop)]
@@ -857,7 +854,6 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         # after the analysis: the rewrite only reassociates one work-item's private sums;
         # its accumulators get only the private memory the budgets leave
         pbase = bar.private_bytes(kbufs)
-        name_base = pbase
         room = limits.private_mem_size - pbase
         if limits.private_group_budget and cfg.local_size is not None:
             room = min(room, limits.private_group_budget // math.prod(cfg.local_size) - pbase)

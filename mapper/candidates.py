@@ -7,6 +7,7 @@ worker, not the caller.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -14,7 +15,15 @@ from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import Device
 from ir.nodes import Node
 from ir.programs import Pipeline
-from mapper.api import enumerate_mappings, lower_mapping, problem
+from mapper.api import MappingProblem, enumerate_mappings, lower_mapping, problem
+
+
+@functools.lru_cache(maxsize=64)
+def _problem(program: Node | str, fusion: str, heuristics: bool) -> MappingProblem:
+    """The mapping problem of ``program``, built once per process (nodes are frozen, so a
+    program is its own key): a worker lowering many candidates of one program builds its
+    nesting tree and constraints once."""
+    return problem(program, fusion=fusion, heuristics=heuristics)
 
 
 def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
@@ -29,9 +38,9 @@ def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
     ``codegen.target.DEFAULT_DEVICE``)."""
     from codegen.lower import lower
 
-    low = lower_mapping(program, mapping, fusion=fusion, check=check, heuristics=heuristics)
-    # lower() declares a Lambda but takes any node: it rejects the others (UnsupportedError)
-    cp = lower(low, dict(sizes), name=name, device=device)  # type: ignore[arg-type]
+    low = lower_mapping(_problem(program, fusion, heuristics), mapping, fusion=fusion,
+                        check=check, heuristics=heuristics)
+    cp = lower(low, dict(sizes), name=name, device=device)
     return replace(cp, flops=flops) if flops is not None else cp
 
 
@@ -49,10 +58,9 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     prev_out: str | None = None
     out_shape: tuple[int, ...] = ()
     for i, st in enumerate(pipeline.stages):
-        low = lower_mapping(st.program, mappings[st.name], fusion=fusion,
-                            heuristics=heuristics)
-        # lower() declares a Lambda but takes any node (the stage's program is one)
-        cp = lower(low, dict(sizes), name=st.name, device=device)  # type: ignore[arg-type]
+        low = lower_mapping(_problem(st.program, fusion, heuristics), mappings[st.name],
+                            fusion=fusion, heuristics=heuristics)
+        cp = lower(low, dict(sizes), name=st.name, device=device)
         rename: dict[str, str] = {}
         for name, src in st.sources:
             if src == "<previous>":

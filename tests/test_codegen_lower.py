@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import statistics
 import time
 import warnings
@@ -605,3 +606,14 @@ def test_input_named_like_an_opencl_keyword(ocl):
     cp = check(ocl, p, {}, {"local": x})
     assert cp.inputs == ("local",) and cp.kernels[0].args[0] == "local"
     assert "restrict in_0" in cp.kernels[0].source
+
+
+def test_kernels_of_a_multi_kernel_program_are_named_after_the_given_name():
+    from ir.parser import parse_file
+    from mapper.api import enumerate_mappings, lower_mapping
+
+    p = parse_file(os.path.join(os.path.dirname(__file__), "..", "examples", "rowcol_sums.lift"))
+    low = lower_mapping(p, next(iter(enumerate_mappings(p))))
+    assert [k.name for k in lower(low, {"H": 8, "W": 8}, name="stage").kernels] == \
+        ["stage_0", "stage_1"]
+    assert [k.name for k in lower(low, {"H": 8, "W": 8}).kernels] == ["kernel_0", "kernel_1"]
