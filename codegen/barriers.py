@@ -29,6 +29,7 @@ work-items executing a store must be recoverable from the written index
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from codegen.emit import Barrier, Loop, Store, leaves_of, walk_stmts
 from codegen.errors import (
@@ -42,6 +43,9 @@ from codegen.launch import LaunchConfig, uniform_in_group
 from codegen.views import VecMem, lane_var
 from ir.sym import Cst, Expr, Var
 
+if TYPE_CHECKING:  # type-only: keeps the run-time imports as they are
+    from codegen.memory import Buf
+
 # ----------------------------------------------------------------- thread substitution
 
 
@@ -52,7 +56,9 @@ def thread_vars(cfg: LaunchConfig) -> dict[int, list[tuple[str, int, str]]]:
         if m == "glb":
             out[d] = [(f"_g{d}", cfg.global_size[d], "glb")]
         elif m in ("grp", "mixed"):
-            out[d] = [(f"_wg{d}", cfg.groups[d], "grp"), (f"_l{d}", cfg.local[d], "lcl")]
+            ld = cfg.local[d]
+            assert ld is not None  # configure() gives every group dimension a local size
+            out[d] = [(f"_wg{d}", cfg.groups[d], "grp"), (f"_l{d}", ld, "lcl")]
         else:
             out[d] = []
     return out
@@ -61,12 +67,14 @@ def thread_vars(cfg: LaunchConfig) -> dict[int, list[tuple[str, int, str]]]:
 def loop_subst(lp: Loop, cfg: LaunchConfig) -> tuple[Expr, dict[str, int]]:
     """The loop variable of a distributed loop in thread ids, and the restricted ranges
     (number of values) of the ids it pins."""
-    d, n, t = lp.dim, lp.n, lp.threads
+    d, n, t = lp.par_dim, lp.n, lp.threads
+    assert t is not None  # configure() sets the threads of every distributed loop
     restricted: dict[str, int] = {}
     if lp.kind == "glb" and cfg.modes[d] == "glb":
         names = [f"_g{d}"]
     elif lp.kind == "glb":  # mapGlb in a dimension that also has groups: g = wg*L + l
         ld = cfg.local[d]
+        assert ld is not None  # a group dimension has a local size (configure())
         if n <= ld:  # only the first n work-items of group 0 run it
             restricted.update({f"_wg{d}": 1, f"_l{d}": n})
             return Var(f"_l{d}", 0, n - 1), restricted
@@ -95,15 +103,15 @@ class Access:
     id among the work-items that run it.
     """
 
-    buf: object
+    buf: Buf
     idx: Expr
     loop_idx: Expr
     store: Store
     write: bool
     order: int
-    ranges: dict
-    dist: tuple
-    env: dict
+    ranges: dict[str, int]
+    dist: tuple[Loop, ...]
+    env: dict[str, Expr]
 
 
 def ancestors(s) -> list:
@@ -170,10 +178,12 @@ def _full_index(leaf, pinned: dict) -> Expr:
 
 def owner_ids(lp: Loop, it: Expr, cfg: LaunchConfig) -> list[tuple[str, Expr]]:
     """The thread ids of the work-item that runs iteration ``it`` of a distributed loop."""
-    d, t, n = lp.dim, lp.threads, lp.n
+    d, t, n = lp.par_dim, lp.threads, lp.n
+    assert t is not None  # configure() sets the threads of every distributed loop
     g = it % t if t < n else it
     if lp.kind == "glb" and cfg.modes[d] != "glb":
         ld = cfg.local[d]
+        assert ld is not None  # a group dimension has a local size (configure())
         return [(f"_wg{d}", g // ld), (f"_l{d}", g % ld)]
     name = {"glb": f"_g{d}", "wrg": f"_wg{d}", "lcl": f"_l{d}"}[lp.kind]
     return [(name, g)]

@@ -153,7 +153,11 @@ def recombine(t: Type, views: list[View]) -> View:
         return TupV(tuple(out))
     if isinstance(t, ArrayType) and has_tuple(t.elem):
         e = t.elem
-        arrs = views
+        arrs: list[ArrV] = []
+        for a in views:
+            # components() of an array are arrays, whose natural views are array views
+            assert isinstance(a, ArrV), f"component of {t} has a non-array view {a!r}"
+            arrs.append(a)
         return ArrV(t.size.as_int(), e, lambda i: recombine(e, [a.get(i) for a in arrs]))
     (v,) = views
     return v

@@ -60,17 +60,15 @@ def _inner_sizes(program: Node, tree: MapNestingTree) -> dict[int, Expr]:
     """For each map (by uid): the length of the arrays it maps over, which fusing it into
     its parent splits by. Fusing other maps does not change it, so one type check of the
     unmapped program serves every mapping (kept on ``tree``)."""
-    cached = getattr(tree, "_inner_sizes", None)
-    if cached is not None:
-        return cached
+    if tree._inner_sizes is not None:
+        return tree._inner_sizes
     info = typecheck(program)
     out: dict[int, Expr] = {}
     for n in _maps(program):
         t = info.map_types.get(id(n), (None,))[0]
         if isinstance(t, ArrayType):
             out[n.uid] = t.size
-    # a cache kept on the tree, which does not declare it (MapNestingTree, mapper/nesting.py)
-    tree._inner_sizes = out  # type: ignore[attr-defined]
+    tree._inner_sizes = out
     return out
 
 

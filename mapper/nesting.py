@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import count
+from typing import TYPE_CHECKING
 
 from codegen.memory import infer_space
 from ir.computes import computes
@@ -47,6 +48,9 @@ from ir.nodes import (
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType
 from mapper.errors import NoMapsError
+
+if TYPE_CHECKING:  # type-only: keeps the run-time imports as they are
+    from ir.sym import Expr
 
 
 @dataclass
@@ -87,6 +91,9 @@ class MapNestingTree:
         self.info = info or typecheck(program)
         self.maps: dict[str, MapInfo] = {}
         self._by_uid: dict[int, str] = {}
+        # cache of ``mapper.apply._inner_sizes`` (map uid -> length of its input arrays),
+        # filled on first use; None until then
+        self._inner_sizes: dict[int, Expr] | None = None
         self._collect(program, None)
         if not self.maps:
             raise NoMapsError(
@@ -174,8 +181,9 @@ class MapNestingTree:
                 and not c.in_reduce and p.writes == "global")
 
     def root_of(self, m: str) -> str:
-        while self.maps[m].parent is not None:
-            m = self.maps[m].parent
+        p = self.maps[m].parent
+        while p is not None:
+            m, p = p, self.maps[p].parent
         return m
 
     def same_kernel(self, a: str, b: str) -> bool:
@@ -213,7 +221,7 @@ class MapNestingTree:
     def perfect_chain(self, m: str) -> list[str]:
         """The maps perfectly nested below ``m``, outermost first (the ones fusion can merge
         into ``m``): ``m``'s perfectly nested child, its perfectly nested child, ..."""
-        out = []
+        out: list[str] = []
         while True:
             kid = next((k for k in self.maps[m].children if self.maps[k].perfectly_nested),
                        None)
@@ -292,12 +300,14 @@ class _Spaces:
 
     def run(self) -> None:
         root = self.t.program
-        env: dict[str, tuple[str, frozenset[str], bool]] = {}
+        # values as ``expr`` returns them: (space, producers, view steps or None)
+        env: dict[str, tuple[str, frozenset[str], tuple[tuple[object, ...], ...] | None]] = {}
         if isinstance(root, Lambda):
             for p in root.params:
                 env[p.name] = ("global", frozenset(), None)
             self.expr(root.body, "global", env, True)
         else:
+            assert isinstance(root, ExprNode), f"the program is no expression: {root}"
             self.expr(root, "global", env, True)
 
     # value: (space, producers (labels of maps whose output this is), view): ``view`` is
