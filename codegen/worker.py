@@ -194,10 +194,16 @@ class _Worker:
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         parent, child = self.ctx.Pipe()
         open(self.log_path, "w").close()
-        proc = self.proc = self.ctx.Process(
+        proc = self.ctx.Process(
             target=_worker_main, args=(child, self.spec, self.log_path), daemon=True,
             name="liftmap-worker")
-        proc.start()
+        try:
+            proc.start()
+        except BaseException:  # e.g. spawn from a main module without a __main__ guard
+            parent.close()
+            child.close()
+            raise
+        self.proc = proc  # only a started process: kill() joins it
         child.close()
         self.conn, self.token = parent, None
         self.started += 1

@@ -467,3 +467,18 @@ def test_statement_body_user_function_runs_in_a_worker(pool):
         else:
             assert o.status == "crash" and "module-level function" in o.reason
     assert pool.evaluate(vector_add_program(N), _ab(), None, timeout_s=30).status == "ok"
+
+
+def test_a_worker_that_cannot_start_leaves_a_pool_that_closes(monkeypatch):
+    import multiprocessing.process as mpp
+
+    pool = WorkerPool(None)
+
+    def refuse(self):
+        raise RuntimeError("cannot start a process here")
+
+    monkeypatch.setattr(mpp.BaseProcess, "start", refuse)
+    with pytest.raises(RuntimeError, match="cannot start"):
+        pool.evaluate_candidate(lower_vadd, _ab(), None, timeout_s=10)
+    monkeypatch.undo()
+    pool.close()  # nothing to join: the process never started
