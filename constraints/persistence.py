@@ -18,6 +18,7 @@ from constraints.enumeration import (
     CHUNK_ROWS,
     KERNEL_TUNER_BLOCK_SIZE_NAMES,
     MAX_ROWS,
+    GroupBuilder,
     Restrictions,
 )
 from constraints.errors import SpaceError
@@ -28,8 +29,9 @@ __all__ = ["Persistent"]
 _CACHE_VERSION = 1
 
 
-class Persistent:
-    """Cache key, ``save``, ``load`` and ``cached`` of ``SearchSpace``."""
+class Persistent(GroupBuilder):
+    """Cache key, ``save``, ``load`` and ``cached`` of ``SearchSpace``: a ``GroupBuilder``
+    whose groups' tables can be written and read back instead of enumerated."""
 
     _names: list[str]
     _domains: dict[str, tuple[Any, ...]]
@@ -38,7 +40,7 @@ class Persistent:
     _tables: list[np.ndarray]
     _deaths: list[tuple[int, int] | None]
 
-    if TYPE_CHECKING:  # provided by SearchSpace and its other base, GroupBuilder
+    if TYPE_CHECKING:  # SearchSpace's constructor (``cached`` builds one)
         def __init__(
             self,
             params: Mapping[str, Sequence[Any]],
@@ -50,18 +52,6 @@ class Persistent:
             block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
             max_rows: int | None = MAX_ROWS,
         ) -> None: ...
-
-        def _setup(
-            self,
-            params: Mapping[str, Sequence[Any]],
-            restrictions: Restrictions,
-            origins: Mapping[int, str] | None,
-            chunk_rows: int,
-            max_threads: int | None = None,
-            block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
-        ) -> None: ...
-
-        def _finish(self, tables: list[np.ndarray]) -> None: ...
 
     def cache_key(self) -> str:
         """Hash of the parameters (names, values) and restrictions (sources, origins).

@@ -52,7 +52,6 @@ from constraints.enumeration import (
     CHUNK_ROWS,
     KERNEL_TUNER_BLOCK_SIZE_NAMES,
     MAX_ROWS,
-    GroupBuilder,
     RestrictionLike,
     Restrictions,
 )
@@ -108,7 +107,7 @@ def format_domain(values: Sequence[Any], limit: int = 8) -> str:
     return f"[{head}, ..., {values[-1]!r}] ({n} values)"
 
 
-class SearchSpace(GroupBuilder, Persistent):
+class SearchSpace(Persistent):
     """Valid configurations of tuning parameters under restrictions.
 
     ``params`` maps each name to its domain (a sequence of distinct hashable values, normally
