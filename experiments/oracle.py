@@ -124,7 +124,7 @@ def _eval_point(pool, prog, maps, sizes, seed, timeout):
 def oracle_program(pool, prog, sizes_pts, *, full=400, samples=40, admitted=60, seed=0,
                    timeout=60.0, oclgrind=0, log=None, show_bad=False) -> list[Row]:
     from mapper.api import enumerate_mappings
-    from mapper.encoding import Mapping
+    from mapper.encoding import MapCodes
 
     rng = random.Random(seed)
     pv = _problem(prog, "free", False)
@@ -179,13 +179,13 @@ def oracle_program(pool, prog, sizes_pts, *, full=400, samples=40, admitted=60, 
     if log is not None:
         for r in rows:
             if show_bad and not r.oracle:
-                print(f"    bad {Mapping(r.mapping).short()}  {r.outcome}  "
+                print(f"    bad {MapCodes(r.mapping).short()}  {r.outcome}  "
                       f"[{', '.join(sorted({v.split(']')[0][1:] for v in r.violated}))}]",
                       file=log)
             if r.valid != r.oracle:
                 kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
                 why = r.outcome if r.valid else "; ".join(r.violated[:3])
-                print(f"    {kind} {Mapping(r.mapping).short()}  {why}", file=log)
+                print(f"    {kind} {MapCodes(r.mapping).short()}  {why}", file=log)
     return rows
 
 
@@ -284,7 +284,7 @@ def replay(path: str, quiet: bool = False) -> int:
     measured in seconds. Precision counts every dumped row the rules now admit (uniform or
     admitted by the rules of the dump), which is biased towards the old rules' admitted set;
     the full oracle run gives the figures."""
-    from mapper.encoding import Mapping
+    from mapper.encoding import MapCodes
 
     by_prog: dict[str, list[dict]] = {}
     with open(path) as f:
@@ -322,7 +322,7 @@ def replay(path: str, quiet: bool = False) -> int:
             for r in bad:
                 kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
                 why = r.outcome if r.valid else "; ".join(r.violated[:3])
-                print(f"    {kind} {Mapping(r.mapping).short()}  {why}")
+                print(f"    {kind} {MapCodes(r.mapping).short()}  {why}")
     if tot_ex:
         print(f"EXAMPLES: {fmt(tot_ex)}")
     if tot_rand:

@@ -25,7 +25,7 @@ import time
 def main(argv: list[str] | None = None) -> int:
     from codegen.worker import WorkerPool
     from experiments.machine import cpu_model
-    from mapper.encoding import Mapping as MapCodes
+    from mapper.encoding import MapCodes
     from mapper.explore import Task, parse_layer
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -13,7 +13,7 @@ from constraints import bruteforce, cp_backend, z3_backend
 from constraints.model import Constraint, Model, Parameter
 from ir.nodes import Node
 from mapper.apply import apply_mapping
-from mapper.encoding import CODES, FUSED, Mapping, code_name, parse_code
+from mapper.encoding import CODES, FUSED, MapCodes, code_name, parse_code
 from mapper.errors import ContradictoryFixedError, InvalidMappingError, MapperError, MappingError
 from mapper.nesting import MapNestingTree, label_maps
 from mapper.rules import FUSION_STRATEGIES, RULES, generate, rule_kind
@@ -62,12 +62,12 @@ class MappingProblem:
         counts = Counter(rule_kind(c.rule) for c in self.constraints)
         return {k: counts[k] for k in ("validity", "heuristic") if counts[k]}
 
-    def mapping(self, m) -> Mapping:
-        """Validate and normalise a mapping given as text, dict or Mapping."""
+    def mapping(self, m) -> MapCodes:
+        """Validate and normalise a mapping given as text, dict or MapCodes."""
         if isinstance(m, str):
-            m = Mapping.parse(m)
-        elif not isinstance(m, Mapping):
-            m = Mapping({k: parse_code(str(v)) if not isinstance(v, int) else v
+            m = MapCodes.parse(m)
+        elif not isinstance(m, MapCodes):
+            m = MapCodes({k: parse_code(str(v)) if not isinstance(v, int) else v
                          for k, v in dict(m).items()})
         unknown = [k for k in m if k not in self.tree.maps]
         if unknown:
@@ -79,7 +79,7 @@ class MappingProblem:
                        self.fusion != "never" else "fusion is 'never'" if v == FUSED else "")
                 raise MappingError(f"map {k} cannot be {code_name(v)}" + (f": {why}" if why
                                                                         else ""))
-        return Mapping({k: m[k] for k in self.labels if k in m})
+        return MapCodes({k: m[k] for k in self.labels if k in m})
 
 
 def problem(expr, *, fusion: str = "always", heuristics: bool = True) -> MappingProblem:
@@ -110,7 +110,7 @@ def _fixed(p: MappingProblem, fixed) -> dict[str, int]:
         core = z3_backend.unsat_core(p.model, f)
         lines = "\n".join(f"  - {c}" for c in core)
         raise ContradictoryFixedError(
-            f"no valid mapping has {Mapping(f)}; these constraints cannot all hold:\n{lines}",
+            f"no valid mapping has {MapCodes(f)}; these constraints cannot all hold:\n{lines}",
             core,
         )
     return f
@@ -126,7 +126,7 @@ def enumerate_mappings(
     fusion: str = "always",
     fixed=None,
     heuristics: bool = True,
-) -> Iterator[Mapping]:
+) -> Iterator[MapCodes]:
     """Yield every valid mapping of ``expr`` (or the first ``limit``).
 
     ``order="random"`` yields them in a seeded uniformly random order (the valid set is
@@ -147,7 +147,7 @@ def enumerate_mappings(
         if limit is not None and n >= limit:
             return
         n += 1
-        yield Mapping({m: s[m] for m in p.labels})
+        yield MapCodes({m: s[m] for m in p.labels})
 
 
 def count_mappings(expr, *, backend: str = "cp", fusion: str = "always", fixed=None,
@@ -189,9 +189,9 @@ def describe_violation(c: Constraint) -> str:
 class Explanation:
     """Why a partial mapping is impossible: a minimal set of rule instances."""
 
-    partial: Mapping
+    partial: MapCodes
     core: tuple[Constraint, ...]
-    example: Mapping | None  # a valid completion when the partial mapping is possible
+    example: MapCodes | None  # a valid completion when the partial mapping is possible
 
     @property
     def possible(self) -> bool:
@@ -233,7 +233,7 @@ def explain(expr, partial, *, fusion: str = "always", heuristics: bool = True) -
     example = None
     if not core:
         sol = next(z3_backend.iter_solutions(p.model, fixed=dict(part)), None)
-        example = Mapping({m: sol[m] for m in p.labels}) if sol else None
+        example = MapCodes({m: sol[m] for m in p.labels}) if sol else None
     return Explanation(part, tuple(core), example)
 
 

@@ -71,9 +71,9 @@ def _outcome_of(r: dict):
 
 def _short_text(mapping: str) -> str:
     """A stored mapping (``A=20 B=10``) in short codes (``A=W0 B=L0``)."""
-    from mapper.encoding import Mapping
+    from mapper.encoding import MapCodes
 
-    return _short(Mapping.parse(mapping))
+    return _short(MapCodes.parse(mapping))
 
 
 def _outcome_cell(o) -> str:
@@ -148,7 +148,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         console.print(t)
 
         # 2. Listing 1, Table 1 -------------------------------------------------------------
-        from mapper.encoding import Mapping
+        from mapper.encoding import MapCodes
 
         table1 = {
             "M1": "A=G0 B=S C=S D=S E=S", "M2": "A=G1 B=G0 C=S D=G0 E=S",
@@ -165,7 +165,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         t.add_column("constraints", no_wrap=True)
         t.add_column("on the device", no_wrap=True)
         for name, text in table1.items():
-            m = Mapping.parse(text)
+            m = MapCodes.parse(text)
             viol = check_mapping(p1, m, fusion="free")
             if viol:
                 rules = "\n".join(sorted({c.rule for c in viol}))  # one per line, whole

@@ -1,4 +1,4 @@
-"""The map encoding of CC'22 Table 2 and the ``Mapping`` value.
+"""The map encoding of CC'22 Table 2 and the ``MapCodes`` value.
 
 0 mapSeq, 1 fused with the outer map, 10-12 mapLcl(0-2), 20-22 mapWrg(0-2),
 30-32 mapGlb(0-2). Division by 10 gives the level, modulo 10 the dimension.
@@ -53,7 +53,7 @@ def parse_code(text: str) -> int:
     )
 
 
-class Mapping(AbcMapping):
+class MapCodes(AbcMapping):
     """An assignment of codes to map labels; prints as ``A=mapWrg(0) B=mapLcl(0) ...``."""
 
     __slots__ = ("_codes",)
@@ -67,7 +67,7 @@ class Mapping(AbcMapping):
         self._codes = dict(d)
 
     @classmethod
-    def parse(cls, text: str) -> Mapping:
+    def parse(cls, text: str) -> MapCodes:
         """``"A=20 B=10 C=mapLcl(0) D=S"`` (separated by spaces or commas)."""
         codes = {}
         for part in re.split(r"[\s,]+", text.strip()):
@@ -104,7 +104,7 @@ class Mapping(AbcMapping):
         return " ".join(f"{k}={code_name(v)}" for k, v in self._codes.items())
 
     def __repr__(self) -> str:
-        return f"Mapping({self})"
+        return f"MapCodes({self})"
 
     def short(self) -> str:
         """``A=20 B=10 C=10 D=0``."""

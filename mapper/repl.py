@@ -200,9 +200,9 @@ class MapperShell(cmd.Cmd):
 
     def do_pins(self, arg: str) -> None:
         """pins: the pinned maps."""
-        from mapper.encoding import Mapping
+        from mapper.encoding import MapCodes
 
-        self.say("pinned: " + (str(Mapping(self.pins)) if self.pins else "nothing"))
+        self.say("pinned: " + (str(MapCodes(self.pins)) if self.pins else "nothing"))
 
     def do_count(self, arg: str) -> None:
         """count: how many valid mappings agree with the pins."""

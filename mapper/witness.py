@@ -21,7 +21,7 @@ from ir.interp import evaluate
 from ir.nodes import Lambda
 from mapper.api import enumerate_mappings
 from mapper.candidates import lower_candidate
-from mapper.encoding import Mapping as MapCodes
+from mapper.encoding import MapCodes
 
 EXPECTED_REJECTIONS = ("synchronizability",)
 

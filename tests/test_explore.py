@@ -320,11 +320,11 @@ def test_cli_explore_user_errors(tmp_path, capsys):
 
 
 def test_candidate_dataclass():
-    from mapper.encoding import Mapping
+    from mapper.encoding import MapCodes
 
-    c = Candidate(Mapping({"A": 20}), {"s0": 4})
+    c = Candidate(MapCodes({"A": 20}), {"s0": 4})
     assert c.draws is None and c.search_s == 0.0
-    c = Candidate(Mapping({"A": 20}), {}, mapping_s=1.0, tuning_s=0.25, other_s=0.5)
+    c = Candidate(MapCodes({"A": 20}), {}, mapping_s=1.0, tuning_s=0.25, other_s=0.5)
     assert c.search_s == 1.75
 
 

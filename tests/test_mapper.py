@@ -17,7 +17,7 @@ from ir.randprog import random_program, sizes_for
 from mapper import (
     ContradictoryFixedError,
     InvalidMappingError,
-    Mapping,
+    MapCodes,
     MappingError,
     NoMapsError,
     check_mapping,
@@ -82,7 +82,7 @@ def test_listing3_full_set():
     ms = list(enumerate_mappings(cc22_listing3()))
     assert len(ms) == len(set(ms)) == count_mappings(cc22_listing3()) == 22
     assert {m.short() for m in ms} == LISTING3_VALID
-    legal = Mapping.parse("A=W0 B=L0 C=L0 D=S")
+    legal = MapCodes.parse("A=W0 B=L0 C=L0 D=S")
     assert legal in ms
     local = cc22_listing3(local=True)
     assert legal in set(enumerate_mappings(local))
@@ -174,7 +174,7 @@ def test_bad_input():
     with pytest.raises(MappingError, match="unknown map"):
         check_mapping(cc22_listing3(), "A=20 Z=10 B=0 C=0 D=1")
     with pytest.raises(MappingError, match="not a map code"):
-        Mapping.parse("A=13")
+        MapCodes.parse("A=13")
     with pytest.raises(MappingError, match="cannot read"):
         parse_code("mapFoo(0)")
     with pytest.raises(MappingError, match="cannot be fused"):
@@ -209,7 +209,7 @@ def test_gpgpu20_conv_hand_mapping_is_valid():
     hand.update({k: parse_code(v) for k, v in PAPER_HAND_MAPPING.items()})
     # perfectly nested sequential pairs are fused under fusion="always"
     assert check_mapping(p, hand, fusion="free") == []
-    assert Mapping(hand) in set(enumerate_mappings(p, fusion="free", fixed=PAPER_HAND_MAPPING))
+    assert MapCodes(hand) in set(enumerate_mappings(p, fusion="free", fixed=PAPER_HAND_MAPPING))
     assert count_mappings(p) > 0
     assert {"private-memory", "duplicate-scheduling"} <= set(pr.per_rule())
     for m in ("R1", "R2", "I1", "I2", "P", "S1", "S2"):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mapper.encoding import Mapping as MapCodes
+from mapper.encoding import MapCodes
 from mapper.explore.run import MAX_REPEATS, Budget, Results, parse_budget
 from mapper.explore.store import ResultStore, StoreError
 from mapper.explore.strategies import get_strategy

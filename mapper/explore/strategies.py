@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ir.errors import LiftmapError
-from mapper.encoding import Mapping as MapCodes
+from mapper.encoding import MapCodes
 from mapper.tuning import JointSpace
 
 if TYPE_CHECKING:
