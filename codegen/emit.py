@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from codegen.errors import UnsupportedError
+from codegen.private_arrays import independent_nest, vector_private_arrays
 from codegen.views import Call, Const, Lanes, Leaf, Mem, Sel, VecMem, build_expr
 from ir.nodes import UserFun
 from ir.sym import Cst, Expr, Rel, Var
@@ -180,6 +181,8 @@ class Printer:
         self._vec: dict = {}
         self._touches: dict[int, bool] = {}
         self._sizes: dict[int, int] = {}
+        # private scalar arrays printed as arrays of vectors: {name: width}
+        self.vector_arrays: dict[str, int] = {}
 
     def index(self, e: Expr, env: dict) -> Expr:
         """``e`` with the loop-invariant parts hoisted above the enclosing ``for`` loops
@@ -278,6 +281,8 @@ class Printer:
         if isinstance(v, VecMem):
             if v.width == 1:
                 return f"{v.buf.cname}[{self.expr(v.idx, env)}]"
+            if v.buf.name in self.vector_arrays:
+                return f"{v.buf.cname}[{self.vector_slot(v, env)}]"
             off, base = self.vec_addr(v, env)
             return f"vload{v.width}({off}, {base})"
         if isinstance(v, Const):
@@ -313,6 +318,10 @@ class Printer:
             self._vec[key] = hit
         return hit[0], v.buf.cname + hit[1]
 
+    def vector_slot(self, v: VecMem, env: dict) -> str:
+        """The element of a vector private array that ``v`` reads or writes."""
+        return (self.index(v.idx, env) // v.width).to_c()
+
     def emit(self, line: str, depth: int) -> None:
         self.lines.append(self.ind * depth + line)
 
@@ -325,8 +334,11 @@ class Printer:
             self.store(s, depth, env)
         elif isinstance(s, Decl):
             b = s.buf
+            w = self.vector_arrays.get(b.name)
             if b.scalar:
                 self.emit(f"{b.dtype} {b.cname};", depth)
+            elif w:
+                self.emit(f"{b.dtype}{w} {b.cname}[{b.count // w}];", depth)
             else:
                 self.emit(f"{b.dtype} {b.cname}[{b.count}];", depth)
         elif isinstance(s, Barrier):
@@ -345,6 +357,8 @@ class Printer:
             self.emit(f"{self.leaf(d, env)} = {value};", depth)
         elif isinstance(d, VecMem) and d.width == 1:
             self.emit(f"{d.buf.cname}[{self.expr(d.idx, env)}] = {value};", depth)
+        elif isinstance(d, VecMem) and d.buf.name in self.vector_arrays:
+            self.emit(f"{d.buf.cname}[{self.vector_slot(d, env)}] = {value};", depth)
         elif isinstance(d, VecMem):
             off, base = self.vec_addr(d, env)
             self.emit(f"vstore{d.width}({value}, {off}, {base});", depth)
@@ -360,6 +374,15 @@ class Printer:
                 self.emit("}", depth)
             elif n <= UNROLL_MAX and self.touches(lp) and \
                     self.unrolled_size(lp) <= UNROLL_BUDGET:
+                inner = independent_nest(lp, env)
+                if inner is not None and inner.n > n and inner.n <= UNROLL_MAX:
+                    self.emit(f"// {inner.what} ({inner.name} = 0..{inner.n - 1}) around "
+                              f"{lp.what} ({v} = 0..{n - 1}), unrolled and interchanged: "
+                              "independent iterations", depth)
+                    for j in range(inner.n):
+                        for k in range(n):
+                            self.stmts(inner.body, depth, {**env, v: k, inner.name: j})
+                    return
                 self.emit(f"// {lp.what}: unrolled, {v} = 0..{n - 1}", depth)
                 scoped = any(isinstance(x, Decl) for x in lp.body)
                 for k in range(n):
@@ -495,6 +518,7 @@ def kernel_source(
 ) -> str:
     """The complete OpenCL C source of one kernel."""
     p = Printer()
+    p.vector_arrays = vector_private_arrays(body)
     for h in header:
         p.emit(f"// {h}", 0)
     for f in functions:

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-coalesce", action="store_true")
     for k in ("theta", "rho", "kappa", "sigma", "omega", "v"):
         ap.add_argument(f"--{k}", type=int, default=None)
+    ap.add_argument("--show", action="store_true", help="also print the hot loop's instructions")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if not args.child:
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             loop = innermost_loop(asm)
             print(f"{so}: whole: {counts(instructions(asm))}")
             print(f"  hot loop: {counts(loop)}")
+            if args.show:
+                print("\n".join("    " + ins for ins in loop))
         return 0
     import numpy as np
 

@@ -117,8 +117,8 @@ def test_private_loops_beyond_eight_iterations_are_unrolled():
     tuning = dict(theta=5, rho=2, kappa=12, sigma=3, omega=128, v=8)
     layer = ConvLayer("k12", C=512, H=28, W=28, M=96, K=3, S=1, P=1)
     src = _partial(False, layer, tuning)
-    assert "unrolled, i_I2 = 0..11" in src
-    assert "unrolled, i_R2 = 0..11" in src
+    for var in ("i_I2", "i_R2"):  # unrolled, possibly interchanged with the 3-iteration loop
+        assert re.search(rf"unrolled, {var} = 0\.\.11|{var} = 0\.\.11\).*unrolled", src), src
     assert UNROLL_MAX >= 12
 
 
@@ -168,4 +168,113 @@ def test_accumulator_read_elsewhere_is_not_vectorised(runner):
     for k in range(4):
         ref = 2 * ref + (x[:, 4 * k:4 * k + 4].astype(np.float64) * y[:, 4 * k:4 * k + 4]).sum(1)
     o = runner.evaluate(cp, {"X": x, "Y": y}, ref, repeats=1, **reduction_tolerance(ref))
+    assert o.ok, o.reason
+
+
+# ----------------------------------------------------- private arrays kept in registers
+
+
+def _buf(name: str, count: int):
+    from codegen.memory import Buf
+
+    return Buf(name, "private", "float", count)
+
+
+def _vec(buf, idx, width: int):
+    from codegen.views import VecMem
+    from ir.types import VectorType
+
+    return VecMem(buf, idx, VectorType(Float, width))
+
+
+def test_private_array_of_whole_vectors_is_declared_as_vectors():
+    """A private copy read and written only as aligned float8 becomes ``float8 p[3]``."""
+    from codegen.emit import Store
+    from codegen.private_arrays import vector_private_arrays
+    from codegen.views import Mem
+    from ir.sym import Var
+
+    i = Var("i", 0, 2)
+    p, q, g = _buf("p", 24), _buf("q", 24), _buf("g", 24)
+    g.space = "global"
+    body = [Store(_vec(p, 8 * i, 8), _vec(g, 8 * i, 8)),
+            Store(_vec(g, 8 * i, 8), _vec(p, 8 * i, 8)),
+            Store(_vec(q, 8 * i, 8), _vec(g, 8 * i, 8)),
+            Store(Mem(g, i, Float), Mem(q, i, Float))]  # q is also read as scalars
+    assert vector_private_arrays(body) == {"p": 8}
+    misaligned = [Store(_vec(p, 4 * i, 8), _vec(g, 8 * i, 8))]
+    assert vector_private_arrays(misaligned) == {}
+    two_widths = [Store(_vec(p, 8 * i, 8), _vec(g, 8 * i, 8)),
+                  Store(_vec(g, 4 * i, 4), _vec(p, 4 * i, 4))]
+    assert vector_private_arrays(two_widths) == {}
+
+
+def test_partial_copies_its_window_into_vector_registers():
+    tuning = dict(theta=5, rho=2, kappa=4, sigma=3, omega=128, v=8)
+    src = _partial(False, LAYER19, tuning)
+    assert re.search(r"float8 prv\w+\[3\];", src), src
+    assert not re.search(r"v(load|store)8\([^;]*\bprv\w+\)", src), src
+
+
+def _nest(outer_n: int, inner_n: int, store):
+    from codegen.emit import Loop
+    from ir.sym import Var
+
+    i, j = Var("i", 0, outer_n - 1), Var("j", 0, inner_n - 1)
+    inner = Loop("seq", None, j, inner_n, "J", "mapSeq J", body=[store(i, j)])
+    return Loop("seq", None, i, outer_n, "I", "mapSeq I", body=[inner])
+
+
+def test_independent_unrolled_nest_is_recognised():
+    """``acc[4i+j] += a[i] * b[j]`` has independent iterations; ``p[j] = p[j] + a[i]``
+    (every i writes the same p[j]) and ``p[i+j] = ...`` (overlapping cells) do not."""
+    from codegen.emit import Store
+    from codegen.private_arrays import independent_nest
+    from codegen.views import Call, Mem
+
+    acc, p, a, b = _buf("acc", 8), _buf("p", 8), _buf("a", 2), _buf("b", 4)
+
+    def fma(i, j):
+        return Store(Mem(acc, 4 * i + j, Float), Call("fma", (
+            Mem(a, i, Float), Mem(b, j, Float), Mem(acc, 4 * i + j, Float)), Float))
+
+    def same_cell(i, j):
+        return Store(Mem(p, j, Float), Call("add", (Mem(p, j, Float), Mem(a, i, Float)), Float))
+
+    def overlap(i, j):
+        return Store(Mem(p, i + j, Float), Mem(a, i, Float))
+
+    nest = _nest(2, 4, fma)
+    assert independent_nest(nest, {}) is nest.body[0]
+    assert independent_nest(_nest(2, 4, same_cell), {}) is None
+    assert independent_nest(_nest(2, 4, overlap), {}) is None
+
+
+def test_register_block_puts_the_longer_loop_outside():
+    """σ=3 windows x κ=4 kernels: the kernels' loop goes outside, so each weight vector is
+    loaded once and consecutive multiply-adds share it."""
+    tuning = dict(theta=5, rho=2, kappa=4, sigma=3, omega=128, v=8)
+    body = _loop_body(_partial(False, LAYER19, tuning), "// reduce")
+    assert any("interchanged" in ln for ln in body), "\n".join(body)
+    weights = [re.search(r"kernelsWeights[^)]*\)", ln).group(0) for ln in body if "fma(" in ln]
+    assert len(weights) == 12 and weights[0] == weights[1] == weights[2] != weights[3]
+
+
+@pytest.mark.parametrize("kappa,sigma", [(4, 2), (2, 4)])
+def test_interchanged_register_blocks_compute_the_convolution(runner, kappa, sigma):
+    """Both orders of the unrolled block (κ > σ interchanged, κ < σ not) match the
+    interpreter on the device."""
+    tuning = dict(theta=4, rho=0, kappa=kappa, sigma=sigma, omega=24, v=4)
+    sizes = dict(SMALL.sizes(), **tuning)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((SMALL.H, SMALL.W, SMALL.C)).astype(np.float32)
+    w = rng.standard_normal((SMALL.M, SMALL.K, SMALL.K, SMALL.C)).astype(np.float32)
+    pipe = gpgpu20_conv_pipeline(coalesce=False)
+    ref = np.asarray(run_pipeline(pipe, {"inputData": x, "kernelsWeights": w}, sizes),
+                     dtype=np.float64)
+    cp = lower_pipeline(pipe, conv_stage_mappings(pipe), sizes)
+    partial = next(k.source for k in cp.kernels if k.name == "partial")
+    assert ("interchanged" in partial) == (kappa > sigma)
+    o = runner.evaluate(cp, {"inputData": x, "kernelsWeights": w}, ref, repeats=1,
+                        **reduction_tolerance(ref))
     assert o.ok, o.reason
