@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from codegen.launch import FREE_GROUP_MOST, divisor_local_size
 from codegen.program import Buffer, CompiledProgram, Kernel
 from ir.programs import ConvLayer
 
@@ -220,9 +221,12 @@ kernel void conv_regtile(global const float* padded, global const float* wt,
                               layer.M * layer.K * layer.K * layer.C),
     }
     kernels = (
-        Kernel("pad", pad_src, ("inputData", "padded"), (layer.C, wp, hp)),
+        # local sizes chosen as the lowering chooses them for its copies (not the runtime)
+        Kernel("pad", pad_src, ("inputData", "padded"), (layer.C, wp, hp),
+               divisor_local_size((layer.C, wp, hp), FREE_GROUP_MOST)),
         Kernel("weights_kkcm", wt_src, ("kernelsWeights", "weightsKKCM"),
-               (layer.M, layer.C, layer.K * layer.K)),
+               (layer.M, layer.C, layer.K * layer.K),
+               divisor_local_size((layer.M, layer.C, layer.K * layer.K), FREE_GROUP_MOST)),
         Kernel("conv_regtile", conv_src, ("padded", "weightsKKCM", "output"),
                (gx, gy, layer.out_h), (wg[0], wg[1], 1), private_bytes=4 * px * mv),
     )

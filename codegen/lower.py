@@ -47,7 +47,7 @@ from codegen.errors import (
     UnmappedMapError,
     UnsupportedError,
 )
-from codegen.launch import configure, fit_private_local_size
+from codegen.launch import FREE_GROUP_MOST, configure, fit_private_local_size
 from codegen.memory import (
     Buf,
     components,
@@ -873,8 +873,9 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
             issues.append(PrivateMemoryError(
                 f"kernel {kname} needs {pbytes} bytes of private memory per work-item "
                 f"(budget {limits.private_mem_size}); use smaller private tiles"))
-        elif pbytes and local_size is None:
-            local_size = fit_private_local_size(cfg.global_size, pbytes, limits)
+        elif local_size is None:  # chosen here: PoCL's own choice made copies 5x slower
+            local_size = fit_private_local_size(cfg.global_size, pbytes, limits,
+                                                most=None if pbytes else FREE_GROUP_MOST)
         elif (pbytes and limits.private_group_budget
               and local_size is not None  # (always, after the branch above)
               and math.prod(local_size) * pbytes > limits.private_group_budget):
@@ -888,7 +889,8 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         header = [
             f"mapping: {header_map}",
             f"sizes: {header_sizes}",
-            f"kernel {ki + 1} of {len(groups)}: {cfg.describe()}",
+            f"kernel {ki + 1} of {len(groups)}: global size {cfg.global_size}, local size "
+            f"{local_size}",
         ]
         src = kernel_source(kname, header, used_funs, args, written, locs, stmts)
         kernels.append(Kernel(

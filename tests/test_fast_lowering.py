@@ -278,3 +278,22 @@ def test_interchanged_register_blocks_compute_the_convolution(runner, kappa, sig
     o = runner.evaluate(cp, {"inputData": x, "kernelsWeights": w}, ref, repeats=1,
                         **reduction_tolerance(ref))
     assert o.ok, o.reason
+
+
+def test_copy_kernels_get_a_local_size_from_the_lowering():
+    """mapGlb-only kernels (the padding and the cropping) are not left to the runtime's
+    choice of work-group, which ran them 5x slower on PoCL: each local size divides its
+    global size and holds at most FREE_GROUP_MOST work-items."""
+    import math
+
+    from codegen.launch import FREE_GROUP_MOST
+
+    tuning = dict(theta=5, rho=2, kappa=4, sigma=3, omega=128, v=8)
+    pipe = gpgpu20_conv_pipeline(coalesce=False)
+    cp = lower_pipeline(pipe, conv_stage_mappings(pipe), dict(LAYER19.sizes(), **tuning))
+    for k in cp.kernels:
+        assert k.local_size is not None, k.name
+        assert all(g % ls == 0 for g, ls in zip(k.global_size, k.local_size)), k
+    pad = next(k for k in cp.kernels if k.name == "pad")
+    assert 1 < math.prod(pad.local_size) <= FREE_GROUP_MOST
+    assert pad.local_size[0] == min(pad.global_size[0], FREE_GROUP_MOST)  # dimension 0 first
