@@ -13,6 +13,8 @@ Python 3.10, and the names are stored as text in result stores.)
 
 from __future__ import annotations
 
+from typing import Any
+
 from ir.errors import ConstraintViolation, LiftmapError
 
 
@@ -51,99 +53,73 @@ class LoweringError(LiftmapError):
     """Base of all lowering errors. ``check`` names the check that failed."""
 
     check: str = Check.LOWERING
-    priority = 100  # smaller is reported first when one candidate fails several checks
+    priority: int = 100  # smaller is reported first when one candidate fails several checks
+
+    def __init_subclass__(cls, *, check: str | None = None, priority: int | None = None,
+                          **kwargs: Any) -> None:
+        """A subclass names its check and priority in its bases: ``class E(LoweringError,
+        check=Check.X, priority=3)``; one it leaves out is inherited."""
+        super().__init_subclass__(**kwargs)
+        if check is not None:
+            cls.check = check
+        if priority is not None:
+            cls.priority = priority
 
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
 
 
-class UnmappedMapError(LoweringError):
+class UnmappedMapError(LoweringError, check=Check.UNMAPPED_MAP, priority=0):
     """A plain ``map`` that computes has no parallel (or sequential) mapping."""
 
-    check = Check.UNMAPPED_MAP
-    priority = 0
 
-
-class ParallelNestingError(LoweringError):
+class ParallelNestingError(LoweringError, check=Check.PARALLEL_NESTING, priority=1):
     """Nested parallel maps reuse one OpenCL dimension illegally (CC'22 rules 3 and 6)."""
 
-    check = Check.PARALLEL_NESTING
-    priority = 1
 
-
-class UnsupportedError(LoweringError):
+class UnsupportedError(LoweringError, check=Check.UNSUPPORTED, priority=2):
     """The program uses a construct the lowering does not implement."""
 
-    check = Check.UNSUPPORTED
-    priority = 2
 
-
-class CrossGroupDependencyError(LoweringError):
+class CrossGroupDependencyError(LoweringError, check=Check.CROSS_GROUP_DEPENDENCY, priority=10):
     """Work-items read what other work-groups (or other mapGlb work-items) wrote in the same
     kernel: OpenCL has no global barrier (CC'22 Table 1, M2)."""
 
-    check = Check.CROSS_GROUP_DEPENDENCY
-    priority = 10
 
-
-class MemoryScopeError(LoweringError):
+class MemoryScopeError(LoweringError, check=Check.MEMORY_SCOPE, priority=11):
     """Local memory read by another work-group, or private memory by another work-item
     (CC'22 Table 1, M3; rules 1 and 2)."""
 
-    check = Check.MEMORY_SCOPE
-    priority = 11
 
-
-class DataRaceError(LoweringError):
+class DataRaceError(LoweringError, check=Check.DATA_RACE, priority=12):
     """Several work-items write the same element (a map that every work-item runs
     redundantly writes shared memory; CC'22 rule 7)."""
 
-    check = Check.DATA_RACE
-    priority = 12
 
-
-class UnvectorizableError(LoweringError):
+class UnvectorizableError(LoweringError, check=Check.VECTORIZATION, priority=13):
     """A vector load or store touches non-contiguous elements (CC'22 Table 1, M5)."""
 
-    check = Check.VECTORIZATION
-    priority = 13
 
-
-class SynchronizabilityError(LoweringError):
+class SynchronizabilityError(LoweringError, check=Check.SYNCHRONIZABILITY, priority=14):
     """A barrier would sit in a loop whose trip count differs between the work-items of a
     group (CC'22 Section 4.6)."""
 
-    check = Check.SYNCHRONIZABILITY
-    priority = 14
 
-
-class WorkGroupSizeError(LoweringError):
+class WorkGroupSizeError(LoweringError, check=Check.WORK_GROUP_SIZE, priority=20):
     """The work-group size exceeds the device's limits."""
 
-    check = Check.WORK_GROUP_SIZE
-    priority = 20
 
-
-class LocalMemoryError(LoweringError):
+class LocalMemoryError(LoweringError, check=Check.LOCAL_MEMORY, priority=21):
     """The local memory of one work-group exceeds the device's local memory."""
 
-    check = Check.LOCAL_MEMORY
-    priority = 21
 
-
-class PrivateMemoryError(LoweringError):
+class PrivateMemoryError(LoweringError, check=Check.PRIVATE_MEMORY, priority=22):
     """The private arrays of one work-item exceed the configured private memory budget."""
 
-    check = Check.PRIVATE_MEMORY
-    priority = 22
 
-
-class MaxAllocationError(LoweringError):
+class MaxAllocationError(LoweringError, check=Check.MAX_ALLOCATION, priority=23):
     """A global buffer exceeds the device's maximum allocation, or all exceed its memory."""
-
-    check = Check.MAX_ALLOCATION
-    priority = 23
 
 
 ALL_ERRORS = (

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -39,19 +39,6 @@ class Persistent(GroupBuilder):
     _groups: list[tuple[str, ...]]
     _tables: list[np.ndarray]
     _deaths: list[tuple[int, int] | None]
-
-    if TYPE_CHECKING:  # SearchSpace's constructor (``cached`` builds one)
-        def __init__(
-            self,
-            params: Mapping[str, Sequence[Any]],
-            restrictions: Restrictions = None,
-            *,
-            origins: Mapping[int, str] | None = None,
-            chunk_rows: int = CHUNK_ROWS,
-            max_threads: int | None = None,
-            block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
-            max_rows: int | None = MAX_ROWS,
-        ) -> None: ...
 
     def cache_key(self) -> str:
         """Hash of the parameters (names, values) and restrictions (sources, origins).
@@ -110,37 +97,17 @@ class Persistent(GroupBuilder):
         return space
 
     @classmethod
-    def cached(
-        cls,
-        path: str | Path,
-        params: Mapping[str, Sequence[Any]],
-        restrictions: Restrictions = None,
-        *,
-        origins: Mapping[int, str] | None = None,
-        max_threads: int | None = None,
-        block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
-        max_rows: int | None = MAX_ROWS,
-    ) -> Any:
-        """Load from ``path`` when it matches, else build and save there."""
+    def cached(cls, path: str | Path, params: Mapping[str, Sequence[Any]],
+               restrictions: Restrictions = None, *, max_rows: int | None = MAX_ROWS,
+               **options: Any) -> Any:
+        """Load from ``path`` when it matches, else build and save there. ``options`` are
+        :meth:`load`'s keywords (``origins``, ``max_threads``, ``block_size_names``)."""
         try:
-            return cls.load(
-                path,
-                params,
-                restrictions,
-                origins=origins,
-                max_threads=max_threads,
-                block_size_names=block_size_names,
-            )
+            return cls.load(path, params, restrictions, **options)
         except (OSError, KeyError, ValueError):  # missing, unreadable or stale: rebuild
             pass
-        space = cls(
-            params,
-            restrictions,
-            origins=origins,
-            max_threads=max_threads,
-            block_size_names=block_size_names,
-            max_rows=max_rows,
-        )
+        build: Any = cls  # SearchSpace's constructor (this base class has none of its own)
+        space = build(params, restrictions, max_rows=max_rows, **options)
         space.save(path)
         return space
 

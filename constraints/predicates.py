@@ -61,6 +61,11 @@ class Expression:
     def children(self) -> tuple[Expression, ...]:
         return ()
 
+    def _check_children(self, kind: str, where: str) -> None:
+        """Each child must be an expression of ``kind`` (``where``: its place, for errors)."""
+        for c in self.children():
+            _check(c, kind, where)
+
     def names(self) -> tuple[str, ...]:
         """The parameter names read, in order of first appearance in the printed text."""
         return tuple(dict.fromkeys(n.id for n in self.walk() if isinstance(n, Name)))
@@ -164,8 +169,7 @@ class Arith(Expression):
         n = len(self.args)
         if n < 2 or (n > 2 and self.op not in ("+", "*")):
             raise ValueError(f"{self.op!r} takes two operands, got {n}")
-        for a in self.args:
-            _check(a, NUMBER, "operand of an arithmetic operator")
+        self._check_children(NUMBER, "operand of an arithmetic operator")
 
     def children(self) -> tuple[Expression, ...]:
         return self.args
@@ -187,8 +191,7 @@ class Call(Expression):
             raise ValueError(f"unknown function {self.fn!r} (allowed: {', '.join(FUNCTIONS)})")
         if not self.args or (self.fn == "abs" and len(self.args) != 1):
             raise ValueError(f"{self.fn}() given {len(self.args)} arguments")
-        for a in self.args:
-            _check(a, NUMBER, f"argument of {self.fn}()")
+        self._check_children(NUMBER, f"argument of {self.fn}()")
 
     def children(self) -> tuple[Expression, ...]:
         return self.args
@@ -211,8 +214,7 @@ class Compare(Expression):
         for op in self.ops:
             if op not in CMP_OPS:
                 raise ValueError(f"unknown comparison {op!r}")
-        for a in self.operands:
-            _check(a, NUMBER, "operand of a comparison")
+        self._check_children(NUMBER, "operand of a comparison")
 
     def children(self) -> tuple[Expression, ...]:
         return self.operands
@@ -237,8 +239,7 @@ class BoolOp(Expression):
             raise ValueError(f"unknown boolean operator {self.op!r}")
         if len(self.values) < 2:
             raise ValueError(f"'{self.op}' needs two operands or more")
-        for v in self.values:
-            _check(v, TRUTH, f"operand of '{self.op}'")
+        self._check_children(TRUTH, f"operand of '{self.op}'")
 
     def children(self) -> tuple[Expression, ...]:
         return self.values
@@ -311,11 +312,18 @@ def _syntax(source: str, node: ast.AST | None, what: str) -> RestrictionSyntaxEr
     )
 
 
-def unknown_name(source: str, name: str, known: Sequence[str], col: int) -> UnknownNameError:
-    """The error for ``name``, not among the parameters ``known``, at column ``col``."""
+def name_hints(name: str, known: Sequence[str]) -> tuple[str, str]:
+    """For a ``name`` that is not among the parameters ``known``: ``"; did you mean ...?"``
+    (the close ones; empty if none) and the parameters listed (the first 12)."""
     close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     listed = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
+    return hint, listed
+
+
+def unknown_name(source: str, name: str, known: Sequence[str], col: int) -> UnknownNameError:
+    """The error for ``name``, not among the parameters ``known``, at column ``col``."""
+    hint, listed = name_hints(name, known)
     return UnknownNameError(
         f"restriction {source!r}: unknown name {name!r} at column {col}{hint} "
         f"(parameters: {listed}){caret(source, col)}"

@@ -39,7 +39,6 @@ The errors are defined in :mod:`constraints.errors` and re-exported here.
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import inspect
 import linecache
@@ -60,7 +59,14 @@ from constraints.errors import (
     SpaceTooLargeError,
     UnknownNameError,
 )
-from constraints.predicates import TRUTH, Expression, normalise, parse_predicate, unknown_name
+from constraints.predicates import (
+    TRUTH,
+    Expression,
+    name_hints,
+    normalise,
+    parse_predicate,
+    unknown_name,
+)
 from constraints.vectorise import SCALAR_ERRORS, compile_scalar, compile_vector
 
 __all__ = [
@@ -496,9 +502,7 @@ def restriction_from_dict_callable(
 
 
 def _unknown_key(source: str, name: str, known: Sequence[str]) -> UnknownNameError:
-    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    listed = ", ".join(list(known)[:12]) + (", ..." if len(known) > 12 else "")
+    hint, listed = name_hints(name, known)
     return UnknownNameError(
         f"restriction {source}: reads key {name!r}, which is not a parameter{hint} "
         f"(parameters: {listed})"

@@ -55,40 +55,38 @@ from constraints.enumeration import (
     RestrictionLike,
     Restrictions,
 )
-from constraints.errors import (
-    EmptyParameterDomainError,
-    EmptySpaceError,
-    LateRestrictionWarning,
-    NotAPredicateError,
-    RestrictionEvaluationError,
-    RestrictionSyntaxError,
-    SpaceError,
-    SpaceTooLargeError,
-    UnknownNameError,
-)
+from constraints.errors import EmptySpaceError, SpaceError, SpaceTooLargeError, UnknownNameError
 from constraints.permutation import MATERIALISE_MAX, Feistel, random_indices
 from constraints.persistence import Persistent
-from constraints.restrictions import Restriction
+from constraints.restrictions import (  # with the restrictions' errors, re-exported here
+    EmptyParameterDomainError,
+    LateRestrictionWarning,
+    NotAPredicateError,
+    Restriction,
+    RestrictionEvaluationError,
+    RestrictionSyntaxError,
+)
 
 __all__ = [
     "SearchSpace",
+    "format_domain",
     "Restriction",
     "RestrictionLike",
     "Restrictions",
-    "SpaceError",
-    "UnknownNameError",
-    "NotAPredicateError",
-    "RestrictionSyntaxError",
-    "EmptyParameterDomainError",
-    "EmptySpaceError",
-    "RestrictionEvaluationError",
-    "SpaceTooLargeError",
-    "LateRestrictionWarning",
     "CHUNK_ROWS",
     "MAX_ROWS",
     "MATERIALISE_MAX",
     "KERNEL_TUNER_BLOCK_SIZE_NAMES",
-    "format_domain",
+    # the space's errors, then the restrictions'
+    "SpaceError",
+    "EmptySpaceError",
+    "SpaceTooLargeError",
+    "UnknownNameError",
+    "EmptyParameterDomainError",
+    "NotAPredicateError",
+    "RestrictionSyntaxError",
+    "RestrictionEvaluationError",
+    "LateRestrictionWarning",
 ]
 
 

@@ -8,25 +8,13 @@ fixed values ever appear in an unsat core. Integer division and modulo agree wit
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterator, Mapping
 
 import z3
 
 from constraints.errors import ConstraintError, UnknownParameterError, UnsatisfiableError
-from constraints.expr import (
-    And,
-    BinOp,
-    BoolConst,
-    Cmp,
-    Const,
-    Implies,
-    In,
-    Node,
-    Not,
-    Or,
-    Param,
-)
+from constraints.expr import And, BinOp, BoolConst, Cmp, Const, Implies, In, Node, Not, Or, Param
+from constraints.expr_preds import COMPARISONS
 from constraints.model import Constraint, Model
 
 __all__ = [
@@ -38,16 +26,6 @@ __all__ = [
     "z3_vars",
     "to_z3",
 ]
-
-_CMP = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-
 
 def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
     """Z3 expression of a term or predicate, with each parameter replaced by ``vars[name]``
@@ -81,7 +59,7 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
     if isinstance(node, BoolConst):
         return z3.BoolVal(node.value)
     if isinstance(node, Cmp):
-        return _CMP[node.op](to_z3(node.left, vars), to_z3(node.right, vars))
+        return COMPARISONS[node.op](to_z3(node.left, vars), to_z3(node.right, vars))
     if isinstance(node, And):
         return z3.And([to_z3(p, vars) for p in node.parts])
     if isinstance(node, Or):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from constraints.examples import DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS
 from constraints.restrictions import parse_restriction
 from constraints.space import SearchSpace
 from experiments.machine import cpu_model
@@ -45,21 +46,8 @@ class Bench:
 
 DEDISPERSION = Bench(
     "dedispersion",
-    {
-        "block_size_x": [1, 2, 4, 8, 16, 32],
-        "block_size_y": list(range(32, 257, 8)),
-        "block_size_z": [1],
-        "tile_size_x": [1, 2, 3, 4],
-        "tile_size_y": list(range(1, 9)),
-        "tile_stride_x": [0, 1],
-        "tile_stride_y": [0, 1],
-        "loop_unroll_factor_channel": [0],
-    },
-    [
-        "32 <= block_size_x * block_size_y <= 1024",
-        "tile_size_x > 1 or tile_stride_x == 0",
-        "tile_size_y > 1 or tile_stride_y == 0",
-    ],
+    DEDISPERSION_PARAMS,
+    DEDISPERSION_RESTRICTIONS,
     "Kernel Tuner dedispersion example",
 )
 

@@ -235,6 +235,39 @@ def add(a: dict, b: dict) -> dict:
     return {k: a.get(k, 0) + b[k] for k in b}
 
 
+class Totals:
+    """Sums over programs: the stats of the examples and of the random programs, and each
+    validity rule's counts (:func:`rule_stats`)."""
+
+    def __init__(self) -> None:
+        self.examples: dict = {}
+        self.random: dict = {}
+        self.n_random = 0
+        self.rules: dict = {}
+
+    def count(self, name: str, rows: list[Row]) -> dict:
+        """Adds the rows of the program ``name``; returns their stats."""
+        for k, v in rule_stats(rows).items():
+            d = self.rules.setdefault(k, {"rejects_good": 0, "sole_on_bad": 0})
+            for kk in v:
+                d[kk] += v[kk]
+        s = stats(rows)
+        if name.startswith("random"):
+            self.random, self.n_random = add(self.random, s), self.n_random + 1
+        else:
+            self.examples = add(self.examples, s)
+        return s
+
+    def report(self) -> None:
+        if self.examples:
+            print(f"EXAMPLES: {fmt(self.examples)}")
+        if self.random:
+            print(f"RANDOM ({self.n_random} programs): {fmt(self.random)}")
+        for k, v in sorted(self.rules.items()):
+            print(f"rule {k}: rejects {v['rejects_good']} oracle-ok mappings; sole rejector of "
+                  f"{v['sole_on_bad']} oracle-rejected ones")
+
+
 def random_points(prog, max_n: int = 4096):
     """``ir.randprog.size_points``, with sizes doubled (the same at both points, the least
     doubling first) until every computing map runs at least two iterations at both: a
@@ -291,10 +324,7 @@ def replay(path: str, quiet: bool = False) -> int:
         for line in f:
             d = json.loads(line)
             by_prog.setdefault(d["program"], []).append(d)
-    tot_ex: dict = {}
-    tot_rand: dict = {}
-    rules_tot: dict = {}
-    n_rand = 0
+    totals = Totals()
     for name, ds in by_prog.items():
         prog = _program_of(name, ds[0].get("max_maps", 4))
         pv = _problem(prog, "free", False)
@@ -307,15 +337,7 @@ def replay(path: str, quiet: bool = False) -> int:
                                              for k, v in m.items()) else ["fused-not-allowed"]
             rows.append(Row(m, d["oracle"], d["outcome"], not vv, not vv and not hv,
                             d["uniform"], [str(c) for c in vv], [str(c) for c in hv]))
-        for k, v in rule_stats(rows).items():
-            dd = rules_tot.setdefault(k, {"rejects_good": 0, "sole_on_bad": 0})
-            for kk in v:
-                dd[kk] += v[kk]
-        s = stats(rows)
-        if name.startswith("random"):
-            tot_rand, n_rand = add(tot_rand, s), n_rand + 1
-        else:
-            tot_ex = add(tot_ex, s)
+        s = totals.count(name, rows)
         bad = [r for r in rows if r.valid != r.oracle]
         if bad and not quiet:
             print(f"{name}: {fmt(s)}")
@@ -323,13 +345,7 @@ def replay(path: str, quiet: bool = False) -> int:
                 kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
                 why = r.outcome if r.valid else "; ".join(r.violated[:3])
                 print(f"    {kind} {MapCodes(r.mapping).short()}  {why}")
-    if tot_ex:
-        print(f"EXAMPLES: {fmt(tot_ex)}")
-    if tot_rand:
-        print(f"RANDOM ({n_rand} programs): {fmt(tot_rand)}")
-    for k, v in sorted(rules_tot.items()):
-        print(f"rule {k}: rejects {v['rejects_good']} oracle-ok mappings; sole rejector of "
-              f"{v['sole_on_bad']} oracle-rejected ones")
+    totals.report()
     return 0
 
 
@@ -384,9 +400,7 @@ def main(argv=None) -> int:
                 progs.append((f"random seed {s}", p, random_points(p)))
             except ValueError as e:
                 print(f"random seed {s}: {e}", file=sys.stderr)
-    tot_ex: dict = {}
-    tot_rand: dict = {}
-    rules_tot: dict = {}
+    totals = Totals()
     t0 = time.time()
     log = None if args.quiet else sys.stdout
     dump = open(args.dump, "w") if args.dump else None  # noqa: SIM115
@@ -403,30 +417,14 @@ def main(argv=None) -> int:
                                            "uniform": r.uniform,
                                            "max_maps": args.max_maps}) + "\n")
                 dump.flush()
-            for k, v in rule_stats(rows).items():
-                d = rules_tot.setdefault(k, {"rejects_good": 0, "sole_on_bad": 0})
-                for kk in v:
-                    d[kk] += v[kk]
-            s = stats(rows)
-            if name.startswith("random"):
-                tot_rand = add(tot_rand, s)
-            else:
-                tot_ex = add(tot_ex, s)
-            print(f"{name}: {fmt(s)}", flush=True)
-    if tot_ex:
-        print(f"EXAMPLES: {fmt(tot_ex)}")
-    if tot_rand:
-        print(f"RANDOM ({sum(n.startswith('random') for n, _, _ in progs)} programs): "
-              f"{fmt(tot_rand)}")
-    for k, v in sorted(rules_tot.items()):
-        print(f"rule {k}: rejects {v['rejects_good']} oracle-ok mappings; sole rejector of "
-              f"{v['sole_on_bad']} oracle-rejected ones")
+            print(f"{name}: {fmt(totals.count(name, rows))}", flush=True)
+    totals.report()
     print(f"({time.time() - t0:.0f} s)")
     if dump is not None:
         dump.close()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"examples": tot_ex, "random": tot_rand}, f, indent=1)
+            json.dump({"examples": totals.examples, "random": totals.random}, f, indent=1)
     return 0
 
 

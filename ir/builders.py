@@ -12,165 +12,141 @@ import itertools
 
 import numpy as np
 
-from ir.nodes import (
-    AsScalar,
-    AsVector,
-    ExprNode,
-    FunCall,
-    FunDecl,
-    Get,
-    Id,
-    Join,
-    Lambda,
-    Literal,
-    Map,
-    Pad,
-    Param,
-    Reduce,
-    ReorderStride,
-    Slide,
-    Split,
-    ToMem,
-    Transpose,
-    UserFun,
-    Vectorize,
-    Zip,
-    userfun_from_c,
-)
+from ir import nodes
 from ir.sym import Var
 from ir.types import Float, Int, Type, VectorType
 
 _fresh = itertools.count()
 
 
-def fresh(prefix: str = "x") -> Param:
+def fresh(prefix: str = "x") -> nodes.Param:
     """A lambda parameter with a fresh name (``x_12``)."""
-    return Param(f"{prefix}_{next(_fresh)}")
+    return nodes.Param(f"{prefix}_{next(_fresh)}")
 
 
-def param(name: str, type: Type | None = None) -> Param:
-    return Param(name, type)
+def param(name: str, type: Type | None = None) -> nodes.Param:
+    return nodes.Param(name, type)
 
 
-def lit(value: float | int, type: Type | None = None) -> Literal:
+def lit(value: float | int, type: Type | None = None) -> nodes.Literal:
     if type is None:
         type = Int if isinstance(value, int) and not isinstance(value, bool) else Float
-    return Literal(value, type)
+    return nodes.Literal(value, type)
 
 
-def lam(fn, arity: int = 1, prefix: str = "x") -> Lambda:
+def lam(fn, arity: int = 1, prefix: str = "x") -> nodes.Lambda:
     """``lam(lambda x, y: body)`` builds a Lambda with fresh parameters."""
     ps = tuple(fresh(prefix) for _ in range(arity))
-    return Lambda(ps, fn(*ps))
+    return nodes.Lambda(ps, fn(*ps))
 
 
-def compose(*fs: FunDecl) -> FunDecl:
+def compose(*fs: nodes.FunDecl) -> nodes.FunDecl:
     """``compose(f, g, h)`` is ``f o g o h`` (h applied first)."""
     if not fs:
-        return Id()
+        return nodes.Id()
     if len(fs) == 1:
         return fs[0]
     x = fresh()
-    body: ExprNode = x
+    body: nodes.ExprNode = x
     for f in reversed(fs):
-        body = FunCall(f, (body,))
-    return Lambda((x,), body)
+        body = nodes.FunCall(f, (body,))
+    return nodes.Lambda((x,), body)
 
 
-def let(value: ExprNode, fn) -> FunCall:
+def let(value: nodes.ExprNode, fn) -> nodes.FunCall:
     """``let(v, lambda x: body)``: binds ``v`` to ``x`` in ``body``."""
-    return FunCall(lam(fn), (value,))
+    return nodes.FunCall(lam(fn), (value,))
 
 
-def map_(f: FunDecl, label: str | None = None) -> Map:
-    return Map(f, "map", None, label)
+def map_(f: nodes.FunDecl, label: str | None = None) -> nodes.Map:
+    return nodes.Map(f, "map", None, label)
 
 
-def map_seq(f: FunDecl, label: str | None = None) -> Map:
-    return Map(f, "mapSeq", None, label)
+def map_seq(f: nodes.FunDecl, label: str | None = None) -> nodes.Map:
+    return nodes.Map(f, "mapSeq", None, label)
 
 
-def map_glb(dim: int, f: FunDecl, label: str | None = None) -> Map:
-    return Map(f, "mapGlb", dim, label)
+def map_glb(dim: int, f: nodes.FunDecl, label: str | None = None) -> nodes.Map:
+    return nodes.Map(f, "mapGlb", dim, label)
 
 
-def map_wrg(dim: int, f: FunDecl, label: str | None = None) -> Map:
-    return Map(f, "mapWrg", dim, label)
+def map_wrg(dim: int, f: nodes.FunDecl, label: str | None = None) -> nodes.Map:
+    return nodes.Map(f, "mapWrg", dim, label)
 
 
-def map_lcl(dim: int, f: FunDecl, label: str | None = None) -> Map:
-    return Map(f, "mapLcl", dim, label)
+def map_lcl(dim: int, f: nodes.FunDecl, label: str | None = None) -> nodes.Map:
+    return nodes.Map(f, "mapLcl", dim, label)
 
 
-def reduce_(f: FunDecl) -> Reduce:
-    return Reduce(f, "reduce")
+def reduce_(f: nodes.FunDecl) -> nodes.Reduce:
+    return nodes.Reduce(f, "reduce")
 
 
-def reduce_seq(f: FunDecl) -> Reduce:
-    return Reduce(f, "reduceSeq")
+def reduce_seq(f: nodes.FunDecl) -> nodes.Reduce:
+    return nodes.Reduce(f, "reduceSeq")
 
 
-def split(m) -> Split:
-    return Split(m)
+def split(m) -> nodes.Split:
+    return nodes.Split(m)
 
 
-def join() -> Join:
-    return Join()
+def join() -> nodes.Join:
+    return nodes.Join()
 
 
-def zip_(*arrays: ExprNode) -> FunCall:
-    return FunCall(Zip(len(arrays)), tuple(arrays))
+def zip_(*arrays: nodes.ExprNode) -> nodes.FunCall:
+    return nodes.FunCall(nodes.Zip(len(arrays)), tuple(arrays))
 
 
-def slide(size, step, strict: bool = False) -> Slide:
-    return Slide(size, step, strict)
+def slide(size, step, strict: bool = False) -> nodes.Slide:
+    return nodes.Slide(size, step, strict)
 
 
-def pad(left, right, value: float = 0.0) -> Pad:
-    return Pad(left, right, value)
+def pad(left, right, value: float = 0.0) -> nodes.Pad:
+    return nodes.Pad(left, right, value)
 
 
-def transpose() -> Transpose:
-    return Transpose()
+def transpose() -> nodes.Transpose:
+    return nodes.Transpose()
 
 
-def reorder_stride(s) -> ReorderStride:
-    return ReorderStride(s)
+def reorder_stride(s) -> nodes.ReorderStride:
+    return nodes.ReorderStride(s)
 
 
-def get(i: int) -> Get:
-    return Get(i)
+def get(i: int) -> nodes.Get:
+    return nodes.Get(i)
 
 
-def as_vector(v) -> AsVector:
-    return AsVector(v)
+def as_vector(v) -> nodes.AsVector:
+    return nodes.AsVector(v)
 
 
-def as_scalar() -> AsScalar:
-    return AsScalar()
+def as_scalar() -> nodes.AsScalar:
+    return nodes.AsScalar()
 
 
-def to_global(f: FunDecl) -> ToMem:
-    return ToMem(f, "global")
+def to_global(f: nodes.FunDecl) -> nodes.ToMem:
+    return nodes.ToMem(f, "global")
 
 
-def to_local(f: FunDecl) -> ToMem:
-    return ToMem(f, "local")
+def to_local(f: nodes.FunDecl) -> nodes.ToMem:
+    return nodes.ToMem(f, "local")
 
 
-def to_private(f: FunDecl) -> ToMem:
-    return ToMem(f, "private")
+def to_private(f: nodes.FunDecl) -> nodes.ToMem:
+    return nodes.ToMem(f, "private")
 
 
-def vectorize(width, f: UserFun) -> Vectorize:
-    return Vectorize(width, f)
+def vectorize(width, f: nodes.UserFun) -> nodes.Vectorize:
+    return nodes.Vectorize(width, f)
 
 
 # ------------------------------------------------------------------ user functions
 
 
-def userfun(name, params, in_types, out_type, c_body, py) -> UserFun:
-    return UserFun(name, tuple(params), tuple(in_types), out_type, c_body, py)
+def userfun(name, params, in_types, out_type, c_body, py) -> nodes.UserFun:
+    return nodes.UserFun(name, tuple(params), tuple(in_types), out_type, c_body, py)
 
 
 add = userfun("add", ("a", "b"), (Float, Float), Float, "return a + b;", lambda a, b: a + b)
@@ -194,16 +170,16 @@ dot = userfun("dot", ("a", "b"), (_vw, _vw), Float, "return dot(a, b);", _dot)
 USER_FUNS = {f.name: f for f in (add, mult, mult_add, idf, dot)}
 
 
-def _rebuild_user_fun(name, param_names, in_types, out_type, c_body) -> UserFun:
+def _rebuild_user_fun(name, param_names, in_types, out_type, c_body) -> nodes.UserFun:
     """Unpickles a user function: the standard one when its name, C body and input types
     match (its numpy meaning need not follow from its body: ``dot``), else from the body."""
     std = USER_FUNS.get(name)
     if std is not None and std.c_body == c_body and std.in_types == in_types:
         return std
-    return userfun_from_c(name, param_names, in_types, out_type, c_body)
+    return nodes.userfun_from_c(name, param_names, in_types, out_type, c_body)
 
 
-def _reduce_user_fun(uf: UserFun):
+def _reduce_user_fun(uf: nodes.UserFun):
     std = USER_FUNS.get(uf.name)
     if std is not None and std.c_body == uf.c_body and std.in_types == uf.in_types:
         return (_rebuild_user_fun,
@@ -213,48 +189,48 @@ def _reduce_user_fun(uf: UserFun):
 
 # Pickles (and copies) of user functions made once this module is loaded come back to it,
 # so the standard functions stay themselves; ir.nodes cannot know them (no import cycle).
-copyreg.pickle(UserFun, _reduce_user_fun)
+copyreg.pickle(nodes.UserFun, _reduce_user_fun)
 
 
 # -------------------------------------------------------------------------- macros
 
 
-def map_nd(n: int, f: FunDecl) -> FunDecl:
+def map_nd(n: int, f: nodes.FunDecl) -> nodes.FunDecl:
     """``mapND(n, f)``: ``f`` mapped over the n outer dimensions."""
     for _ in range(n):
         f = map_(f)
     return f
 
 
-def join_nd(n: int) -> FunDecl:
+def join_nd(n: int) -> nodes.FunDecl:
     """``joinND(n)``: n joins, flattening n+1 outer dimensions into one."""
     return compose(*([join()] * n)) if n > 1 else join()
 
 
-def zip_nd(n: int, *arrays: ExprNode) -> ExprNode:
+def zip_nd(n: int, *arrays: nodes.ExprNode) -> nodes.ExprNode:
     """``zipND(n, a, b, ...)``: zip at n nested levels."""
     if n == 1:
         return zip_(*arrays)
     k = len(arrays)
 
     def inner(t):
-        return zip_nd(n - 1, *[FunCall(Get(i), (t,)) for i in range(k)])
+        return zip_nd(n - 1, *[nodes.FunCall(nodes.Get(i), (t,)) for i in range(k)])
 
-    return FunCall(map_(lam(inner)), (zip_(*arrays),))
+    return nodes.FunCall(map_(lam(inner)), (zip_(*arrays),))
 
 
-def _move_outer_in(k: int) -> FunDecl:
+def _move_outer_in(k: int) -> nodes.FunDecl:
     """Moves the outermost dimension k levels inward (``transpose``, then ``map(transpose)``...)."""
     steps = []
     for level in range(k):
-        t: FunDecl = transpose()
+        t: nodes.FunDecl = transpose()
         for _ in range(level):
             t = map_(t)
         steps.append(t)
     return compose(*reversed(steps))
 
 
-def slide_nd(n: int, sizes, steps, strict: bool = False) -> FunDecl:
+def slide_nd(n: int, sizes, steps, strict: bool = False) -> nodes.FunDecl:
     """``slideND(n, sizes, steps)``: ``[..[T]d_n..]d_1 -> [..[[..[T]s_n..]s_1]w_n..]w_1``."""
     sizes, steps = list(sizes), list(steps)
     if len(sizes) != n or len(steps) != n:
@@ -267,7 +243,7 @@ def slide_nd(n: int, sizes, steps, strict: bool = False) -> FunDecl:
     )
 
 
-def pad_nd(n: int, pads, value: float = 0.0) -> FunDecl:
+def pad_nd(n: int, pads, value: float = 0.0) -> nodes.FunDecl:
     """``padND(n, [(l1, r1), ..., (ln, rn)])``: pads each of the n outer dimensions."""
     pads = list(pads)
     if len(pads) != n:
@@ -278,9 +254,9 @@ def pad_nd(n: int, pads, value: float = 0.0) -> FunDecl:
     return compose(pad(l1, r1, value), map_(pad_nd(n - 1, pads[1:], value)))
 
 
-def slide2d(size1, step1, size2, step2, strict: bool = False) -> FunDecl:
+def slide2d(size1, step1, size2, step2, strict: bool = False) -> nodes.FunDecl:
     return slide_nd(2, (size1, size2), (step1, step2), strict)
 
 
-def pad2d(top, bottom, left, right, value: float = 0.0) -> FunDecl:
+def pad2d(top, bottom, left, right, value: float = 0.0) -> nodes.FunDecl:
     return pad_nd(2, [(top, bottom), (left, right)], value)

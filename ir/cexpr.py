@@ -118,18 +118,20 @@ class CExprReader(TokenCursor):
         return c
 
     def c_or(self) -> str:
-        left = self.c_and()
-        while self.c_at("||"):
-            self.next()
-            left = f"np.logical_or({left}, {self.c_and()})"
-        return left
-
-    def c_and(self) -> str:
-        left = self.c_cmp()
-        while self.c_at("&&"):
-            self.next()
-            left = f"np.logical_and({left}, {self.c_cmp()})"
-        return left
+        """Comparisons joined by ``&&`` and ``||`` (``&&`` binds tighter, both to the left),
+        as nested ``np.logical_and`` and ``np.logical_or`` calls."""
+        ors = None  # the `||` operands so far, joined
+        left = self.c_cmp()  # the current `&&` chain
+        while True:
+            if self.c_at("&&"):
+                self.next()
+                left = f"np.logical_and({left}, {self.c_cmp()})"
+            elif self.c_at("||"):
+                self.next()
+                ors = left if ors is None else f"np.logical_or({ors}, {left})"
+                left = self.c_cmp()
+            else:
+                return left if ors is None else f"np.logical_or({ors}, {left})"
 
     def c_cmp(self) -> str:
         left = self.c_sum()

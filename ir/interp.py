@@ -18,31 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ir import nodes
 from ir.errors import InterpreterError
-from ir.nodes import (
-    AsScalar,
-    AsVector,
-    FunCall,
-    FunDecl,
-    Get,
-    Id,
-    Join,
-    Lambda,
-    Literal,
-    Map,
-    Node,
-    Pad,
-    Param,
-    Reduce,
-    ReorderStride,
-    Slide,
-    Split,
-    ToMem,
-    Transpose,
-    UserFun,
-    Vectorize,
-    Zip,
-)
 from ir.sym import Expr
 from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType, shape_of
@@ -55,6 +32,14 @@ def _tmap(fn, data):
     if isinstance(data, tuple):
         return tuple(_tmap(fn, d) for d in data)
     return fn(data)
+
+
+def _divided_length(a: np.ndarray, b: int, m: int, what: str) -> int:
+    """The length of axis ``b`` of ``a``, which ``what`` needs a positive multiple of ``m``."""
+    n = a.shape[b]
+    if m <= 0 or n % m:
+        raise InterpreterError(f"{what} of an array of length {n}")
+    return n
 
 
 def _first(data) -> np.ndarray:
@@ -89,25 +74,25 @@ class Interpreter:
         return e.evaluate(self.sizes)
 
     # env: name -> (data, depth); b: current depth (number of enclosing maps)
-    expr = Dispatch("eval", Node)  # expr(e, env, b): the value of an expression
-    apply = Dispatch("apply", FunDecl)  # apply(f, args, env, b): f applied to argument values
+    expr = Dispatch("eval", nodes.Node)  # expr(e, env, b): the value of an expression
+    apply = Dispatch("apply", nodes.FunDecl)  # apply(f, args, env, b): f applied to argument values
 
     # ------------------------------------------------------------- expressions
-    def eval_param(self, e: Param, env: dict, b: int):
+    def eval_param(self, e: nodes.Param, env: dict, b: int):
         try:
             data, depth = env[e.name]
         except KeyError:
             raise InterpreterError(f"no value for parameter {e.name!r}") from None
         return _lift(data, depth, b)
 
-    def eval_literal(self, e: Literal, env: dict, b: int):
+    def eval_literal(self, e: nodes.Literal, env: dict, b: int):
         return _lift(self.literal(e.value, e.type), 0, b)
 
-    def eval_fun_call(self, e: FunCall, env: dict, b: int):
+    def eval_fun_call(self, e: nodes.FunCall, env: dict, b: int):
         args = [self.expr(a, env, b) for a in e.args]
         return self.apply(e.f, args, env, b)
 
-    def eval_fun_decl(self, e: FunDecl, env: dict, b: int):
+    def eval_fun_decl(self, e: nodes.FunDecl, env: dict, b: int):
         raise InterpreterError(f"cannot evaluate {type(e).__name__}")
 
     def literal(self, value, t: Type) -> np.ndarray:
@@ -121,13 +106,13 @@ class Interpreter:
         return np.full(shape, value, dtype=DTYPES.get(inner.name, self.dtype))
 
     # ---------------------------------------------- functions and user functions
-    def apply_lambda(self, f: Lambda, args: list, env: dict, b: int):
+    def apply_lambda(self, f: nodes.Lambda, args: list, env: dict, b: int):
         inner = dict(env)
         for p, a in zip(f.params, args):
             inner[p.name] = (a, b)
         return self.expr(f.body, inner, b)
 
-    def apply_user_fun(self, f: UserFun, args: list, env: dict, b: int):
+    def apply_user_fun(self, f: nodes.UserFun, args: list, env: dict, b: int):
         arrs = [np.asarray(a) for a in args]
         ranks = [a.ndim - b for a in arrs]
         if max(ranks) > 0:  # vectors mixed with scalars: lanes on the last axis
@@ -135,23 +120,23 @@ class Interpreter:
         out = f.py(*arrs)
         return np.asarray(out, dtype=np.result_type(*arrs) if arrs else self.dtype)
 
-    def apply_vectorize(self, f: Vectorize, args: list, env: dict, b: int):
+    def apply_vectorize(self, f: nodes.Vectorize, args: list, env: dict, b: int):
         return self.apply_user_fun(f.f, args, env, b)
 
-    def apply_to_mem(self, f: ToMem, args: list, env: dict, b: int):
+    def apply_to_mem(self, f: nodes.ToMem, args: list, env: dict, b: int):
         return self.apply(f.f, args, env, b)
 
-    def apply_id(self, f: Id, args: list, env: dict, b: int):
+    def apply_id(self, f: nodes.Id, args: list, env: dict, b: int):
         return args[0]
 
-    def apply_zip(self, f: Zip, args: list, env: dict, b: int):
+    def apply_zip(self, f: nodes.Zip, args: list, env: dict, b: int):
         return tuple(args)
 
-    def apply_get(self, f: Get, args: list, env: dict, b: int):
+    def apply_get(self, f: nodes.Get, args: list, env: dict, b: int):
         (t,) = args
         return t[f.index]
 
-    def apply_map(self, f: Map, args: list, env: dict, b: int):
+    def apply_map(self, f: nodes.Map, args: list, env: dict, b: int):
         (arr,) = args
         n = _first(arr).shape[b]
         # the element is the array itself seen at depth b+1 (its axis b becomes a batch axis)
@@ -166,7 +151,7 @@ class Interpreter:
 
         return _tmap(full, out)
 
-    def apply_reduce(self, f: Reduce, args: list, env: dict, b: int):
+    def apply_reduce(self, f: nodes.Reduce, args: list, env: dict, b: int):
         init, arr = args
         n = _first(arr).shape[b]
         acc = init
@@ -177,19 +162,17 @@ class Interpreter:
         return _tmap(lambda a: np.expand_dims(a, b), acc)
 
     # ------------------------------------------------------ layout primitives
-    def apply_split(self, f: Split, args: list, env: dict, b: int):
+    def apply_split(self, f: nodes.Split, args: list, env: dict, b: int):
         (x,) = args
         m = self.n(f.chunk)
 
         def split(a):
-            n = a.shape[b]
-            if m <= 0 or n % m:
-                raise InterpreterError(f"split({m}) of an array of length {n}")
+            n = _divided_length(a, b, m, f"split({m})")
             return a.reshape(a.shape[:b] + (n // m, m) + a.shape[b + 1 :])
 
         return _tmap(split, x)
 
-    def apply_join(self, f: Join, args: list, env: dict, b: int):
+    def apply_join(self, f: nodes.Join, args: list, env: dict, b: int):
         (x,) = args
 
         def join(a):
@@ -197,11 +180,11 @@ class Interpreter:
 
         return _tmap(join, x)
 
-    def apply_transpose(self, f: Transpose, args: list, env: dict, b: int):
+    def apply_transpose(self, f: nodes.Transpose, args: list, env: dict, b: int):
         (x,) = args
         return _tmap(lambda a: np.swapaxes(a, b, b + 1), x)
 
-    def apply_slide(self, f: Slide, args: list, env: dict, b: int):
+    def apply_slide(self, f: nodes.Slide, args: list, env: dict, b: int):
         (x,) = args
         size, step = self.n(f.size), self.n(f.step)
 
@@ -220,7 +203,7 @@ class Interpreter:
 
         return _tmap(slide, x)
 
-    def apply_pad(self, f: Pad, args: list, env: dict, b: int):
+    def apply_pad(self, f: nodes.Pad, args: list, env: dict, b: int):
         (x,) = args
         left, right = self.n(f.left), self.n(f.right)
 
@@ -238,20 +221,18 @@ class Interpreter:
 
         return _tmap(pad, x)
 
-    def apply_reorder_stride(self, f: ReorderStride, args: list, env: dict, b: int):
+    def apply_reorder_stride(self, f: nodes.ReorderStride, args: list, env: dict, b: int):
         (x,) = args
         s = self.n(f.stride)
 
         def reorder(a):
-            n = a.shape[b]
-            if s <= 0 or n % s:
-                raise InterpreterError(f"reorder by stride {s} of an array of length {n}")
+            n = _divided_length(a, b, s, f"reorder by stride {s}")
             j = np.arange(n)
             return np.take(a, (j % s) * (n // s) + j // s, axis=b)
 
         return _tmap(reorder, x)
 
-    def apply_as_vector(self, f: AsVector, args: list, env: dict, b: int):
+    def apply_as_vector(self, f: nodes.AsVector, args: list, env: dict, b: int):
         (x,) = args
         v = self.n(f.width)
 
@@ -262,12 +243,13 @@ class Interpreter:
 
         return _tmap(asvec, x)
 
-    def apply_as_scalar(self, f: AsScalar, args: list, env: dict, b: int):
+    def apply_as_scalar(self, f: nodes.AsScalar, args: list, env: dict, b: int):
         (x,) = args
         return _tmap(lambda a: a.reshape(a.shape[:b] + (a.shape[b] * a.shape[b + 1],)), x)
 
 
-def bind_sizes(program: Lambda, inputs: Mapping[str, object], sizes: Mapping[str, int]) -> dict:
+def bind_sizes(program: nodes.Lambda, inputs: Mapping[str, object],
+               sizes: Mapping[str, int]) -> dict:
     """Size variables from the input shapes (``X: [float]N`` and a 1000-vector give N=1000)."""
     out = dict(sizes)
     for p in program.params:
@@ -302,7 +284,7 @@ def _bind(t: Type | None, a: np.ndarray, name: str, out: dict) -> None:
 
 
 def evaluate(
-    program: Node,
+    program: nodes.Node,
     inputs: Mapping[str, object] | None = None,
     sizes: Mapping[str, int] | None = None,
     *,
@@ -316,7 +298,7 @@ def evaluate(
     arrays for an array of tuples).
     """
     inputs = dict(inputs or {})
-    if isinstance(program, Lambda):
+    if isinstance(program, nodes.Lambda):
         env_sizes = bind_sizes(program, inputs, sizes or {})
         if check_types:
             typecheck(program, env_sizes)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ir.errors import ParseError
+from ir.size_grammar import TokenReader
 
 # ---------------------------------------------------------------------------- tokens
 
@@ -137,8 +138,11 @@ def nested(method: Callable[Concatenate[_C, _P], _R]) -> Callable[Concatenate[_C
 # --------------------------------------------------------------------------- cursor
 
 
-class TokenCursor:
+class TokenCursor(TokenReader):
     """The tokens of one text and a position in them, with the helpers of every reader."""
+
+    if TYPE_CHECKING:  # TokenReader's, for these tokens
+        def expect(self, text: str, hint: str = "") -> Token: ...
 
     def __init__(self, text: str):
         self.text = text
@@ -167,12 +171,6 @@ class TokenCursor:
     @staticmethod
     def describe(t: Token) -> str:
         return "the end of the input" if t.kind == "eof" else repr(t.text)
-
-    def expect(self, text: str, hint: str = "") -> Token:
-        if not self.at(text):
-            t = self.peek()
-            raise self.error(f"expected {text!r}{hint}, found {self.describe(t)}", t)
-        return self.next()
 
     def name_tok(self, what: str) -> Token:
         t = self.peek()

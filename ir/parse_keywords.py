@@ -11,33 +11,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ir import nodes
 from ir.builders import join_nd, map_nd, pad_nd, slide_nd, zip_nd
 from ir.lexer import Token
-from ir.nodes import (
-    PARALLEL_KINDS,
-    AsScalar,
-    AsVector,
-    ExprNode,
-    FunCall,
-    FunDecl,
-    Get,
-    Id,
-    Join,
-    Literal,
-    Map,
-    Node,
-    Pad,
-    Reduce,
-    ReorderStride,
-    Slide,
-    Split,
-    ToMem,
-    Transpose,
-    UserFun,
-    Vectorize,
-    Zip,
-    valid_label,
-)
 from ir.parse_types import VEC_RE, TypeReader
 from ir.sym import Expr
 from ir.types import Float, VectorType, shape_of
@@ -45,6 +21,7 @@ from ir.types import Float, VectorType, shape_of
 MAP_RE = re.compile(r"map(Seq|Glb|Wrg|Lcl)?(\w*)")
 WORDS = frozenset({"o", "let", "in", "userfun", "value", "_", "min", "max", "float", "int"})
 MAP_WORDS = ("map", "mapSeq", "mapGlb", "mapWrg", "mapLcl")
+_ADDRESS_SPACES = {"toGlobal": "global", "toLocal": "local", "toPrivate": "private"}
 
 
 def is_reserved(name: str) -> bool:
@@ -52,16 +29,16 @@ def is_reserved(name: str) -> bool:
     if name in WORDS or name in KEYWORDS or VEC_RE.fullmatch(name):
         return True
     m = MAP_RE.fullmatch(name)
-    return m is not None and (not m[2] or valid_label(m[2]))
+    return m is not None and (not m[2] or nodes.valid_label(m[2]))
 
 
 class KeywordForms(TypeReader):
     """Reads the keyword forms (a mixin of the parser, which provides the terms)."""
 
     if TYPE_CHECKING:  # the parser's
-        def term(self, fun: bool = False) -> Node: ...
-        def args(self) -> tuple[ExprNode, ...]: ...
-        def as_fun(self, node: Node, tok: Token, where: str) -> FunDecl: ...
+        def term(self, fun: bool = False) -> nodes.Node: ...
+        def args(self) -> tuple[nodes.ExprNode, ...]: ...
+        def as_fun(self, node: nodes.Node, tok: Token, where: str) -> nodes.FunDecl: ...
 
     def sizes_in_parens(self, head: Token, n: int) -> list[Expr]:
         self.expect("(", f" after {head.text!r}")
@@ -74,19 +51,19 @@ class KeywordForms(TypeReader):
             raise self.error(f"{head.text} takes {n} size argument(s), given {len(out)}", head)
         return out
 
-    def map_form(self, t: Token) -> Map:
+    def map_form(self, t: Token) -> nodes.Map:
         m = MAP_RE.fullmatch(t.text)
         if m is None:
             raise self.error(f"bad map name {t.text!r}", t)
         kind = "map" + (m[1] or "")
         label = m[2] or None
-        if label is not None and not valid_label(label):
+        if label is not None and not nodes.valid_label(label):
             raise self.error(
                 f"bad map label {label!r} in {t.text!r}: a label starts with an upper-case "
                 "letter, continues with letters, digits or '_', and does not start with Seq, "
                 "Glb, Wrg or Lcl", t)
         dim = None
-        if kind in PARALLEL_KINDS:
+        if kind in nodes.PARALLEL_KINDS:
             if not self.at("("):
                 raise self.error(f"{kind} needs a dimension: {t.text}(0)(f)", t)
             self.next()
@@ -97,33 +74,35 @@ class KeywordForms(TypeReader):
             self.expect(")")
         elif self.at("(") and self.peek(1).kind == "int" and self.at(")", 2):
             raise self.error(f"{kind} takes no dimension: {t.text}(f)", self.peek(1))
-        return Map(self.fun_arg(t), kind, dim, label)
+        return nodes.Map(self.fun_arg(t), kind, dim, label)
 
-    def fun_arg(self, head: Token) -> FunDecl:
+    def fun_arg(self, head: Token) -> nodes.FunDecl:
         self.expect("(", f" and a function after {head.text!r}")
         t = self.peek()
         f = self.as_fun(self.term(True), t, f"the argument of {head.text}")
         self.expect(")", f" to close {head.text}(...)")
         return f
 
-    def kw_nullary(self, t: Token) -> FunDecl:
-        return {"join": Join, "transpose": Transpose, "asScalar": AsScalar, "id": Id}[t.text]()
+    def kw_nullary(self, t: Token) -> nodes.FunDecl:
+        return {"join": nodes.Join, "transpose": nodes.Transpose, "asScalar": nodes.AsScalar,
+                "id": nodes.Id}[t.text]()
 
-    def kw_zip(self, t: Token) -> Node:
+    def kw_zip(self, t: Token) -> nodes.Node:
         if self.at("("):
             args = self.args()
-            return FunCall(Zip(len(args)), args)
-        return Zip(2)
+            return nodes.FunCall(nodes.Zip(len(args)), args)
+        return nodes.Zip(2)
 
-    def kw_sized(self, t: Token) -> FunDecl:
+    def kw_sized(self, t: Token) -> nodes.FunDecl:
         (s,) = self.sizes_in_parens(t, 1)
-        return {"split": Split, "reorderStride": ReorderStride, "asVector": AsVector}[t.text](s)
+        return {"split": nodes.Split, "reorderStride": nodes.ReorderStride,
+                "asVector": nodes.AsVector}[t.text](s)
 
-    def kw_slide(self, t: Token) -> FunDecl:
+    def kw_slide(self, t: Token) -> nodes.FunDecl:
         size, step = self.sizes_in_parens(t, 2)
-        return Slide(size, step, t.text == "slideStrict")
+        return nodes.Slide(size, step, t.text == "slideStrict")
 
-    def kw_pad(self, t: Token) -> FunDecl:
+    def kw_pad(self, t: Token) -> nodes.FunDecl:
         self.expect("(", " after 'pad'")
         left = self.size()
         self.expect(",", " between the arguments of pad")
@@ -133,32 +112,32 @@ class KeywordForms(TypeReader):
             self.next()
             value = float(self.number())
         self.expect(")", " to close pad(...)")
-        return Pad(left, right, value)
+        return nodes.Pad(left, right, value)
 
-    def kw_get(self, t: Token) -> FunDecl:
+    def kw_get(self, t: Token) -> nodes.FunDecl:
         self.expect("(", " after 'get'")
         i = self.int_tok("the tuple index")
         self.expect(")")
-        return Get(i)
+        return nodes.Get(i)
 
-    def kw_funarg(self, t: Token) -> FunDecl:
+    def kw_funarg(self, t: Token) -> nodes.FunDecl:
         f = self.fun_arg(t)
         if t.text in ("reduce", "reduceSeq"):
-            return Reduce(f, t.text)
-        return ToMem(f, {"toGlobal": "global", "toLocal": "local", "toPrivate": "private"}[t.text])
+            return nodes.Reduce(f, t.text)
+        return nodes.ToMem(f, _ADDRESS_SPACES[t.text])
 
-    def kw_vectorize(self, t: Token) -> FunDecl:
+    def kw_vectorize(self, t: Token) -> nodes.FunDecl:
         self.expect("(", " after 'vectorize'")
         w = self.size()
         self.expect(",", " between the width and the function of vectorize")
         ft = self.peek()
         f = self.as_fun(self.term(True), ft, "the function of vectorize")
-        if not isinstance(f, UserFun):
+        if not isinstance(f, nodes.UserFun):
             raise self.error("vectorize takes a user function", ft)
         self.expect(")")
-        return Vectorize(w, f)
+        return nodes.Vectorize(w, f)
 
-    def kw_value(self, t: Token) -> Literal:
+    def kw_value(self, t: Token) -> nodes.Literal:
         self.expect("(", " after 'value': value(0.0, [float]N)")
         v = self.number()
         self.expect(",", " and the type of the literal")
@@ -169,7 +148,7 @@ class KeywordForms(TypeReader):
             inner = inner.elem
         if inner == Float:
             v = float(v)
-        return Literal(v, ty)
+        return nodes.Literal(v, ty)
 
     def macro_n(self, t: Token) -> int:
         nt = self.peek()
@@ -178,7 +157,7 @@ class KeywordForms(TypeReader):
             raise self.error(f"{t.text} needs at least 1 dimension", nt)
         return n
 
-    def kw_mapND(self, t: Token) -> FunDecl:  # noqa: N802
+    def kw_mapND(self, t: Token) -> nodes.FunDecl:  # noqa: N802
         if not (self.at("(") and self.peek(1).kind == "int" and self.at(",", 2)):
             return self.map_form(t)  # the map labelled ND
         self.next()
@@ -189,7 +168,7 @@ class KeywordForms(TypeReader):
         self.expect(")", " to close mapND(n, f)")
         return map_nd(n, f)
 
-    def kw_zipND(self, t: Token) -> ExprNode:  # noqa: N802
+    def kw_zipND(self, t: Token) -> nodes.ExprNode:  # noqa: N802
         self.expect("(", " after 'zipND': zipND(n)(a, b)")
         n = self.macro_n(t)
         self.expect(")")
@@ -197,7 +176,7 @@ class KeywordForms(TypeReader):
             raise self.error("zipND(n) must be applied to arrays: zipND(n)(a, b)", self.peek())
         return zip_nd(n, *self.args())
 
-    def kw_joinND(self, t: Token) -> FunDecl:  # noqa: N802
+    def kw_joinND(self, t: Token) -> nodes.FunDecl:  # noqa: N802
         self.expect("(", " after 'joinND': joinND(n)")
         n = self.macro_n(t)
         self.expect(")")
@@ -218,7 +197,7 @@ class KeywordForms(TypeReader):
             self.i = save
         return [self.size()]
 
-    def kw_slideND(self, t: Token) -> FunDecl:  # noqa: N802
+    def kw_slideND(self, t: Token) -> nodes.FunDecl:  # noqa: N802
         self.expect("(", f" after {t.text!r}: {t.text}(2, (s1, s2), (st1, st2))")
         n = self.macro_n(t)
         self.expect(",")
@@ -231,7 +210,7 @@ class KeywordForms(TypeReader):
             raise self.error(f"{t.text}({n}, ...) needs {n} sizes and {n} steps", st)
         return slide_nd(n, sizes, steps, t.text == "slideStrictND")
 
-    def kw_padND(self, t: Token) -> FunDecl:  # noqa: N802
+    def kw_padND(self, t: Token) -> nodes.FunDecl:  # noqa: N802
         self.expect("(", " after 'padND': padND(2, ((l1, r1), (l2, r2)))")
         n = self.macro_n(t)
         self.expect(",")

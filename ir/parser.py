@@ -18,7 +18,7 @@ from ir.errors import ParseError
 from ir.lexer import Token, nested
 from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Literal, Node, Param, UserFun
 from ir.parse_keywords import KEYWORDS, MAP_WORDS, WORDS, KeywordForms, is_reserved
-from ir.printer import show
+from ir.printer import restore_scope, show
 from ir.types import Float, Int, Type
 
 # Deepest expression tree a parsed program may have (a composition of n functions is n
@@ -315,11 +315,7 @@ class _Parser(KeywordForms, CExprReader):
         return params, saved
 
     def unbind(self, saved: dict) -> None:
-        for n, old in saved.items():
-            if old is None:
-                self.scope.pop(n, None)
-            else:
-                self.scope[n] = old
+        restore_scope(self.scope, saved)
 
     def lambda_(self) -> Lambda:
         bs = self.next()

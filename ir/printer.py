@@ -12,38 +12,24 @@ from __future__ import annotations
 
 import re
 
+from ir import nodes
 from ir.builders import USER_FUNS
 from ir.cexpr import RETURN_RE
-from ir.nodes import (
-    AsScalar,
-    AsVector,
-    ExprNode,
-    FunCall,
-    FunDecl,
-    Get,
-    Id,
-    Join,
-    Lambda,
-    Literal,
-    Map,
-    Node,
-    Pad,
-    Param,
-    Reduce,
-    ReorderStride,
-    Slide,
-    Split,
-    ToMem,
-    Transpose,
-    UserFun,
-    Vectorize,
-    Zip,
-    walk,
-)
 from ir.parse_keywords import is_reserved
 from ir.sym import Expr
 from ir.types import ArrayType, Float, Int, ScalarType, TupleType, Type, VectorType
 from ir.visitor import Dispatch
+
+
+def restore_scope(scope: dict, saved: dict) -> None:
+    """Undoes bindings (of the printer's names, of the parser's parameters): each name in
+    ``saved`` gets back the value it had (None: it had none)."""
+    for name, old in saved.items():
+        if old is None:
+            scope.pop(name, None)
+        else:
+            scope[name] = old
+
 
 # ------------------------------------------------------------------------ documents
 # A small Wadler/Lindig pretty printer: a document is a str, a list (concatenation),
@@ -176,7 +162,7 @@ def _fmt_float(v) -> str:
     return repr(float(v))
 
 
-def _literal_text(e: Literal) -> str:
+def _literal_text(e: nodes.Literal) -> str:
     v, t = e.value, e.type
     is_num = isinstance(v, (int, float)) and not isinstance(v, bool)
     if t == Float and is_num:
@@ -195,8 +181,8 @@ class _Printer:
     expression position and ``fun_*`` for nodes in function position."""
 
     pass_name = "printer"
-    expr = Dispatch("expr", Node)  # expr(e, ctx): the document of an expression
-    fun = Dispatch("fun", Node)  # fun(f, ctx): the document of a function term
+    expr = Dispatch("expr", nodes.Node)  # expr(e, ctx): the document of an expression
+    fun = Dispatch("fun", nodes.Node)  # fun(f, ctx): the document of a function term
 
     def __init__(self, rename: bool, avoid: frozenset[str] = frozenset()):
         self.rename = rename
@@ -205,7 +191,7 @@ class _Printer:
         self.env: dict[str, str] = {}
 
     # --------------------------------------------------------- free variables
-    def fv(self, root: Node) -> frozenset[str]:
+    def fv(self, root: nodes.Node) -> frozenset[str]:
         """Names of the parameters free in ``root`` (iterative: chains can be deep)."""
         memo = self.fv_memo
         r = memo.get(id(root))
@@ -217,10 +203,10 @@ class _Printer:
             k = id(n)
             if k in memo:
                 continue
-            if isinstance(n, Param):
+            if isinstance(n, nodes.Param):
                 memo[k] = frozenset((n.name,))
                 continue
-            if not isinstance(n, Node) or isinstance(n, (UserFun, Literal)):
+            if not isinstance(n, nodes.Node) or isinstance(n, (nodes.UserFun, nodes.Literal)):
                 memo[k] = frozenset()
                 continue
             kids = list(n.children())
@@ -229,29 +215,29 @@ class _Printer:
                 stack.extend((c, False) for c in kids if id(c) not in memo)
                 continue
             r = frozenset().union(*(memo[id(c)] for c in kids))
-            if isinstance(n, Lambda):
+            if isinstance(n, nodes.Lambda):
                 r = r - {p.name for p in n.params}
             memo[k] = r
         return memo[id(root)]
 
-    def chain(self, f: Node) -> list[FunDecl] | None:
+    def chain(self, f: nodes.Node) -> list[nodes.FunDecl] | None:
         """The functions of a composition ``f1 o f2 o ... `` (None if ``f`` is not one)."""
-        if not isinstance(f, Lambda) or len(f.params) != 1:
+        if not isinstance(f, nodes.Lambda) or len(f.params) != 1:
             return None
         p = f.params[0]
-        out: list[FunDecl] = []
+        out: list[nodes.FunDecl] = []
         e = f.body
-        while isinstance(e, FunCall) and len(e.args) == 1:
+        while isinstance(e, nodes.FunCall) and len(e.args) == 1:
             out.append(e.f)
             e = e.args[0]
-        if len(out) < 2 or not (isinstance(e, Param) and e.name == p.name):
+        if len(out) < 2 or not (isinstance(e, nodes.Param) and e.name == p.name):
             return None
         if any(p.name in self.fv(g) for g in out):
             return None
         return out
 
     # ---------------------------------------------------------------- naming
-    def bind(self, params: tuple[Param, ...], body: Node) -> tuple[list[str], dict]:
+    def bind(self, params: tuple[nodes.Param, ...], body: nodes.Node) -> tuple[list[str], dict]:
         saved = {p.name: self.env.get(p.name) for p in params}
         names: list[str] = []
         if self.rename:
@@ -274,42 +260,38 @@ class _Printer:
         return names, saved
 
     def unbind(self, saved: dict) -> None:
-        for k, v in saved.items():
-            if v is None:
-                self.env.pop(k, None)
-            else:
-                self.env[k] = v
+        restore_scope(self.env, saved)
 
     # ------------------------------------------------------------ expressions
-    def term(self, n: Node):
-        if isinstance(n, FunDecl):
+    def term(self, n: nodes.Node):
+        if isinstance(n, nodes.FunDecl):
             return self.fun(n, _FTOP)
         return self.expr(n, _TOP)
 
-    def expr_param(self, e: Param, ctx: int):
+    def expr_param(self, e: nodes.Param, ctx: int):
         return self.env.get(e.name, e.name)
 
-    def expr_literal(self, e: Literal, ctx: int):
+    def expr_literal(self, e: nodes.Literal, ctx: int):
         return _literal_text(e)
 
-    def expr_fun_call(self, e: FunCall, ctx: int):
+    def expr_fun_call(self, e: nodes.FunCall, ctx: int):
         return self.call(e, ctx)
 
-    def expr_fun_decl(self, e: FunDecl, ctx: int):
+    def expr_fun_decl(self, e: nodes.FunDecl, ctx: int):
         return ["(", self.fun(e, _FTOP), ")"]
 
     def arglist(self, args) -> _Group:
         return _parens([self.expr(a, _ARG) for a in args])
 
-    def call(self, e: FunCall, ctx: int):
+    def call(self, e: nodes.FunCall, ctx: int):
         f, args = e.f, e.args
-        if isinstance(f, Zip):
+        if isinstance(f, nodes.Zip):
             return ["zip", self.arglist(args)]
-        if len(args) != 1 or isinstance(f, (UserFun, Vectorize)):
+        if len(args) != 1 or isinstance(f, (nodes.UserFun, nodes.Vectorize)):
             return [self.fun(f, _FAPP), self.arglist(args)]
         a = args[0]
         rctx = _LETV if ctx == _LETV else _TOP
-        if isinstance(f, Lambda):
+        if isinstance(f, nodes.Lambda):
             chain = self.chain(f)
             if chain is not None:
                 return self.dollar(self.chain_doc(chain), a, rctx)
@@ -321,29 +303,29 @@ class _Printer:
             return [self.fun(f, _FAPP), self.arglist(args)]
         return self.dollar(self.fun(f, _FCOMP), a, rctx)
 
-    def dollar(self, fdoc, a: ExprNode, rctx: int):
-        if isinstance(a, (Param, Literal)):
+    def dollar(self, fdoc, a: nodes.ExprNode, rctx: int):
+        if isinstance(a, (nodes.Param, nodes.Literal)):
             return [fdoc, " $ ", self.expr(a, rctx)]
         return _Group([fdoc, " $", _LINE, self.expr(a, rctx)])
 
-    def let_doc(self, lam: Lambda, value: ExprNode):
+    def let_doc(self, lam: nodes.Lambda, value: nodes.ExprNode):
         vd = self.expr(value, _LETV)
         names, saved = self.bind(lam.params, lam.body)
         bd = self.expr(lam.body, _TOP)
         self.unbind(saved)
         return _Group(["let ", names[0], " = ", _Nest(4, vd), _LINE, "in ", bd])
 
-    def lambda_doc(self, lam: Lambda):
+    def lambda_doc(self, lam: nodes.Lambda):
         names, saved = self.bind(lam.params, lam.body)
         bd = self.expr(lam.body, _TOP)
         self.unbind(saved)
         return _Group(["\\", " ".join(names), " ->", _Nest(2, [_LINE, bd])])
 
-    def chain_doc(self, chain: list[FunDecl]) -> _Group:
+    def chain_doc(self, chain: list[nodes.FunDecl]) -> _Group:
         return _Group(_join([self.fun(g, _FAPP) for g in chain], [_LINE, "o "]))
 
     # --------------------------------------------------------- function terms
-    def fun_lambda(self, f: Lambda, ctx: int):
+    def fun_lambda(self, f: nodes.Lambda, ctx: int):
         chain = self.chain(f)
         if chain is not None:
             d = self.chain_doc(chain)
@@ -351,57 +333,57 @@ class _Printer:
         d = self.lambda_doc(f)
         return d if ctx == _FTOP else ["(", d, ")"]
 
-    def fun_map(self, f: Map, ctx: int):
+    def fun_map(self, f: nodes.Map, ctx: int):
         head = f.kind + (f.label or "") + (f"({f.dim})" if f.dim is not None else "")
         return [head, _parens([self.fun(f.f, _FTOP)])]
 
-    def fun_reduce(self, f: Reduce, ctx: int):
+    def fun_reduce(self, f: nodes.Reduce, ctx: int):
         return [f.kind, _parens([self.fun(f.f, _FTOP)])]
 
-    def fun_to_mem(self, f: ToMem, ctx: int):
+    def fun_to_mem(self, f: nodes.ToMem, ctx: int):
         return ["to" + f.space.capitalize(), _parens([self.fun(f.f, _FTOP)])]
 
-    def fun_user_fun(self, f: UserFun, ctx: int):
+    def fun_user_fun(self, f: nodes.UserFun, ctx: int):
         return f.name
 
-    def fun_vectorize(self, f: Vectorize, ctx: int):
+    def fun_vectorize(self, f: nodes.Vectorize, ctx: int):
         return ["vectorize", _parens([str(f.width), self.fun(f.f, _FTOP)])]
 
-    def fun_split(self, f: Split, ctx: int):
+    def fun_split(self, f: nodes.Split, ctx: int):
         return f"split({f.chunk})"
 
-    def fun_slide(self, f: Slide, ctx: int):
+    def fun_slide(self, f: nodes.Slide, ctx: int):
         return f"{'slideStrict' if f.strict else 'slide'}({f.size}, {f.step})"
 
-    def fun_pad(self, f: Pad, ctx: int):
+    def fun_pad(self, f: nodes.Pad, ctx: int):
         extra = "" if f.value == 0 else f", {_fmt_float(f.value)}"
         return f"pad({f.left}, {f.right}{extra})"
 
-    def fun_reorder_stride(self, f: ReorderStride, ctx: int):
+    def fun_reorder_stride(self, f: nodes.ReorderStride, ctx: int):
         return f"reorderStride({f.stride})"
 
-    def fun_as_vector(self, f: AsVector, ctx: int):
+    def fun_as_vector(self, f: nodes.AsVector, ctx: int):
         return f"asVector({f.width})"
 
-    def fun_get(self, f: Get, ctx: int):
+    def fun_get(self, f: nodes.Get, ctx: int):
         return f"get({f.index})"
 
-    def fun_join(self, f: Join, ctx: int):
+    def fun_join(self, f: nodes.Join, ctx: int):
         return "join"
 
-    def fun_transpose(self, f: Transpose, ctx: int):
+    def fun_transpose(self, f: nodes.Transpose, ctx: int):
         return "transpose"
 
-    def fun_as_scalar(self, f: AsScalar, ctx: int):
+    def fun_as_scalar(self, f: nodes.AsScalar, ctx: int):
         return "asScalar"
 
-    def fun_id(self, f: Id, ctx: int):
+    def fun_id(self, f: nodes.Id, ctx: int):
         return "id"
 
-    def fun_zip(self, f: Zip, ctx: int):
+    def fun_zip(self, f: nodes.Zip, ctx: int):
         return "zip"
 
-    def fun_expr_node(self, f: ExprNode, ctx: int):
+    def fun_expr_node(self, f: nodes.ExprNode, ctx: int):
         return ["(", self.expr(f, _TOP), ")"]
 
 
@@ -418,7 +400,7 @@ def show(node: object, max_len: int | None = None) -> str:
             s = show_type(node)
         elif isinstance(node, Expr):
             s = str(node)
-        elif isinstance(node, Node):
+        elif isinstance(node, nodes.Node):
             s = _render(_Printer(rename=False).term(node), None)
         else:
             s = repr(node)
@@ -429,11 +411,11 @@ def show(node: object, max_len: int | None = None) -> str:
     return s
 
 
-def _declared_userfuns(node: Node) -> list[UserFun]:
-    seen: dict[str, UserFun] = {}
-    out: list[UserFun] = []
-    for n in walk(node):
-        if not isinstance(n, UserFun):
+def _declared_userfuns(node: nodes.Node) -> list[nodes.UserFun]:
+    seen: dict[str, nodes.UserFun] = {}
+    out: list[nodes.UserFun] = []
+    for n in nodes.walk(node):
+        if not isinstance(n, nodes.UserFun):
             continue
         b = USER_FUNS.get(n.name)
         if b is n or (b == n and b is not None and b.c_body == n.c_body):
@@ -447,7 +429,7 @@ def _declared_userfuns(node: Node) -> list[UserFun]:
     return out
 
 
-def _userfun_text(uf: UserFun) -> str:
+def _userfun_text(uf: nodes.UserFun) -> str:
     m = RETURN_RE.fullmatch(uf.c_body)
     if m is None:
         raise ValueError(f"user function {uf.name!r} has the C body {uf.c_body!r}, not "
@@ -456,7 +438,7 @@ def _userfun_text(uf: UserFun) -> str:
     return f"userfun {uf.name}({params}) : {show_type(uf.out_type)} = {' '.join(m[1].split())}"
 
 
-def print_program(node: Node, width: int = 100) -> str:
+def print_program(node: nodes.Node, width: int = 100) -> str:
     """A complete parseable file: user function declarations, input declarations, the term.
 
     A ``Lambda`` whose parameters all have types is printed as declarations and its body;
@@ -466,8 +448,8 @@ def print_program(node: Node, width: int = 100) -> str:
     ufs = _declared_userfuns(node)
     names = {u.name for u in ufs} | set(USER_FUNS)
     decls = [(p.name, p.type) for p in node.params
-             if p.type is not None] if isinstance(node, Lambda) else []
-    program = node if isinstance(node, Lambda) and node.params \
+             if p.type is not None] if isinstance(node, nodes.Lambda) else []
+    program = node if isinstance(node, nodes.Lambda) and node.params \
         and len(decls) == len(node.params) else None
     if program is not None:
         names |= {name for name, _ in decls}

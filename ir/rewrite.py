@@ -37,22 +37,15 @@ def _call_of(n: Node, cls) -> FunCall | None:
     return n if isinstance(n, FunCall) and isinstance(n.f, cls) and len(n.args) == 1 else None
 
 
-def _join_split(n: Node):
-    outer = _call_of(n, Join)
-    inner = _call_of(outer.args[0], Split) if outer else None
-    return inner.args[0] if inner else None
+def _cancelling(outer_cls, inner_cls) -> Callable[[Node], Node | None]:
+    """The rule ``outer o inner`` -> the identity: ``outer(inner(x))`` becomes ``x``."""
 
+    def apply(n: Node):
+        outer = _call_of(n, outer_cls)
+        inner = _call_of(outer.args[0], inner_cls) if outer else None
+        return inner.args[0] if inner else None
 
-def _transpose_twice(n: Node):
-    outer = _call_of(n, Transpose)
-    inner = _call_of(outer.args[0], Transpose) if outer else None
-    return inner.args[0] if inner else None
-
-
-def _scalar_vector(n: Node):
-    outer = _call_of(n, AsScalar)
-    inner = _call_of(outer.args[0], AsVector) if outer else None
-    return inner.args[0] if inner else None
+    return apply
 
 
 def _map_id(n: Node):
@@ -89,9 +82,11 @@ def _map_fusion(n: Node):
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("join-split", "join o split(n) is the identity", _join_split),
-    Rule("transpose-transpose", "transpose o transpose is the identity", _transpose_twice),
-    Rule("asScalar-asVector", "asScalar o asVector(v) is the identity", _scalar_vector),
+    Rule("join-split", "join o split(n) is the identity", _cancelling(Join, Split)),
+    Rule("transpose-transpose", "transpose o transpose is the identity",
+         _cancelling(Transpose, Transpose)),
+    Rule("asScalar-asVector", "asScalar o asVector(v) is the identity",
+         _cancelling(AsScalar, AsVector)),
     Rule("map-id", "map(id) is the identity", _map_id),
     Rule("pad-zero", "pad(0, 0) is the identity", _pad_zero),
     Rule("map-fusion", "map(f) o map(g) is map(f o g)", _map_fusion),

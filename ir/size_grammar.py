@@ -5,9 +5,10 @@
 max(size, size) | '(' size ')'``. ``/`` is exact division, ``//`` floor division.
 
 :class:`SizeGrammar` is a mixin: the reader it is mixed into supplies the tokens (``peek``,
-``at``, ``next``, ``expect``, ``error``, ``describe``; tokens have ``kind`` and ``text``) and
-the leaves (``size_int``, ``size_name``, ``size_minmax``). This module imports nothing from
-the library, so that ``ir.sym`` and the syntax's readers can both build on it.
+``at``, ``next``, ``error``, ``describe``; tokens have ``kind`` and ``text``) and the leaves
+(``size_int``, ``size_name``, ``size_minmax``); ``expect`` is :class:`TokenReader`'s, which
+every reader of tokens shares. This module imports nothing from the library, so that
+``ir.sym`` and the syntax's readers can both build on it.
 """
 
 from __future__ import annotations
@@ -25,16 +26,29 @@ _ARITH = {
 }
 
 
-class SizeGrammar:
-    """Reads size expressions (mixin; see the module docstring for what the reader supplies)."""
+class TokenReader:
+    """The helper every reader of tokens shares (mixin): :meth:`expect`, on what the reader
+    supplies (``peek``, ``at``, ``next``, ``error``, ``describe``)."""
 
     if TYPE_CHECKING:  # what the reader supplies
         def peek(self, k: int = 0) -> Any: ...
         def at(self, text: str, k: int = 0) -> bool: ...
         def next(self) -> Any: ...
-        def expect(self, text: str, hint: str = "") -> Any: ...
         def error(self, msg: str, tok: Any) -> Exception: ...
         def describe(self, t: Any) -> str: ...
+
+    def expect(self, text: str, hint: str = "") -> Any:
+        """The next token, which must be ``text``; else an error naming what is found."""
+        if not self.at(text):
+            t = self.peek()
+            raise self.error(f"expected {text!r}{hint}, found {self.describe(t)}", t)
+        return self.next()
+
+
+class SizeGrammar(TokenReader):
+    """Reads size expressions (mixin; see the module docstring for what the reader supplies)."""
+
+    if TYPE_CHECKING:  # what the reader supplies, besides the tokens
         def size_int(self, text: str) -> Any: ...
         def size_name(self, text: str) -> Any: ...
         def size_minmax(self, name: str, a: Any, b: Any) -> Any: ...

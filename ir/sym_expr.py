@@ -13,33 +13,27 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from ir.sym_poly import (
-    _EMPTY,
-    _FDIV,
-    _MAX,
-    _MIN,
-    _MOD,
-    _VAR,
-    NonIntegralError,
-    SymbolicError,
-    SymbolicZeroDivisionError,
-    UnboundSizeError,
-    _Atom,
-    _const_of,
-    _new,
-    _poly_bounds,
-    _set,
-)
+from ir.errors import NonIntegralError, SymbolicError, SymbolicZeroDivisionError, UnboundSizeError
+from ir.sym_poly import _EMPTY, _FDIV, _MAX, _MIN, _MOD, _VAR, _Atom, _const_of, _poly_bounds, _set
 from ir.sym_print import _atom_text, _fmt, _tree
 
 if TYPE_CHECKING:
     from ir.sym_rel import Rel
 
 
+_new = object.__new__
+
+
 def _mk(t: dict) -> Expr:
     e = _new(Expr)
     _set(e, "_t", t)
     return e
+
+
+def _keep(e: Expr, slot: str, value):
+    """``value``, kept in the cache slot ``slot`` of ``e`` (read first by the caller)."""
+    _set(e, slot, value)
+    return value
 
 
 class Expr:
@@ -103,29 +97,16 @@ class Expr:
 
     if TYPE_CHECKING:  # installed by ir.sym_ops (construction, arithmetic, subs)
         def __init__(self, x: int | str | Expr = 0) -> None: ...
-        def __add__(self, o: int | str | Expr) -> Expr: ...
-        def __radd__(self, o: int | str | Expr) -> Expr: ...
-        def __sub__(self, o: int | str | Expr) -> Expr: ...
-        def __rsub__(self, o: int | str | Expr) -> Expr: ...
+        def _arith(self, o: int | str | Expr) -> Expr: ...
+        __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
+        __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _arith
         def __neg__(self) -> Expr: ...
         def __pos__(self) -> Expr: ...
-        def __mul__(self, o: int | str | Expr) -> Expr: ...
-        def __rmul__(self, o: int | str | Expr) -> Expr: ...
-        def __truediv__(self, o: int | str | Expr) -> Expr: ...
-        def __rtruediv__(self, o: int | str | Expr) -> Expr: ...
-        def __floordiv__(self, o: int | str | Expr) -> Expr: ...
-        def __rfloordiv__(self, o: int | str | Expr) -> Expr: ...
-        def __mod__(self, o: int | str | Expr) -> Expr: ...
-        def __rmod__(self, o: int | str | Expr) -> Expr: ...
         def subs(self, mapping: Mapping[str, int | str | Expr]) -> Expr: ...
 
         # installed by ir.sym_rel
-        def eq(self, o: int | str | Expr) -> Rel: ...
-        def ne(self, o: int | str | Expr) -> Rel: ...
-        def lt(self, o: int | str | Expr) -> Rel: ...
-        def le(self, o: int | str | Expr) -> Rel: ...
-        def gt(self, o: int | str | Expr) -> Rel: ...
-        def ge(self, o: int | str | Expr) -> Rel: ...
+        def _relation(self, o: int | str | Expr) -> Rel: ...
+        eq = ne = lt = le = gt = ge = _relation
 
     # ---------------------------------------------------------------- queries
     @property
@@ -193,10 +174,7 @@ class Expr:
         try:
             return self._b
         except AttributeError:
-            pass
-        b = _poly_bounds(self._t)
-        _set(self, "_b", b)
-        return b
+            return _keep(self, "_b", _poly_bounds(self._t))
 
     def evaluate(self, env: Mapping[str, int]) -> int:
         """The integer value for the given variable values.
@@ -231,10 +209,7 @@ class Expr:
         try:
             return self._s
         except AttributeError:
-            pass
-        s = _fmt(_tree(self, False), False)[0]
-        _set(self, "_s", s)
-        return s
+            return _keep(self, "_s", _fmt(_tree(self, False), False)[0])
 
     def __repr__(self) -> str:
         return f"Expr({str(self)!r})"
@@ -248,10 +223,7 @@ class Expr:
         try:
             return self._c
         except AttributeError:
-            pass
-        s = _fmt(_tree(self, True), True)[0]
-        _set(self, "_c", s)
-        return s
+            return _keep(self, "_c", _fmt(_tree(self, True), True)[0])
 
     def to_tree(self) -> tuple:
         """The printed structure as nested tuples, for other back ends.

@@ -364,12 +364,6 @@ class _TextReader(SizeGrammar):
     def error(self, msg: str, tok: _Tok) -> SymbolicError:
         return SymbolicError(f"cannot parse {self.text!r} at column {tok.col}: {msg}")
 
-    def expect(self, text: str, hint: str = "") -> _Tok:
-        if not self.at(text):
-            t = self.peek()
-            raise self.error(f"expected {text!r}{hint}, found {self.describe(t)}", t)
-        return self.next()
-
     def size_int(self, text: str) -> Expr:
         return Cst(int(text))
 

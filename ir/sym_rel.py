@@ -6,22 +6,16 @@ Importing this module installs ``Expr.eq``, ``ne``, ``lt``, ``le``, ``gt`` and `
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ir.sym_div import _exact_div, _int_quotient
-from ir.sym_expr import _ZERO, Expr, _ExprMixin, _install, _single_atom
+from ir.sym_expr import _ZERO, Expr, _single_atom
 from ir.sym_ops import _coerce_strict, _make_op, _map_atoms
 from ir.sym_poly import _FDIV, _MOD, _VAR, SymbolicError, _Atom, _const_of, _neg_b, _set
 
 # ---------------------------------------------------------------------------- relations
-_OPS = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+_OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+        ">": operator.gt, ">=": operator.ge}
 
 
 class Rel:
@@ -131,35 +125,22 @@ class Rel:
         return self._decide() is False
 
 
-class _ExprRelations(_ExprMixin):
-    """The relation methods of ``Expr`` (installed on ``Expr`` below)."""
+def _relation(name: str, op: str) -> Callable[[Expr, int | str | Expr], Rel]:
+    """The method ``Expr.<name>``: ``e.<name>(o)`` is the relation ``e <op> o``."""
 
-    def eq(self, o: int | str | Expr) -> Rel:
-        """The relation ``self == o``."""
-        return Rel("==", self, o)
+    def relation(self: Expr, o: int | str | Expr) -> Rel:
+        return Rel(op, self, o)
 
-    def ne(self, o: int | str | Expr) -> Rel:
-        """The relation ``self != o``."""
-        return Rel("!=", self, o)
-
-    def lt(self, o: int | str | Expr) -> Rel:
-        """The relation ``self < o``."""
-        return Rel("<", self, o)
-
-    def le(self, o: int | str | Expr) -> Rel:
-        """The relation ``self <= o``."""
-        return Rel("<=", self, o)
-
-    def gt(self, o: int | str | Expr) -> Rel:
-        """The relation ``self > o``."""
-        return Rel(">", self, o)
-
-    def ge(self, o: int | str | Expr) -> Rel:
-        """The relation ``self >= o``."""
-        return Rel(">=", self, o)
+    relation.__name__, relation.__qualname__ = name, f"Expr.{name}"
+    relation.__doc__ = f"The relation ``self {op} o``."
+    return relation
 
 
-_install(_ExprRelations)
+# the relation methods of ``Expr`` (declared in its class body, for the type checkers)
+for _name, _op in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
+                   ("ge", ">=")):
+    setattr(Expr, _name, _relation(_name, _op))
+del _name, _op
 
 
 # --------------------------------------------------------------------------- divisibility

@@ -11,38 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from ir import nodes
 from ir.errors import ConstraintViolation, IRTypeError, UnboundParameterError
-from ir.nodes import (
-    AsScalar,
-    AsVector,
-    ExprNode,
-    FunCall,
-    FunDecl,
-    Get,
-    Id,
-    Join,
-    Lambda,
-    Literal,
-    Map,
-    Node,
-    Pad,
-    Param,
-    Reduce,
-    ReorderStride,
-    Slide,
-    Split,
-    ToMem,
-    Transpose,
-    UserFun,
-    Vectorize,
-    Zip,
-    walk,
-)
 from ir.printer import show
 from ir.sym import Expr, Rel, SymbolicError, assume_divisible, smax, smin, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
 from ir.visitor import Dispatch
+
+_T = TypeVar("_T", bound=Type)
 
 
 @dataclass(frozen=True)
@@ -64,7 +42,7 @@ class AlgConstraint:
 class TypeInfo:
     """Result of type inference over one program."""
 
-    root: Node
+    root: nodes.Node
     type: Type
     types: dict[int, Type] = field(default_factory=dict)
     constraints: list[AlgConstraint] = field(default_factory=list)
@@ -72,9 +50,9 @@ class TypeInfo:
     map_types: dict[int, tuple[Type, Type]] = field(default_factory=dict)
 
 
-def program_params(root: Node) -> tuple[Param, ...]:
+def program_params(root: nodes.Node) -> tuple[nodes.Param, ...]:
     """The declared inputs of a program (a top-level lambda), else ()."""
-    return root.params if isinstance(root, Lambda) else ()
+    return root.params if isinstance(root, nodes.Lambda) else ()
 
 
 class _Checker:
@@ -83,33 +61,33 @@ class _Checker:
 
     pass_name = "type checker"
 
-    def __init__(self, root: Node, sizes: Mapping[str, int] | None):
+    def __init__(self, root: nodes.Node, sizes: Mapping[str, int] | None):
         self.root = root
         self.sizes = dict(sizes or {})
         # the program's type is set when inference ends (typecheck); nothing reads it before
         self.info = TypeInfo(root, None)  # type: ignore[arg-type]
         self.facts: list[tuple[Expr, Expr]] = []
         self._seen: set[tuple] = set()
-        for i, n in enumerate(walk(root)):
+        for i, n in enumerate(nodes.walk(root)):
             self.info.node_index.setdefault(id(n), i)
 
     # ------------------------------------------------------------------ helpers
-    def where(self, node: Node) -> str:
+    def where(self, node: nodes.Node) -> str:
         return f"node {self.info.node_index.get(id(node), '?')}"
 
-    def context(self, node: Node) -> str | None:
+    def context(self, node: nodes.Node) -> str | None:
         try:
             return show(node, max_len=160)
         except Exception:  # printing must never hide the real error
             return None
 
-    def error(self, msg: str, node: Node, cls=IRTypeError):
+    def error(self, msg: str, node: nodes.Node, cls=IRTypeError):
         return cls(msg, node, self.context(node))
 
     def simp(self, e: Expr) -> Expr:
         return assume_divisible(e, self.facts) if self.facts else e
 
-    def add(self, rel: Rel, kind: str, origin: str, node: Node) -> None:
+    def add(self, rel: Rel, kind: str, origin: str, node: nodes.Node) -> None:
         if rel.is_trivially_true:
             return
         if rel.is_trivially_false:
@@ -133,7 +111,7 @@ class _Checker:
                 raise self.error(f"{origin}, which does not hold for {vals}", node,
                                  ConstraintViolation)
 
-    def positive(self, e: Expr, what: str, node: Node) -> None:
+    def positive(self, e: Expr, what: str, node: nodes.Node) -> None:
         for num, den in _exact_divisions(e):
             self.add((num % den).eq(0), "integral", f"{what} must be an integer:", node)
         self.add(e.ge(1), "positive", what, node)
@@ -161,15 +139,15 @@ class _Checker:
         return t == u
 
     # --------------------------------------------------------------- inference
-    _infer = Dispatch("infer", Node)  # _infer(e, env): the type of an expression
-    _apply = Dispatch("apply", FunDecl)  # _apply(f, arg types, call, env): the result type
+    _infer = Dispatch("infer", nodes.Node)  # _infer(e, env): the type of an expression
+    _apply = Dispatch("apply", nodes.FunDecl)  # _apply(f, arg types, call, env): the result type
 
-    def expr(self, e: ExprNode, env: dict[str, Type]) -> Type:
+    def expr(self, e: nodes.ExprNode, env: dict[str, Type]) -> Type:
         t = self._infer(e, env)
         self.info.types[id(e)] = t
         return t
 
-    def infer_param(self, e: Param, env: dict[str, Type]) -> Type:
+    def infer_param(self, e: nodes.Param, env: dict[str, Type]) -> Type:
         if e.name in env:
             return env[e.name]
         if e.type is not None:
@@ -181,50 +159,60 @@ class _Checker:
             UnboundParameterError,
         )
 
-    def infer_literal(self, e: Literal, env: dict[str, Type]) -> Type:
+    def infer_literal(self, e: nodes.Literal, env: dict[str, Type]) -> Type:
         return e.type
 
-    def infer_fun_call(self, e: FunCall, env: dict[str, Type]) -> Type:
+    def infer_fun_call(self, e: nodes.FunCall, env: dict[str, Type]) -> Type:
         arg_types = [self.expr(a, env) for a in e.args]
         return self.apply(e.f, arg_types, e, env)
 
-    def infer_fun_decl(self, e: FunDecl, env: dict[str, Type]) -> Type:
+    def infer_fun_decl(self, e: nodes.FunDecl, env: dict[str, Type]) -> Type:
         raise self.error(f"{type(e).__name__} is not an expression", e)
 
-    def apply(self, f: FunDecl, args: list[Type], call: Node, env: dict[str, Type]) -> Type:
+    def apply(self, f: nodes.FunDecl, args: list[Type], call: nodes.Node,
+              env: dict[str, Type]) -> Type:
         if len(args) != f.arity:
             raise self.error(
                 f"{describe(f)} takes {f.arity} argument(s) but is given {len(args)}", call
             )
         return self._apply(f, args, call, env)
 
-    def array_arg(self, f: FunDecl, args: list[Type], call: Node) -> ArrayType:
+    def array_arg(self, f: nodes.FunDecl, args: list[Type], call: nodes.Node) -> ArrayType:
         """The one argument of a primitive that takes an array."""
         (t,) = args
         if not isinstance(t, ArrayType):
             raise self.error(f"{describe(f)} expects an array, got {t}", call)
         return t
 
+    def array_of(self, f: nodes.FunDecl, args: list[Type], call: nodes.Node, elem: type[_T],
+                 expects: str) -> tuple[ArrayType, _T]:
+        """The one argument of a primitive that takes an array of ``elem``, and its element
+        type; else an error: ``expects``, and what it got."""
+        t = self.array_arg(f, args, call)
+        if not isinstance(t.elem, elem):
+            raise self.error(f"{expects}, got {t}", call)
+        return t, t.elem
+
     # ---------------------------------------------- functions and user functions
-    def apply_lambda(self, f: Lambda, args: list[Type], call: Node, env) -> Type:
+    def apply_lambda(self, f: nodes.Lambda, args: list[Type], call: nodes.Node, env) -> Type:
         inner = dict(env)
         for p, t in zip(f.params, args):
             inner[p.name] = t
         return self.expr(f.body, inner)
 
-    def apply_user_fun(self, f: UserFun, args: list[Type], call: Node, env) -> Type:
+    def apply_user_fun(self, f: nodes.UserFun, args: list[Type], call: nodes.Node, env) -> Type:
         return self.userfun(f, args, call, None)
 
-    def apply_vectorize(self, f: Vectorize, args: list[Type], call: Node, env) -> Type:
+    def apply_vectorize(self, f: nodes.Vectorize, args: list[Type], call: nodes.Node, env) -> Type:
         return self.userfun(f.f, args, call, f.width)
 
-    def apply_to_mem(self, f: ToMem, args: list[Type], call: Node, env) -> Type:
+    def apply_to_mem(self, f: nodes.ToMem, args: list[Type], call: nodes.Node, env) -> Type:
         return self.apply(f.f, args, call, env)
 
-    def apply_id(self, f: Id, args: list[Type], call: Node, env) -> Type:
+    def apply_id(self, f: nodes.Id, args: list[Type], call: nodes.Node, env) -> Type:
         return args[0]
 
-    def apply_zip(self, f: Zip, args: list[Type], call: Node, env) -> Type:
+    def apply_zip(self, f: nodes.Zip, args: list[Type], call: nodes.Node, env) -> Type:
         n = None
         elems = []
         for i, a in enumerate(args):
@@ -243,7 +231,7 @@ class _Checker:
             raise self.error("zip of no arrays", call)
         return ArrayType(TupleType(tuple(elems)), n)
 
-    def apply_get(self, f: Get, args: list[Type], call: Node, env) -> Type:
+    def apply_get(self, f: nodes.Get, args: list[Type], call: nodes.Node, env) -> Type:
         (t,) = args
         if not isinstance(t, TupleType):
             raise self.error(f"get({f.index}) needs a tuple, got {t}", call)
@@ -251,14 +239,14 @@ class _Checker:
             raise self.error(f"get({f.index}) out of range for {t}", call)
         return t.elems[f.index]
 
-    def apply_map(self, f: Map, args: list[Type], call: Node, env) -> Type:
+    def apply_map(self, f: nodes.Map, args: list[Type], call: nodes.Node, env) -> Type:
         t = self.array_arg(f, args, call)
         out_elem = self.apply(f.f, [t.elem], call, env)
         out = ArrayType(out_elem, t.size)
         self.info.map_types[id(f)] = (t, out)
         return out
 
-    def apply_reduce(self, f: Reduce, args: list[Type], call: Node, env) -> Type:
+    def apply_reduce(self, f: nodes.Reduce, args: list[Type], call: nodes.Node, env) -> Type:
         init, arr = args
         if not isinstance(arr, ArrayType):
             raise self.error(f"reduce expects an array as its second argument, got {arr}", call)
@@ -270,29 +258,30 @@ class _Checker:
         self.info.map_types[id(f)] = (arr, ArrayType(init, sym(1)))
         return ArrayType(init, sym(1))
 
+    def divides(self, n: Expr, m: Expr, what: str, kind: str, origin: str,
+                call: nodes.Node) -> None:
+        """``m`` (``what``) is positive and divides the length ``n``: a ``kind`` constraint
+        from ``origin``, and a fact that simplifies the sizes after it."""
+        self.positive(m, what, call)
+        self.add((n % m).eq(0), kind, f"{origin} at {self.where(call)}", call)
+        self.facts.append((n, m))
+
     # ------------------------------------------------------ layout primitives
-    def apply_split(self, f: Split, args: list[Type], call: Node, env) -> Type:
+    def apply_split(self, f: nodes.Split, args: list[Type], call: nodes.Node, env) -> Type:
         t = self.array_arg(f, args, call)
         n, m = t.size, f.chunk
-        self.positive(m, f"split chunk {m}", call)
-        self.add((n % m).eq(0), "split",
-                 f"split({m}) at {self.where(call)}", call)
-        self.facts.append((n, m))
+        self.divides(n, m, f"split chunk {m}", "split", f"split({m})", call)
         return ArrayType(ArrayType(t.elem, m), n / m)
 
-    def apply_join(self, f: Join, args: list[Type], call: Node, env) -> Type:
-        t = self.array_arg(f, args, call)
-        if not isinstance(t.elem, ArrayType):
-            raise self.error(f"join expects an array of arrays, got {t}", call)
-        return ArrayType(t.elem.elem, t.elem.size * t.size)
+    def apply_join(self, f: nodes.Join, args: list[Type], call: nodes.Node, env) -> Type:
+        t, e = self.array_of(f, args, call, ArrayType, "join expects an array of arrays")
+        return ArrayType(e.elem, e.size * t.size)
 
-    def apply_transpose(self, f: Transpose, args: list[Type], call: Node, env) -> Type:
-        t = self.array_arg(f, args, call)
-        if not isinstance(t.elem, ArrayType):
-            raise self.error(f"transpose expects an array of arrays, got {t}", call)
-        return ArrayType(ArrayType(t.elem.elem, t.size), t.elem.size)
+    def apply_transpose(self, f: nodes.Transpose, args: list[Type], call: nodes.Node, env) -> Type:
+        t, e = self.array_of(f, args, call, ArrayType, "transpose expects an array of arrays")
+        return ArrayType(ArrayType(e.elem, t.size), e.size)
 
-    def apply_slide(self, f: Slide, args: list[Type], call: Node, env) -> Type:
+    def apply_slide(self, f: nodes.Slide, args: list[Type], call: nodes.Node, env) -> Type:
         t = self.array_arg(f, args, call)
         n, size, step = t.size, f.size, f.step
         self.positive(size, f"slide size {size}", call)
@@ -308,41 +297,33 @@ class _Checker:
             count = (n - size) // step + 1
         return ArrayType(ArrayType(t.elem, size), count)
 
-    def apply_pad(self, f: Pad, args: list[Type], call: Node, env) -> Type:
+    def apply_pad(self, f: nodes.Pad, args: list[Type], call: nodes.Node, env) -> Type:
         t = self.array_arg(f, args, call)
         out = t.size + f.left + f.right
         self.positive(out, f"padded length {out}", call)
         return ArrayType(t.elem, out)
 
-    def apply_reorder_stride(self, f: ReorderStride, args: list[Type], call: Node,
+    def apply_reorder_stride(self, f: nodes.ReorderStride, args: list[Type], call: nodes.Node,
                              env) -> Type:
         t = self.array_arg(f, args, call)
         n, s = t.size, f.stride
-        self.positive(s, f"reorder stride {s}", call)
-        self.add((n % s).eq(0), "reorder",
-                 f"reorder(stride {s}) at {self.where(call)}", call)
-        self.facts.append((n, s))
+        self.divides(n, s, f"reorder stride {s}", "reorder", f"reorder(stride {s})", call)
         return t
 
-    def apply_as_vector(self, f: AsVector, args: list[Type], call: Node, env) -> Type:
-        t = self.array_arg(f, args, call)
-        n, v = t.size, f.width
-        if not isinstance(t.elem, ScalarType):
-            raise self.error(f"asVector({v}) expects an array of scalars, got {t}", call)
-        self.positive(v, f"vector width {v}", call)
-        self.add((n % v).eq(0), "asVector",
-                 f"asVector({v}) at {self.where(call)}", call)
-        self.facts.append((n, v))
-        return ArrayType(VectorType(t.elem, v), n / v)
+    def apply_as_vector(self, f: nodes.AsVector, args: list[Type], call: nodes.Node, env) -> Type:
+        v = f.width
+        t, e = self.array_of(f, args, call, ScalarType,
+                             f"asVector({v}) expects an array of scalars")
+        self.divides(t.size, v, f"vector width {v}", "asVector", f"asVector({v})", call)
+        return ArrayType(VectorType(e, v), t.size / v)
 
-    def apply_as_scalar(self, f: AsScalar, args: list[Type], call: Node, env) -> Type:
-        t = self.array_arg(f, args, call)
-        if not isinstance(t.elem, VectorType):
-            raise self.error(f"asScalar expects an array of vectors, got {t}", call)
-        return ArrayType(t.elem.elem, t.size * t.elem.width)
+    def apply_as_scalar(self, f: nodes.AsScalar, args: list[Type], call: nodes.Node, env) -> Type:
+        t, e = self.array_of(f, args, call, VectorType, "asScalar expects an array of vectors")
+        return ArrayType(e.elem, t.size * e.width)
 
     # ------------------------------------------------------------- user functions
-    def userfun(self, f: UserFun, args: list[Type], call: Node, width: Expr | None) -> Type:
+    def userfun(self, f: nodes.UserFun, args: list[Type], call: nodes.Node,
+                width: Expr | None) -> Type:
         bind: dict[str, Expr] = {}
         for i, (decl, actual) in enumerate(zip(f.in_types, args)):
             want = decl
@@ -377,19 +358,17 @@ class _Checker:
         return self.compatible(want, actual)
 
 
-def describe(f: Node) -> str:
-    if isinstance(f, Map):
+def describe(f: nodes.Node) -> str:
+    if isinstance(f, nodes.Map):
         return f"map{f.label or ''}" if f.kind == "map" else f.kind_text()
-    if isinstance(f, UserFun):
+    if isinstance(f, nodes.UserFun):
         return f"user function {f.name}"
     return type(f).__name__[0].lower() + type(f).__name__[1:]
 
 
 def _from_tree(t) -> Expr:
     k = t[0]
-    if k == "int":
-        return sym(t[1])
-    if k == "var":
+    if k in ("int", "var"):
         return sym(t[1])
     if k == "neg":
         return -_from_tree(t[1])
@@ -430,14 +409,14 @@ def _array_lengths(t: Type) -> list[Expr]:
     return []
 
 
-def typecheck(program: Node, sizes: Mapping[str, int] | None = None) -> TypeInfo:
+def typecheck(program: nodes.Node, sizes: Mapping[str, int] | None = None) -> TypeInfo:
     """Infer types for ``program`` (a top-level lambda with typed params, or an expression).
 
     Collects the algorithmic constraints; with ``sizes``, checks those whose variables
     are all given and raises ``ConstraintViolation`` on the first that fails.
     """
     ch = _Checker(program, sizes)
-    if isinstance(program, Lambda):
+    if isinstance(program, nodes.Lambda):
         env = {}
         for p in program.params:
             if p.type is None:
@@ -448,7 +427,7 @@ def typecheck(program: Node, sizes: Mapping[str, int] | None = None) -> TypeInfo
             for n in _array_lengths(p.type):
                 ch.positive(n, f"length {n} of input {p.name}", p)
         t = ch.expr(program.body, env)
-    elif isinstance(program, ExprNode):
+    elif isinstance(program, nodes.ExprNode):
         t = ch.expr(program, {})
     else:
         raise IRTypeError(f"cannot typecheck a bare {describe(program)}; apply it to an input")

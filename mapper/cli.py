@@ -76,13 +76,10 @@ def short_code(code: int) -> str:
     """``0`` -> ``S``, ``1`` -> ``F``, ``20`` -> ``W0``, ``11`` -> ``L1``, ``32`` -> ``G2``."""
     from mapper.encoding import FUSED, PARALLEL_CODES, SEQ, code_name
 
-    if code == SEQ:
-        return "S"
-    if code == FUSED:
-        return "F"
     if code in PARALLEL_CODES:
         return "?LWG"[code // 10] + str(code % 10)
-    return code_name(code)  # raises MappingError naming the codes
+    # code_name raises MappingError, naming the codes, for a code that is none of them
+    return {SEQ: "S", FUSED: "F"}.get(code) or code_name(code)
 
 
 def mapping_json(m) -> dict[str, str]:

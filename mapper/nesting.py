@@ -17,34 +17,8 @@ from itertools import count
 from typing import TYPE_CHECKING
 
 from codegen.memory import infer_space
+from ir import nodes
 from ir.computes import computes
-from ir.nodes import (
-    AsScalar,
-    AsVector,
-    ExprNode,
-    FunCall,
-    FunDecl,
-    Get,
-    Id,
-    Join,
-    Lambda,
-    Literal,
-    Map,
-    Node,
-    Param,
-    Reduce,
-    ReorderStride,
-    Split,
-    ToMem,
-    Transpose,
-    UserFun,
-    Vectorize,
-    Zip,
-    rebuild,
-    replace,
-    valid_label,
-    walk,
-)
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType
 from mapper.errors import NoMapsError
@@ -59,7 +33,7 @@ class MapInfo:
 
     label: str
     uid: int
-    node: Map
+    node: nodes.Map
     parent: str | None = None
     children: list[str] = field(default_factory=list)
     perfectly_nested: bool = False  # its parent's function is exactly this map
@@ -86,7 +60,7 @@ class MapInfo:
 class MapNestingTree:
     """Maps of a program, their nesting, chains and memory use (CC'22 Table 3)."""
 
-    def __init__(self, program: Node, info: TypeInfo | None = None):
+    def __init__(self, program: nodes.Node, info: TypeInfo | None = None):
         self.program = program
         self.info = info or typecheck(program)
         self.maps: dict[str, MapInfo] = {}
@@ -103,8 +77,8 @@ class MapNestingTree:
         _Spaces(self).run()
 
     # ------------------------------------------------------------ construction
-    def _collect(self, node: Node, parent: str | None) -> None:
-        if isinstance(node, Map) and computes(node.f):
+    def _collect(self, node: nodes.Node, parent: str | None) -> None:
+        if isinstance(node, nodes.Map) and computes(node.f):
             label = node.label
             if label is None or label in self.maps:
                 raise ValueError("maps must be labelled uniquely; use label_maps(program)")
@@ -125,7 +99,7 @@ class MapNestingTree:
     def labels(self) -> list[str]:
         return list(self.maps)
 
-    def label_of(self, m: Map) -> str:
+    def label_of(self, m: nodes.Map) -> str:
         return self._by_uid[m.uid]
 
     def roots(self) -> list[str]:
@@ -263,15 +237,15 @@ class MapNestingTree:
         return "\n".join(lines)
 
 
-def _direct_map(f: FunDecl) -> Map | None:
+def _direct_map(f: nodes.FunDecl) -> nodes.Map | None:
     """``f`` is exactly a map (``map(g)`` or ``\\x -> map(g)(x)``): that map."""
-    if isinstance(f, Map):
+    if isinstance(f, nodes.Map):
         return f
     if (
-        isinstance(f, Lambda)
+        isinstance(f, nodes.Lambda)
         and len(f.params) == 1
-        and isinstance(f.body, FunCall)
-        and isinstance(f.body.f, Map)
+        and isinstance(f.body, nodes.FunCall)
+        and isinstance(f.body.f, nodes.Map)
         and len(f.body.args) == 1
         and f.body.args[0] == f.params[0]
     ):
@@ -292,7 +266,8 @@ class _Spaces:
     assumed, which can only make the tree stricter than the lowering.
     """
 
-    _INVERTIBLE = (Join, Split, Transpose, AsScalar, AsVector, ReorderStride, Id)
+    _INVERTIBLE = (nodes.Join, nodes.Split, nodes.Transpose, nodes.AsScalar, nodes.AsVector,
+                   nodes.ReorderStride, nodes.Id)
 
     def __init__(self, tree: MapNestingTree):
         self.t = tree
@@ -302,23 +277,23 @@ class _Spaces:
         root = self.t.program
         # values as ``expr`` returns them: (space, producers, view steps or None)
         env: dict[str, tuple[str, frozenset[str], tuple[tuple[object, ...], ...] | None]] = {}
-        if isinstance(root, Lambda):
+        if isinstance(root, nodes.Lambda):
             for p in root.params:
                 env[p.name] = ("global", frozenset(), None)
             self.expr(root.body, "global", env, True)
         else:
-            assert isinstance(root, ExprNode), f"the program is no expression: {root}"
+            assert isinstance(root, nodes.ExprNode), f"the program is no expression: {root}"
             self.expr(root, "global", env, True)
 
     # value: (space, producers (labels of maps whose output this is), view): ``view`` is
     # the tuple of join/split steps between the producer's output and this value, None
     # when anything else (a transpose, a zip, a computation) is in between
-    def expr(self, e: ExprNode, dest: str, env, into: bool = False):
-        if isinstance(e, Param):
+    def expr(self, e: nodes.ExprNode, dest: str, env, into: bool = False):
+        if isinstance(e, nodes.Param):
             return env.get(e.name, ("global", frozenset(), None))
-        if isinstance(e, Literal):
+        if isinstance(e, nodes.Literal):
             return "const", frozenset(), None
-        assert isinstance(e, FunCall)
+        assert isinstance(e, nodes.FunCall)
         if not into and computes(e):  # materialised where its annotation says
             dest, into = infer_space(e) or "global", True
         return self.call(e.f, e.args, dest, env, into)
@@ -329,10 +304,10 @@ class _Spaces:
             for p in v[1]:
                 self.t.maps[p].read_by_code = True
 
-    def call(self, f: FunDecl, args, dest: str, env, into: bool = False):
-        if isinstance(f, ToMem):
+    def call(self, f: nodes.FunDecl, args, dest: str, env, into: bool = False):
+        if isinstance(f, nodes.ToMem):
             return self.call(f.f, args, dest if into else f.space, env, True)
-        if isinstance(f, Reduce):
+        if isinstance(f, nodes.Reduce):
             init = self.expr(args[0], "private", env)
             acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
             arr = self.expr(args[1], dest, env)
@@ -342,10 +317,10 @@ class _Spaces:
             self.fun(f.f, [acc, arr], acc_space, env, True)
             self.reduce_depth -= 1
             return acc_space, init[1] | arr[1], None
-        passes = into and (isinstance(f, (Zip, *self._INVERTIBLE))
-                           or (isinstance(f, Map) and not computes(f.f)))
+        passes = into and (isinstance(f, (nodes.Zip, *self._INVERTIBLE))
+                           or (isinstance(f, nodes.Map) and not computes(f.f)))
         vals = [self.expr(a, dest, env, passes) for a in args]
-        if isinstance(f, Map) and computes(f.f):
+        if isinstance(f, nodes.Map) and computes(f.f):
             label = self.t.label_of(f)
             info = self.t.maps[label]
             info.in_reduce = info.in_reduce or self.reduce_depth > 0
@@ -368,26 +343,26 @@ class _Spaces:
             # its function reads the elements on its behalf (no producer of their own)
             self.fun(f.f, [(sp, frozenset(), None)], info.writes, env, True)
             return info.writes, frozenset({label}), ()
-        if isinstance(f, (Lambda,)):
+        if isinstance(f, (nodes.Lambda,)):
             return self.fun(f, vals, dest, env, into)
-        if isinstance(f, (UserFun, Vectorize, Id)):
+        if isinstance(f, (nodes.UserFun, nodes.Vectorize, nodes.Id)):
             self.consumed(vals)
             return dest, frozenset().union(*(v[1] for v in vals)), None
-        if isinstance(f, Zip):
+        if isinstance(f, nodes.Zip):
             spaces = {v[0] for v in vals if v[0] != "const"}
             sp = _strongest(spaces)
             return sp, frozenset().union(*(v[1] for v in vals)), None
-        if isinstance(f, Get):
+        if isinstance(f, nodes.Get):
             return vals[0][0], vals[0][1], None
-        if isinstance(f, Map):  # a view map
+        if isinstance(f, nodes.Map):  # a view map
             sp, prod, _ = vals[0]
             self.fun(f.f, [(sp, prod, None)], dest, env, into)
             return sp, prod, None
         # layout primitives: a view of the argument
         sp, prod, view = vals[0]
-        if view is not None and isinstance(f, Join):
+        if view is not None and isinstance(f, nodes.Join):
             return sp, prod, (*view, ("join",))
-        if view is not None and isinstance(f, Split):
+        if view is not None and isinstance(f, nodes.Split):
             return sp, prod, (*view, ("split", f.chunk))
         return sp, prod, None
 
@@ -425,8 +400,8 @@ class _Spaces:
                     out.append((fd, gd))
         return tuple(out)
 
-    def fun(self, f: FunDecl, vals, dest: str, env, into: bool = False):
-        if isinstance(f, Lambda):
+    def fun(self, f: nodes.FunDecl, vals, dest: str, env, into: bool = False):
+        if isinstance(f, nodes.Lambda):
             inner = dict(env)
             for p, v in zip(f.params, vals):
                 inner[p.name] = v
@@ -436,13 +411,13 @@ class _Spaces:
         inner = dict(env)
         for n, v in zip(names, vals):
             inner[n] = v
-        return self.call(f, [Param(n) for n in names], dest, inner, into)
+        return self.call(f, [nodes.Param(n) for n in names], dest, inner, into)
 
-    def free_producers(self, f: FunDecl, env) -> set[str]:
-        bound = {p.name for n in walk(f) if isinstance(n, Lambda) for p in n.params}
+    def free_producers(self, f: nodes.FunDecl, env) -> set[str]:
+        bound = {p.name for n in nodes.walk(f) if isinstance(n, nodes.Lambda) for p in n.params}
         out: set[str] = set()
-        for n in walk(f):
-            if isinstance(n, Param) and n.name not in bound and n.name in env:
+        for n in nodes.walk(f):
+            if isinstance(n, nodes.Param) and n.name not in bound and n.name in env:
                 out |= env[n.name][1]
         return out
 
@@ -470,26 +445,26 @@ def _strongest(spaces: set[str]) -> str:
     return "const"
 
 
-def label_maps(program: Node) -> Node:
+def label_maps(program: nodes.Node) -> nodes.Node:
     """Gives every computing map a unique label (keeps existing ones): A, B, ..., Z, A1, ..."""
-    used = {m.label for m in walk(program) if isinstance(m, Map) and m.label}
+    used = {m.label for m in nodes.walk(program) if isinstance(m, nodes.Map) and m.label}
     fresh = (lab for lab in _label_names() if lab not in used)
     seen: set[str] = set()
     todo: dict[int, str] = {}
-    for n in walk(program):
-        if isinstance(n, Map) and computes(n.f):
+    for n in nodes.walk(program):
+        if isinstance(n, nodes.Map) and computes(n.f):
             if n.label is None or n.label in seen:
                 todo[n.uid] = next(fresh)
             seen.add(n.label or todo[n.uid])
     if not todo:
         return program
 
-    def fn(n: Node):
-        if isinstance(n, Map) and n.uid in todo:
-            return replace(n, label=todo[n.uid])
+    def fn(n: nodes.Node):
+        if isinstance(n, nodes.Map) and n.uid in todo:
+            return nodes.replace(n, label=todo[n.uid])
         return None
 
-    return rebuild(program, fn)
+    return nodes.rebuild(program, fn)
 
 
 def _label_names():
@@ -498,5 +473,5 @@ def _label_names():
     for k in count(1):
         for a in letters:
             lab = f"{a}{k}"
-            if valid_label(lab):
+            if nodes.valid_label(lab):
                 yield lab

@@ -17,20 +17,7 @@ import numpy as np
 import pytest
 from conv_reference import conv2d_hwc
 
-from codegen.errors import (
-    CrossGroupDependencyError,
-    DataRaceError,
-    LocalMemoryError,
-    LoweringError,
-    MaxAllocationError,
-    MemoryScopeError,
-    ParallelNestingError,
-    PrivateMemoryError,
-    SynchronizabilityError,
-    UnmappedMapError,
-    UnvectorizableError,
-    WorkGroupSizeError,
-)
+from codegen import errors
 from codegen.lower import lower
 from codegen.program import DTYPES, CompiledProgram
 from codegen.target import POCL_CPU, Device
@@ -234,7 +221,7 @@ def test_listing3_paper_legal_local_mapping_needs_a_barrier(ocl):
     assert cp.memory_report()["local_per_group"] == 64
     # the illegal mapping of the same paragraph (CC'22 4.3): mapGlb with local memory
     bad = dict(A="mapGlb(1)", B="mapGlb(0)", C="mapGlb(0)", D="mapSeq")
-    with pytest.raises(CrossGroupDependencyError):
+    with pytest.raises(errors.CrossGroupDependencyError):
         lower(mapped(cc22_listing3(local=True), bad), L3_SIZES)
 
 
@@ -258,7 +245,7 @@ def test_listing3_fused_needs_no_barrier(ocl):
 def test_listing3_private_memory_keeps_consumers_in_one_work_item():
     p = mapped(cc22_listing3(private=True),
                dict(A="mapWrg(0)", B="mapLcl(0)", C="mapLcl(0)", D="mapSeq"))
-    with pytest.raises(MemoryScopeError, match="private"):
+    with pytest.raises(errors.MemoryScopeError, match="private"):
         lower(p, L3_SIZES)
     cp = lower(mapped(cc22_listing3(private=True),
                       dict(A="mapGlb(0)", B="mapSeq", C="mapSeq", D="mapSeq")), L3_SIZES)
@@ -281,7 +268,7 @@ def test_listing3_every_assignment_is_correct_or_rejected(ocl, variant):
         codes = dict(zip("ABCD", combo))
         try:
             cp = lower(mapped(base, codes), L3_SIZES, name=f"k{n}")
-        except LoweringError as e:
+        except errors.LoweringError as e:
             rejected[e.check] = rejected.get(e.check, 0) + 1
             continue
         valid.append((codes, cp))
@@ -332,9 +319,9 @@ def test_listing1_valid_mappings(ocl, name, barriers):
 
 
 @pytest.mark.parametrize("name,error", [
-    ("M2", CrossGroupDependencyError),
-    ("M3", MemoryScopeError),
-    ("M5", UnvectorizableError),
+    ("M2", errors.CrossGroupDependencyError),
+    ("M3", errors.MemoryScopeError),
+    ("M5", errors.UnvectorizableError),
 ])
 def test_listing1_invalid_mappings(name, error):
     with pytest.raises(error) as ei:
@@ -347,19 +334,19 @@ def test_listing1_invalid_mappings(name, error):
 
 
 def test_unmapped_map_is_rejected():
-    with pytest.raises(UnmappedMapError, match="map B computes but has no parallel mapping"):
+    with pytest.raises(errors.UnmappedMapError, match="map B computes but has no parallel mapping"):
         lower(mapped(cc22_listing3(), dict(A="mapGlb(0)", C="mapSeq", D="mapSeq")), L3_SIZES)
 
 
 def test_duplicate_dimension_is_rejected():
     p = mapped(cc22_listing3(), dict(A="mapGlb(0)", B="mapSeq", C="mapGlb(0)", D="mapSeq"))
-    with pytest.raises(ParallelNestingError, match="dimension 0"):
+    with pytest.raises(errors.ParallelNestingError, match="dimension 0"):
         lower(p, L3_SIZES)
 
 
 def test_redundant_sequential_writes_race():
     p = mapped(cc22_listing3(), dict(A="mapWrg(0)", B="mapLcl(0)", C="mapSeq", D="mapSeq"))
-    with pytest.raises(DataRaceError, match="local id 0"):
+    with pytest.raises(errors.DataRaceError, match="local id 0"):
         lower(p, L3_SIZES)
 
 
@@ -378,7 +365,7 @@ def test_synchronizability(ocl):
     cp = check(ocl, sync_example(), {}, {"X": x})  # local size 6 in dim 1: one iteration
     assert "barrier(CLK_GLOBAL_MEM_FENCE)" in cp.kernels[0].source
     check(ocl, sync_example(), {}, {"X": x}, local_sizes={0: 4, 1: 3})  # 6 % 3 == 0
-    with pytest.raises(SynchronizabilityError, match="mapLcl\\(1\\) A"):
+    with pytest.raises(errors.SynchronizabilityError, match="mapLcl\\(1\\) A"):
         lower(sync_example(), {}, local_sizes={0: 4, 1: 4})  # 6 % 4 != 0
 
 
@@ -398,17 +385,17 @@ def test_barrier_before_the_next_iteration_reuses_local_memory(ocl):
 def test_work_group_size_and_memory_limits():
     p = mapped(cc22_listing3(local=True), dict(A="mapWrg(0)", B="mapLcl(0)", C="mapLcl(0)",
                                                D="mapSeq"))
-    with pytest.raises(WorkGroupSizeError, match="exceeds"):
+    with pytest.raises(errors.WorkGroupSizeError, match="exceeds"):
         lower(p, L3_SIZES, local_sizes={0: 8192})
     big = dict(N=2 ** 19, s0=2 ** 19, s1=4)  # 2 MiB of local memory per work-group
-    with pytest.raises(LocalMemoryError, match="local memory"):
+    with pytest.raises(errors.LocalMemoryError, match="local memory"):
         lower(p, big)
     small = dataclasses.replace(POCL_CPU, max_mem_alloc_size=128)
-    with pytest.raises(MaxAllocationError, match="allocates at most"):
+    with pytest.raises(errors.MaxAllocationError, match="allocates at most"):
         lower(p, L3_SIZES, device=small)
     q = mapped(cc22_listing3(private=True), dict(A="mapGlb(0)", B="mapSeq", C="mapSeq",
                                                  D="mapSeq"))
-    with pytest.raises(PrivateMemoryError):
+    with pytest.raises(errors.PrivateMemoryError):
         lower(q, L3_SIZES, device=dataclasses.replace(POCL_CPU, private_mem_size=32))
 
 
@@ -486,7 +473,7 @@ def test_non_contiguous_vector_access_is_rejected():
     X = param("X", array(Float, "N", "M"))
     body = map_glb(0, comp(as_scalar(), map_seq(Vectorize(4, idf)), as_vector(4)))(
         transpose()(X))
-    with pytest.raises(UnvectorizableError):
+    with pytest.raises(errors.UnvectorizableError):
         lower(Lambda((X,), body), {"N": 8, "M": 8})
 
 
@@ -590,7 +577,7 @@ def test_listing1_sampled_assignments_are_correct_or_rejected(ocl):
             continue
         try:
             valid.append(lower(mapped(base, dict(zip("ABCDE", combo))), sizes, name=f"k{n}"))
-        except LoweringError:
+        except errors.LoweringError:
             pass
     assert len(valid) > 10
     prg = ocl.build(valid)

@@ -253,31 +253,32 @@ def test_fig5_splits_finding_mappings_from_choosing_tuning(tmp_path, capsys):
 # ------------------------------------------------------------------ the collection scripts
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--budget", "0"], "positive"),
-    (["--strategies", "manual,nope"], "unknown strategy"),
-    (["--scale", "0"], "--scale"),
-    (["--layers", "99"], "no VGG-16 layer"),
-    (["--sizes", "C=8,H=6"], "missing W, M"),
-    (["--sizes", "C=8,H=x"], "--sizes"),
-    (["--seeds", "0"], "--seeds"),
-    (["--timeout", "0"], "--timeout"),
-])
-def test_fig5_arguments_refuse_bad_input(argv, message, capsys):
-    with pytest.raises(SystemExit) as e:
-        paper.parse_fig5_args(argv)
-    assert e.value.code == 2 and message in capsys.readouterr().err
+BAD_ARGUMENTS = {  # per collection: bad arguments (split at spaces), what the error says
+    paper.parse_fig5_args: [
+        ("--budget 0", "positive"),
+        ("--strategies manual,nope", "unknown strategy"),
+        ("--scale 0", "--scale"),
+        ("--layers 99", "no VGG-16 layer"),
+        ("--sizes C=8,H=6", "missing W, M"),
+        ("--sizes C=8,H=x", "--sizes"),
+        ("--seeds 0", "--seeds"),
+        ("--timeout 0", "--timeout"),
+    ],
+    paper.parse_fig6_args: [
+        ("--fusion always,sometimes", "sometimes"),
+        ("--heuristics maybe", "--heuristics"),
+        ("--candidates 0", "--candidates"),
+        ("--workers 0", "--workers"),
+    ],
+}
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--fusion", "always,sometimes"], "sometimes"),
-    (["--heuristics", "maybe"], "--heuristics"),
-    (["--candidates", "0"], "--candidates"),
-    (["--workers", "0"], "--workers"),
+@pytest.mark.parametrize("parse, argv, message", [
+    (parse, argv, message) for parse, cases in BAD_ARGUMENTS.items() for argv, message in cases
 ])
-def test_fig6_arguments_refuse_bad_input(argv, message, capsys):
+def test_figure_arguments_refuse_bad_input(parse, argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        paper.parse_fig6_args(argv)
+        parse(argv.split())
     assert e.value.code == 2 and message in capsys.readouterr().err
 
 

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from ir import builders as B
 from ir.interp import evaluate
-from ir.nodes import FunCall, Lambda, Literal, walk
+from ir.nodes import FunCall, Id, Lambda, Literal, Map, walk
 from ir.randprog import random_program, sizes_for
 from ir.rewrite import simplify
 from ir.typecheck import typecheck
@@ -30,7 +30,7 @@ def wrap(body, kind: str, size: int):
         return FunCall(B.map_(f), (FunCall(B.map_(g), (body,)),))
     if kind == "pad-zero":
         return FunCall(B.pad(0, 0), (body,))
-    return FunCall(B.map_(B.Id()), (body,))
+    return FunCall(B.map_(Id()), (body,))
 
 
 def work(p) -> int:
@@ -67,7 +67,7 @@ def test_each_rule_fires():
         q = Lambda((X,), wrap(X, kind, 2))
         s = simplify(q)
         if kind == "map-chain":
-            maps = [n for n in walk(s) if isinstance(n, B.Map)]
+            maps = [n for n in walk(s) if isinstance(n, Map)]
             assert len(maps) == 1, kind
         else:
             assert s.body == X, kind

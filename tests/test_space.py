@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from constraints.examples import DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS
 from constraints.restrictions import (
     EmptyParameterDomainError,
     EmptySpaceError,
@@ -26,21 +27,6 @@ from constraints.restrictions import (
 )
 from constraints.space import SearchSpace
 
-DEDISP_PARAMS = {
-    "block_size_x": [1, 2, 4, 8, 16, 32],
-    "block_size_y": list(range(32, 257, 8)),
-    "block_size_z": [1],
-    "tile_size_x": [1, 2, 3, 4],
-    "tile_size_y": list(range(1, 9)),
-    "tile_stride_x": [0, 1],
-    "tile_stride_y": [0, 1],
-    "loop_unroll_factor_channel": [0],
-}
-DEDISP_RESTRICTIONS = [
-    "32 <= block_size_x * block_size_y <= 1024",
-    "tile_size_x > 1 or tile_stride_x == 0",
-    "tile_size_y > 1 or tile_stride_y == 0",
-]
 SAFE_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "abs": abs}
 
 
@@ -58,7 +44,7 @@ def key(config: dict, names) -> tuple:
 
 @pytest.fixture(scope="module")
 def dedisp() -> SearchSpace:
-    return SearchSpace(DEDISP_PARAMS, DEDISP_RESTRICTIONS)
+    return SearchSpace(DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS)
 
 
 # ----------------------------------------------------------------------------- dedispersion
@@ -67,12 +53,12 @@ def dedisp() -> SearchSpace:
 def test_dedispersion_count_and_python_constraint_agree(dedisp: SearchSpace) -> None:
     assert dedisp.count() == len(dedisp) == 11_130
     problem = constraint.Problem()
-    for name, dom in DEDISP_PARAMS.items():
+    for name, dom in DEDISPERSION_PARAMS.items():
         problem.addVariable(name, dom)
     problem.addConstraint(lambda x, y: 32 <= x * y <= 1024, ["block_size_x", "block_size_y"])
     problem.addConstraint(lambda s, t: s > 1 or t == 0, ["tile_size_x", "tile_stride_x"])
     problem.addConstraint(lambda s, t: s > 1 or t == 0, ["tile_size_y", "tile_stride_y"])
-    names = list(DEDISP_PARAMS)
+    names = list(DEDISPERSION_PARAMS)
     theirs = {key(s, names) for s in problem.getSolutions()}
     ours = [key(c, names) for c in dedisp]
     assert len(ours) == len(set(ours)) == 11_130
@@ -85,7 +71,7 @@ def test_dedispersion_structure(dedisp: SearchSpace) -> None:
     assert frozenset({"block_size_x", "block_size_y"}) in groups
     assert frozenset({"tile_size_x", "tile_stride_x"}) in groups
     assert frozenset({"block_size_z"}) in groups
-    assert sorted(dedisp.order) == sorted(DEDISP_PARAMS)
+    assert sorted(dedisp.order) == sorted(DEDISPERSION_PARAMS)
     dag = dedisp.dag
     rank = {n: i for i, n in enumerate(dedisp.order)}
     assert all(rank[a] < rank[b] for a, b in dag.edges)
@@ -254,7 +240,7 @@ def test_naive_path_sampler_fails_the_same_test() -> None:
 
 
 def test_sample_without_replacement(dedisp: SearchSpace) -> None:
-    names = list(DEDISP_PARAMS)
+    names = list(DEDISPERSION_PARAMS)
     some = dedisp.sample(500, seed=3)
     assert len({key(c, names) for c in some}) == 500
     assert all(c in dedisp for c in some)
@@ -269,7 +255,7 @@ def test_sample_without_replacement(dedisp: SearchSpace) -> None:
 
 @pytest.mark.parametrize("method", ["permutation", "feistel"])
 def test_iter_random_is_a_reproducible_permutation(dedisp: SearchSpace, method: str) -> None:
-    names = list(DEDISP_PARAMS)
+    names = list(DEDISPERSION_PARAMS)
     first = [key(c, names) for c in dedisp.iter_random(seed=7, method=method)]
     assert len(first) == len(set(first)) == dedisp.count()
     assert set(first) == {key(c, names) for c in dedisp}
@@ -345,13 +331,13 @@ def test_chunking_gives_identical_tables() -> None:
 def test_save_load_cache(tmp_path, dedisp: SearchSpace) -> None:
     path = tmp_path / "space.npz"
     dedisp.save(path)
-    loaded = SearchSpace.load(path, DEDISP_PARAMS, DEDISP_RESTRICTIONS)
+    loaded = SearchSpace.load(path, DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS)
     assert loaded.count() == 11_130 and loaded[777] == dedisp[777]
     with pytest.raises(SpaceError, match="stale"):
-        SearchSpace.load(path, DEDISP_PARAMS, DEDISP_RESTRICTIONS[:2])
+        SearchSpace.load(path, DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS[:2])
     other = tmp_path / "other.npz"
-    built = SearchSpace.cached(other, DEDISP_PARAMS, DEDISP_RESTRICTIONS[:2])
-    again = SearchSpace.cached(other, DEDISP_PARAMS, DEDISP_RESTRICTIONS[:2])
+    built = SearchSpace.cached(other, DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS[:2])
+    again = SearchSpace.cached(other, DEDISPERSION_PARAMS, DEDISPERSION_RESTRICTIONS[:2])
     assert built.count() == again.count() > 11_130
 
 
@@ -365,7 +351,7 @@ def test_error_empty_domain() -> None:
 
 def test_error_unknown_name_suggests() -> None:
     with pytest.raises(UnknownNameError) as e:
-        SearchSpace(DEDISP_PARAMS, ["blok_size_x * block_size_y <= 1024"])
+        SearchSpace(DEDISPERSION_PARAMS, ["blok_size_x * block_size_y <= 1024"])
     assert "'blok_size_x'" in str(e.value) and "did you mean 'block_size_x'" in str(e.value)
     with pytest.raises(UnknownNameError, match="'q'"):
         SearchSpace({"a": [1]}, [lambda q: q > 1])

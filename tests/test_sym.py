@@ -540,64 +540,43 @@ def trees(nonneg=False):
     return st.recursive(leaves, extend, max_leaves=10)
 
 
-def build(n, vs):
+# A tree's operators, on symbolic expressions (``build``) and on Python ints (``ref``, the
+# reference semantics: exact division is plain integer division there).
+_SYM_OPS = {
+    "pos": lambda x: smax(x, 1), "nz": lambda y: y * y + 1, "neg": lambda x: -x,
+    "tri": lambda y: (y * (y + 1)) / 2, "ns": lambda n, s: n / s,
+    "add": lambda p, q: p + q, "sub": lambda p, q: p - q, "mul": lambda p, q: p * q,
+    "min": smin, "max": smax,
+    "fdiv": lambda p, q: p // q, "mod": lambda p, q: p % q, "exact": lambda p, q: (p * q) / q,
+}
+_REF_OPS = {
+    **_SYM_OPS,
+    "pos": lambda x: max(x, 1), "tri": lambda y: y * (y + 1) // 2, "ns": lambda n, s: n // s,
+    "min": min, "max": max, "exact": lambda p, q: p,
+}
+
+
+def _interpret(n, ops, values, const):
+    """The value of the tree ``n``: a variable's (``s`` and ``N`` too) is in ``values``, a
+    constant's is ``const(c)``, an operator's is ``ops[tag]`` of its operands' values."""
     tag = n[0]
     if tag == "var":
-        return vs[n[1]]
+        return values[n[1]]
     if tag == "cst":
-        return Cst(n[1])
-    if tag == "s":
-        return vs["s"]
-    if tag == "N":
-        return vs["N"]
+        return const(n[1])
+    if tag in ("s", "N"):
+        return values[tag]
     if tag == "ns":
-        return vs["N"] / vs["s"]
-    if tag == "pos":
-        return smax(build(n[1], vs), 1)
-    if tag == "nz":
-        y = build(n[1], vs)
-        return y * y + 1
-    if tag == "neg":
-        return -build(n[1], vs)
-    if tag == "tri":
-        y = build(n[1], vs)
-        return (y * (y + 1)) / 2
-    p, q = build(n[1], vs), build(n[2], vs)
-    return {
-        "add": lambda: p + q, "sub": lambda: p - q, "mul": lambda: p * q,
-        "min": lambda: smin(p, q), "max": lambda: smax(p, q),
-        "fdiv": lambda: p // q, "mod": lambda: p % q, "exact": lambda: (p * q) / q,
-    }[tag]()
+        return ops["ns"](values["N"], values["s"])
+    return ops[tag](*(_interpret(a, ops, values, const) for a in n[1:]))
+
+
+def build(n, vs):
+    return _interpret(n, _SYM_OPS, vs, Cst)
 
 
 def ref(n, env):
-    tag = n[0]
-    if tag == "var":
-        return env[n[1]]
-    if tag == "cst":
-        return n[1]
-    if tag == "s":
-        return env["s"]
-    if tag == "N":
-        return env["N"]
-    if tag == "ns":
-        return env["N"] // env["s"]
-    if tag == "pos":
-        return max(ref(n[1], env), 1)
-    if tag == "nz":
-        y = ref(n[1], env)
-        return y * y + 1
-    if tag == "neg":
-        return -ref(n[1], env)
-    if tag == "tri":
-        y = ref(n[1], env)
-        return y * (y + 1) // 2
-    p, q = ref(n[1], env), ref(n[2], env)
-    return {
-        "add": lambda: p + q, "sub": lambda: p - q, "mul": lambda: p * q,
-        "min": lambda: min(p, q), "max": lambda: max(p, q),
-        "fdiv": lambda: p // q, "mod": lambda: p % q, "exact": lambda: p,
-    }[tag]()
+    return _interpret(n, _REF_OPS, env, int)
 
 
 def make_vars(rg):

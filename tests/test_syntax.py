@@ -14,7 +14,7 @@ from ir import builders as B
 from ir.equality import alpha_equal
 from ir.errors import ParseError
 from ir.interp import evaluate
-from ir.nodes import FunCall, Lambda, Literal, Map, Pad, Param, Slide, Split, ToMem, Zip
+from ir.nodes import FunCall, Id, Lambda, Literal, Map, Pad, Param, Slide, Split, ToMem, Zip
 from ir.programs import (
     PROGRAMS,
     cc22_listing1,
@@ -151,7 +151,7 @@ def test_map_kinds_and_labels():
     assert (inner.f.kind, inner.f.label) == ("mapSeq", "D")
     assert isinstance(inner.f.f, ToMem) and inner.f.f.space == "private"
     assert parse("mapND(id)").label == "ND"  # one argument: the map labelled ND
-    assert alpha_equal(parse("mapND(2, id)"), B.map_nd(2, B.Id()))
+    assert alpha_equal(parse("mapND(2, id)"), B.map_nd(2, Id()))
     assert print_program(m) == "mapWrgA(1)(mapLcl(0)(mapSeqD(toPrivate(id))))\n"
 
 
@@ -381,10 +381,10 @@ def test_alpha_equal():
     assert alpha_equal(Lambda((a, b), B.add(a, b)), Lambda((b, a), B.add(b, a)))
     assert not alpha_equal(Lambda((a,), c), Lambda((b,), b))  # free vs bound
     assert not alpha_equal(Lambda((a,), c), Lambda((a,), b))  # different free names
-    assert alpha_equal(B.map_(B.Id(), "A"), B.map_(B.Id(), "A"))  # uids differ
-    assert not alpha_equal(B.map_(B.Id(), "A"), B.map_(B.Id(), "B"))
-    assert not alpha_equal(B.map_(B.Id()), B.map_seq(B.Id()))
-    assert not alpha_equal(B.map_glb(0, B.Id()), B.map_glb(1, B.Id()))
+    assert alpha_equal(B.map_(Id(), "A"), B.map_(Id(), "A"))  # uids differ
+    assert not alpha_equal(B.map_(Id(), "A"), B.map_(Id(), "B"))
+    assert not alpha_equal(B.map_(Id()), B.map_seq(Id()))
+    assert not alpha_equal(B.map_glb(0, Id()), B.map_glb(1, Id()))
     assert not alpha_equal(Param("X", Float), Param("X", Int))
     # shadowing
     assert alpha_equal(Lambda((a,), B.map_(Lambda((a,), a))(a)),
@@ -410,7 +410,7 @@ def _map(draw, f):
 
 def _scalar_funs():
     return st.sampled_from([
-        B.lam(lambda x: B.mult(x, Y)), B.idf, B.Id(), B.lam(lambda x: B.add(x, B.lit(1.5))),
+        B.lam(lambda x: B.mult(x, Y)), B.idf, Id(), B.lam(lambda x: B.add(x, B.lit(1.5))),
         B.lam(lambda x: B.mult_add(x, x, Y)),
     ])
 

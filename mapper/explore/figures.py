@@ -97,6 +97,16 @@ def find_stores(folder: str, pattern: re.Pattern) -> dict[str, list[tuple[str, s
     return dict(out)
 
 
+def stores_by_layer(folder: str, pattern: re.Pattern, notes: list[str], figure: str,
+                    names: str, script: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    """:func:`find_stores`, sorted by layer tag; when there are none, a note naming the stores
+    (``names``.sqlite) and the collection script (``experiments.<script>``) that writes them."""
+    groups = find_stores(folder, pattern)
+    if not groups:
+        notes.append(f"{figure}: no {names}.sqlite in {folder} (python -m experiments.{script})")
+    return sorted(groups.items())
+
+
 def read_group(entries: Sequence[tuple[str, str]], notes: list[str]) -> list[StoreData]:
     """The readable stores of a group; a note for each one that is not."""
     out = []
@@ -244,12 +254,9 @@ def plot_fig5(plt, data: Sequence[StoreData], baseline: dict | None,
 
 def fig5(plt, folder: str, out: str, notes: list[str]) -> list[str]:
     """Fig. 5 PNG + CSV per layer; the Markdown lines of the summary."""
-    groups = find_stores(folder, FIG5_RE)
-    if not groups:
-        notes.append(f"Fig. 5: no fig5-<layer>-<strategy>.sqlite in {folder} "
-                     "(python -m experiments.fig_exploration)")
     md: list[str] = []
-    for tag, entries in sorted(groups.items()):
+    for tag, entries in stores_by_layer(folder, FIG5_RE, notes, "Fig. 5",
+                                        "fig5-<layer>-<strategy>", "fig_exploration"):
         data = _ordered(read_group(entries, notes))
         if not data:
             continue
@@ -300,12 +307,9 @@ def dataset_order(label: str) -> tuple:
 
 def fig6(plt, folder: str, out: str, notes: list[str], trials: int = 100) -> list[str]:
     """Fig. 6 PNG + CSV per layer; the Markdown lines of the summary."""
-    groups = find_stores(folder, FIG6_RE)
-    if not groups:
-        notes.append(f"Fig. 6: no fig6-<layer>-fusion-<f>-heuristics-<h>.sqlite in {folder} "
-                     "(python -m experiments.fig_fusion)")
     md: list[str] = []
-    for tag, entries in sorted(groups.items()):
+    for tag, entries in stores_by_layer(folder, FIG6_RE, notes, "Fig. 6",
+                                        "fig6-<layer>-fusion-<f>-heuristics-<h>", "fig_fusion"):
         data = sorted((d for d in read_group(entries, notes) if d.rows),
                       key=lambda d: dataset_order(d.label))
         if not data:

@@ -330,7 +330,11 @@ def run_layers(args: argparse.Namespace,
 # ---------------------------------------------------------------------- command lines
 
 
-def _common(ap: argparse.ArgumentParser) -> None:
+def _figure_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A collection's command line: the options the figures' collections share."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="Figures: python -m experiments.figures --stores DIR --out docs/figures")
     ap.add_argument("--layers", nargs="+", default=["19", "21"],
                     help="VGG-16 layers (default 19 21)")
     ap.add_argument("--scale", type=int, default=4,
@@ -341,16 +345,14 @@ def _common(ap: argparse.ArgumentParser) -> None:
                     "first that passes the probe)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per candidate")
+    return ap
 
 
 def fig5_parser(prog: str = "python -m experiments.fig_exploration",
                 description: str | None = None) -> argparse.ArgumentParser:
     """The command line of the Fig. 5 collection."""
-    ap = argparse.ArgumentParser(
-        prog=prog, description=description or "CC'22 Fig. 5 data: exploration efficiency "
-        "of manual, solver, random and model search.",
-        epilog="Figures: python -m experiments.figures --stores DIR --out docs/figures")
-    _common(ap)
+    ap = _figure_parser(prog, description or "CC'22 Fig. 5 data: exploration efficiency of "
+                        "manual, solver, random and model search.")
     ap.add_argument("--strategies", default=",".join(STRATEGY_ORDER),
                     help="comma-separated, run in this order (default manual,solver,"
                     "random,model)")
@@ -370,11 +372,8 @@ def parse_fig5_args(argv: Sequence[str] | None,
     from mapper.explore.run import BudgetError, parse_budget
     from mapper.explore.strategies import StrategyError, get_strategy
 
-    ap = ap or fig5_parser()
-    args = ap.parse_args(argv)
-    try:
-        args.strategies = list(dict.fromkeys(s.strip() for s in args.strategies.split(",")
-                                             if s.strip()))
+    def check(args: argparse.Namespace) -> None:
+        args.strategies = comma_list(args.strategies)
         if not args.strategies:
             raise ExperimentError("--strategies is empty")
         for s in args.strategies:
@@ -385,21 +384,17 @@ def parse_fig5_args(argv: Sequence[str] | None,
         parse_budget(args.budget)
         if args.seeds < 1:
             raise ExperimentError(f"--seeds must be >= 1, got {args.seeds}")
-        _check_run_options(args)
-        args.layer_list = layer_list(args.layers, args.scale, args.sizes)
-    except (ExperimentError, BudgetError, StrategyError) as e:
-        ap.error(str(e))
-    return args
+
+    return _parse_checked(ap or fig5_parser(), argv, check,
+                          (ExperimentError, BudgetError, StrategyError))
 
 
 def fig6_parser(prog: str = "python -m experiments.fig_fusion",
                 description: str | None = None) -> argparse.ArgumentParser:
     """The command line of the Fig. 6 collection."""
-    ap = argparse.ArgumentParser(
-        prog=prog, description=description or "CC'22 Fig. 6 data: throughput expectancy "
-        "per number of evaluated candidates, per fusion strategy, heuristics on and off.",
-        epilog="Figures: python -m experiments.figures --stores DIR --out docs/figures")
-    _common(ap)
+    ap = _figure_parser(prog, description or "CC'22 Fig. 6 data: throughput expectancy per "
+                        "number of evaluated candidates, per fusion strategy, heuristics on "
+                        "and off.")
     ap.add_argument("--candidates", type=int, default=250,
                     help="candidates per data set (default 250, as in CC'22)")
     ap.add_argument("--fusion", default=",".join(FUSIONS),
@@ -414,22 +409,20 @@ def fig6_parser(prog: str = "python -m experiments.fig_fusion",
 
 def parse_on_off(text: str) -> list[bool]:
     """``"on"``, ``"off"``, ``"on,off"`` -> ``[True]``, ``[False]``, ``[True, False]``."""
-    vals = [v.strip() for v in text.split(",") if v.strip()]
+    vals = comma_list(text)
     bad = [v for v in vals if v not in ("on", "off")]
     if bad or not vals:
         raise ExperimentError(f"--heuristics takes on, off or on,off; got {text!r}")
-    return [v == "on" for v in dict.fromkeys(vals)]
+    return [v == "on" for v in vals]
 
 
 def parse_fig6_args(argv: Sequence[str] | None,
                     ap: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     """Parsed and checked Fig. 6 arguments (``layer_list`` added); a user error exits
     with status 2 and one line."""
-    ap = ap or fig6_parser()
-    args = ap.parse_args(argv)
-    try:
-        args.fusion = list(dict.fromkeys(f.strip() for f in args.fusion.split(",")
-                                         if f.strip()))
+
+    def check(args: argparse.Namespace) -> None:
+        args.fusion = comma_list(args.fusion)
         bad = [f for f in args.fusion if f not in FUSIONS]
         if bad or not args.fusion:
             raise ExperimentError(f"--fusion takes {', '.join(FUSIONS)}; got "
@@ -439,9 +432,26 @@ def parse_fig6_args(argv: Sequence[str] | None,
             raise ExperimentError(f"--candidates must be >= 1, got {args.candidates}")
         if args.workers < 1:
             raise ExperimentError(f"--workers must be >= 1, got {args.workers}")
+
+    return _parse_checked(ap or fig6_parser(), argv, check, (ExperimentError,))
+
+
+def comma_list(text: str) -> list[str]:
+    """The items of a comma-separated list, stripped, without empty ones and repeats."""
+    return list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+
+
+def _parse_checked(ap: argparse.ArgumentParser, argv: Sequence[str] | None,
+                   check: Callable[[argparse.Namespace], None],
+                   errors: tuple[type[Exception], ...]) -> argparse.Namespace:
+    """``argv`` parsed, then ``check``-ed, with the run options and ``layer_list`` (added);
+    one of ``errors`` exits with status 2 and its message (``ap.error``)."""
+    args = ap.parse_args(argv)
+    try:
+        check(args)
         _check_run_options(args)
         args.layer_list = layer_list(args.layers, args.scale, args.sizes)
-    except ExperimentError as e:
+    except errors as e:
         ap.error(str(e))
     return args
 
