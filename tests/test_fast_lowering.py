@@ -125,9 +125,12 @@ def test_private_loops_beyond_eight_iterations_are_unrolled():
 SMALL = ConvLayer("small", C=8, H=6, W=6, M=4, K=3, S=1, P=1)
 
 
-@pytest.mark.parametrize("coalesce", [False, True])
-def test_contiguous_layout_matches_the_interpreter(runner, coalesce):
-    tuning = dict(theta=4, rho=0, kappa=2, sigma=2, omega=24, v=4)
+@pytest.mark.parametrize("coalesce,kappa,sigma", [(False, 2, 2), (True, 2, 2),
+                                                   (False, 4, 2), (False, 2, 4)])
+def test_contiguous_layout_matches_the_interpreter(runner, coalesce, kappa, sigma):
+    """Both layouts, and both orders of the unrolled register block (κ > σ interchanged,
+    κ <= σ not), compute the interpreter's convolution on the device."""
+    tuning = dict(theta=4, rho=0, kappa=kappa, sigma=sigma, omega=24, v=4)
     sizes = dict(SMALL.sizes(), **tuning)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((SMALL.H, SMALL.W, SMALL.C)).astype(np.float32)
@@ -136,6 +139,8 @@ def test_contiguous_layout_matches_the_interpreter(runner, coalesce):
     ref = np.asarray(run_pipeline(pipe, {"inputData": x, "kernelsWeights": w}, sizes),
                      dtype=np.float64)
     cp = lower_pipeline(pipe, conv_stage_mappings(pipe), sizes)
+    partial = next(k.source for k in cp.kernels if k.name == "partial")
+    assert ("interchanged" in partial) == (kappa > sigma)
     o = runner.evaluate(cp, {"inputData": x, "kernelsWeights": w}, ref, repeats=1,
                         **reduction_tolerance(ref))
     assert o.ok, o.reason
@@ -258,26 +263,6 @@ def test_register_block_puts_the_longer_loop_outside():
     assert any("interchanged" in ln for ln in body), "\n".join(body)
     weights = [re.search(r"kernelsWeights[^)]*\)", ln).group(0) for ln in body if "fma(" in ln]
     assert len(weights) == 12 and weights[0] == weights[1] == weights[2] != weights[3]
-
-
-@pytest.mark.parametrize("kappa,sigma", [(4, 2), (2, 4)])
-def test_interchanged_register_blocks_compute_the_convolution(runner, kappa, sigma):
-    """Both orders of the unrolled block (κ > σ interchanged, κ < σ not) match the
-    interpreter on the device."""
-    tuning = dict(theta=4, rho=0, kappa=kappa, sigma=sigma, omega=24, v=4)
-    sizes = dict(SMALL.sizes(), **tuning)
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((SMALL.H, SMALL.W, SMALL.C)).astype(np.float32)
-    w = rng.standard_normal((SMALL.M, SMALL.K, SMALL.K, SMALL.C)).astype(np.float32)
-    pipe = gpgpu20_conv_pipeline(coalesce=False)
-    ref = np.asarray(run_pipeline(pipe, {"inputData": x, "kernelsWeights": w}, sizes),
-                     dtype=np.float64)
-    cp = lower_pipeline(pipe, conv_stage_mappings(pipe), sizes)
-    partial = next(k.source for k in cp.kernels if k.name == "partial")
-    assert ("interchanged" in partial) == (kappa > sigma)
-    o = runner.evaluate(cp, {"inputData": x, "kernelsWeights": w}, ref, repeats=1,
-                        **reduction_tolerance(ref))
-    assert o.ok, o.reason
 
 
 def test_copy_kernels_get_a_local_size_from_the_lowering():
