@@ -38,6 +38,9 @@ if TYPE_CHECKING:  # codegen.memory is not needed at run time here
 
 UNROLL_MAX = 64  # most iterations of one unrolled loop
 UNROLL_BUDGET = 1024  # most statements an unrolled loop nest may print
+# most iterations of an unrolled nest the printer considers interchanging: a register block
+# (codegen.private_arrays) larger than this does not fit the registers anyway
+INTERCHANGE_MAX = 256
 
 THREAD_FUNS = {
     "glb": ("get_global_id", "get_global_size"),
@@ -374,8 +377,9 @@ class Printer:
                 self.emit("}", depth)
             elif n <= UNROLL_MAX and self.touches(lp) and \
                     self.unrolled_size(lp) <= UNROLL_BUDGET:
-                inner = independent_nest(lp, env)
-                if inner is not None and inner.n > n and inner.n <= UNROLL_MAX:
+                inner = lp.body[0] if len(lp.body) == 1 else None
+                if isinstance(inner, Loop) and n < inner.n <= UNROLL_MAX and \
+                        n * inner.n <= INTERCHANGE_MAX and independent_nest(lp, env):
                     self.emit(f"// {inner.what} ({inner.name} = 0..{inner.n - 1}) around "
                               f"{lp.what} ({v} = 0..{n - 1}), unrolled and interchanged: "
                               "independent iterations", depth)

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from codegen.views import Mem, VecMem
+from ir.errors import SymbolicError
 
 if TYPE_CHECKING:
     from codegen.emit import Loop
@@ -60,10 +61,12 @@ def vector_private_arrays(body: list) -> dict[str, int]:
 def _cells(leaf: Mem | VecMem, env: dict) -> set[tuple[str, int]]:
     """The elements (buffer, scalar offset) one access touches, or a set with a marker
     ``(name, -1)`` when its index is not a constant in ``env``."""
-    idx = leaf.idx.subs(env) if env else leaf.idx
-    if not idx.is_const:
+    if not leaf.idx.free_vars() <= env.keys():
         return {(leaf.buf.name, -1)}
-    start = idx.as_int()
+    try:
+        start = leaf.idx.evaluate(env)
+    except SymbolicError:  # e.g. an exact division that is not integral: do not reorder
+        return {(leaf.buf.name, -1)}
     w = leaf.width if isinstance(leaf, VecMem) else 1
     return {(leaf.buf.name, start + k) for k in range(w)}
 
@@ -82,6 +85,11 @@ def independent_nest(outer: Loop, env: dict) -> Loop | None:
     if inner.kind != "seq" or not inner.body or \
             not all(isinstance(s, Store) for s in inner.body):
         return None
+    if any(s.dest.buf.space != "private" for s in inner.body):
+        return None
+    written_names = {s.dest.buf.name for s in inner.body}
+    reads_of = [[leaf for leaf in leaves_of(s.value) if leaf.buf.name in written_names]
+                for s in inner.body]  # reads of other buffers cannot conflict
     written_by: dict[tuple[str, int], int] = {}
     touched: list[set[tuple[str, int]]] = []
     for i in range(outer.n):
@@ -89,11 +97,9 @@ def independent_nest(outer: Loop, env: dict) -> Loop | None:
             it = {**env, outer.name: i, inner.name: j}
             writes: set[tuple[str, int]] = set()
             reads: set[tuple[str, int]] = set()
-            for s in inner.body:
-                if s.dest.buf.space != "private":
-                    return None
+            for s, leaves in zip(inner.body, reads_of):
                 writes |= _cells(s.dest, it)
-                for leaf in leaves_of(s.value):
+                for leaf in leaves:
                     reads |= _cells(leaf, it)
             if any(cell[1] < 0 for cell in writes):
                 return None
@@ -102,7 +108,6 @@ def independent_nest(outer: Loop, env: dict) -> Loop | None:
                 if written_by.setdefault(cell, k) != k:
                     return None
             touched.append(reads)
-    written_names = {name for name, _ in written_by}
     for k, reads in enumerate(touched):
         for cell in reads:
             if cell[0] in written_names and (cell[1] < 0 or written_by.get(cell, k) != k):
