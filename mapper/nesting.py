@@ -256,7 +256,7 @@ def _direct_map(f: nodes.FunDecl) -> nodes.Map | None:
 class _Spaces:
     """Address-space and producer inference over the program, as the lowering decides it.
 
-    The lowering (``codegen.lower.Builder``) emits an expression either *into* a
+    The lowering (``codegen.builder.Builder``) emits an expression either *into* a
     destination its consumer provides (the program's output, an enclosing map's element):
     then ``toLocal``/``toPrivate`` annotations on the way are ignored and computing maps
     write where the destination is; or it *materialises* a value another expression reads:

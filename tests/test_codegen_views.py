@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from codegen import views as vw
+from codegen.builder import Builder
 from codegen.emit import Decl, Loop, Store
 from codegen.errors import UnvectorizableError
-from codegen.lower import Builder, build
+from codegen.lower import build
 from codegen.memory import Buf, natural_view, size_of
 from ir.builders import (
     as_scalar,

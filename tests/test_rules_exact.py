@@ -119,7 +119,7 @@ def test_explain_and_check_say_which_kind_rejected():
 
 
 def test_one_definition_of_a_map_that_computes():
-    from codegen import lower
+    from codegen import builder as lower
 
     with pytest.raises(NoMapsError):
         problem(parse("X : [float]N\nmapA(\\x -> value(2.0, float)) $ X"))
