@@ -504,6 +504,47 @@ def test_model_strategy_takes_cut_candidates_as_slow_not_infeasible(joint):
     assert all(isinstance(y, float) for y, c in zip(s.y, s.X) if y != SLOW)
 
 
+def test_model_strategy_starts_with_a_space_filling_design(joint):
+    """The first ``n_init`` proposals are spread over the pool (maximin): their closest pair
+    is farther apart than that of any of 50 random draws of as many pool members."""
+    pytest.importorskip("sklearn", reason="the model strategy needs scikit-learn")
+    import random
+
+    import numpy as np
+
+    s = make_strategy("model", joint, seed=0, pool_size=150, n_init=8, batch=4)
+    it = s.candidates()
+    design = [next(it) for _ in range(8)]
+    pool = np.array(s._matrix(list(s._feats.values())))  # every pool member's features
+    lo, span = pool.min(0), np.ptp(pool, 0)
+    span[span == 0] = 1.0
+
+    def closest(rows) -> float:
+        x = (np.array(s._matrix(rows)) - lo) / span
+        d = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+        return float(d[np.triu_indices(len(x), 1)].min())
+
+    spread = closest([s._cached(c.mapping, c.tuning) for c in design])
+    rng = random.Random(0)
+    rows = list(s._feats.values())
+    assert all(spread > closest(rng.sample(rows, 8)) for _ in range(50))
+
+
+def test_model_strategy_trees_split_on_a_third_of_the_features(joint):
+    """The regressor's trees each consider a random third of the features per split, so
+    they disagree where the data do not decide (the acquisition's uncertainty)."""
+    pytest.importorskip("sklearn", reason="the model strategy needs scikit-learn")
+    s = make_strategy("model", joint, seed=0, pool_size=150, n_init=8, batch=4)
+    it = s.candidates()
+    for _ in range(13):
+        c = next(it)
+        s.observe(c, {"status": "ok", "gflops": float(c.tuning["s0"])})
+    reg = s.regressor
+    n = reg.n_features_in_
+    assert reg is not None and len(reg.estimators_) == 100
+    assert all(t.max_features_ == max(1, int(n / 3)) < n for t in reg.estimators_)
+
+
 # ------------------------------------------------------------------ replay (no device)
 
 
@@ -548,6 +589,8 @@ def test_replay_each_strategy_sees_each_stored_candidate_once(synthetic_store):
     c = compare(synthetic_store, ["solver", "random"], seeds=3)
     assert c.best == max(r["gflops"] or 0 for r in space.rows.values())
     assert all(len(v) == 3 and all(x is not None for x in v) for v in c.evaluations.values())
+    later = compare(synthetic_store, ["solver"], seeds=2, first_seed=1)  # seeds 1 and 2
+    assert later.evaluations["solver"] == c.evaluations["solver"][1:]
 
 
 def test_replay_of_the_model_strategy_reads_kernel_features(synthetic_store):

@@ -7,14 +7,22 @@ uncertainty for the acquisition rule.
 
 1. A pool of ``pool_size`` valid candidates is drawn like ``solver`` does (known
    constraints are satisfied by construction).
-2. The first ``n_init`` proposals are random members of the pool.
+2. The first ``n_init`` proposals are a space-filling (maximin) design over the pool: the
+   first is a random member, each next one the member farthest from every candidate
+   proposed so far, in the features scaled to the pool's range (so the first
+   observations cover different mappings, tilings and vector widths, where uniform
+   draws often repeat one kind).
 3. Then, every ``batch`` proposals, a regressor is fitted on log(GFLOP/s) (or -log(time)
    without a FLOP count) of the ``ok`` candidates, the ones stopped for time counting as
    slower than the slowest ``ok`` one (they were cut because they are slow), and a
    classifier on runs / does not run (the hidden constraints: the lowering's and the
    device's refusals, failures); the next batch
    is the pool's top ``batch`` by ``P(ok) * (mean + beta * std)`` (upper confidence bound
-   on the standardised prediction). The pool is refilled as it is used.
+   on the standardised prediction, over the regressor's ``trees`` trees). Each split of
+   the regressor's trees considers a random third of the features (``max_features``,
+   Breiman's default for regression forests): the trees disagree more where the data do
+   not decide, which is what the ``std`` of the acquisition measures. The pool is
+   refilled as it is used.
 
 Features: per map its level (seq/fused 0, lcl 1, wrg 2, glb 3), dimension and whether it
 is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have it); and
@@ -46,7 +54,8 @@ class ModelStrategy(Strategy):
     name = "model"
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 2000,
-                 n_init: int = 10, batch: int = 5, beta: float = 1.0, **options: Any):
+                 n_init: int = 10, batch: int = 5, beta: float = 0.5, trees: int = 100,
+                 max_features: float = 1 / 3, **options: Any):
         super().__init__(joint, seed=seed, **options)
         try:
             import sklearn  # noqa: F401
@@ -54,12 +63,14 @@ class ModelStrategy(Strategy):
             raise StrategyError("strategy 'model' needs scikit-learn: "
                                 "pip install 'liftmap[model]'") from None
         self.pool_size, self.n_init, self.batch, self.beta = pool_size, n_init, batch, beta
+        self.trees, self.max_features = trees, max_features
         self.labels = list(joint.problem.labels)
         self.params: list[str] = []
         self.X: list[list[float]] = []
         self.y: list[float | str | None] = []  # None: failed; SLOW: stopped for time
         self._feats: dict[Any, list[float]] = {}  # pool member -> features
         self._map_s = self._tun_s = 0.0  # drawing the pool's samples since the last batch
+        self.regressor: Any = None  # the last fitted cost model (for inspection)
 
     # features -------------------------------------------------------------
 
@@ -158,12 +169,28 @@ class ModelStrategy(Strategy):
         Xo = np.array(self._matrix([x for x, _ in ok]))
         yo = np.array([y for _, y in ok])
         mu, sd = yo.mean(), yo.std() or 1.0
-        reg = RandomForestRegressor(n_estimators=50, random_state=self.seed, min_samples_leaf=1)
+        reg = RandomForestRegressor(n_estimators=self.trees, max_features=self.max_features,
+                                    random_state=self.seed)
         reg.fit(Xo, (yo - mu) / sd)
+        self.regressor = reg
         per_tree = np.stack([t.predict(Xp) for t in reg.estimators_])
         ucb = per_tree.mean(0) + self.beta * per_tree.std(0)
         # shift to positive so that multiplying by P(ok) ranks sensibly
         return list(p_ok * (ucb - ucb.min() + 1e-3))
+
+    def _farthest(self, pool: list, chosen: list[list[float]]) -> int:
+        """The index of the pool member farthest from its nearest ``chosen`` features
+        (Euclidean, each feature scaled to the pool's range): one step of a maximin
+        space-filling design."""
+        import numpy as np
+
+        P = np.array(self._matrix([self._cached(m, c) for m, c in pool]))
+        C = np.array(self._matrix(chosen))
+        lo, span = P.min(0), np.ptp(P, 0)
+        span[span == 0] = 1.0
+        P, C = (P - lo) / span, (C - lo) / span
+        d = ((P[:, None, :] - C[None, :, :]) ** 2).sum(-1).min(1)
+        return int(d.argmax())
 
     # the strategy -----------------------------------------------------------
 
@@ -171,6 +198,7 @@ class ModelStrategy(Strategy):
         pool: list = []
         seen: set = set()
         proposed = 0
+        design: list[list[float]] = []  # the features of the initial design's proposals
         while True:
             t0 = time.perf_counter()
             self._map_s = self._tun_s = 0.0
@@ -178,7 +206,9 @@ class ModelStrategy(Strategy):
             if not pool:
                 return
             if proposed < self.n_init or not self.X:
-                picks = [pool.pop(self.rng.randrange(len(pool)))]
+                i = self._farthest(pool, design) if design else self.rng.randrange(len(pool))
+                picks = [pool.pop(i)]
+                design.append(self._cached(*picks[0]))
             else:
                 scores = self._score(pool)
                 order = sorted(range(len(pool)), key=lambda i: -scores[i])[:self.batch]

@@ -211,8 +211,10 @@ class Comparison:
 
 
 def compare(store: str | ResultStore, strategies: Iterable[str], *, seeds: int = 10,
-            fraction: float = 0.9, budget: int | None = None) -> Comparison:
-    """Replays each strategy with seeds 0..seeds-1 on the store's candidates."""
+            fraction: float = 0.9, budget: int | None = None, first_seed: int = 0
+            ) -> Comparison:
+    """Replays each strategy with seeds ``first_seed`` .. ``first_seed + seeds - 1`` on the
+    store's candidates."""
     space, _ = load_space(store)
     best = max((_perf(r) for r in space.rows.values()), default=0.0)
     if best <= 0:
@@ -222,5 +224,5 @@ def compare(store: str | ResultStore, strategies: Iterable[str], *, seeds: int =
         get_strategy(name)
         out[name] = [evaluations_to_reach(replay(space, name, budget=budget, seed=s,
                                                  stop_at=fraction * best), fraction * best)
-                     for s in range(seeds)]
+                     for s in range(first_seed, first_seed + seeds)]
     return Comparison(best, fraction, out, space.count())
