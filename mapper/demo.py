@@ -11,11 +11,14 @@
    ends in a typed outcome, checked against an independent numpy convolution.
 
 Candidates run in worker processes with a time limit. The exit status is 1 if any valid
-candidate computed a wrong result, crashed or timed out (a bug), or if a candidate the
-demo must run (every valid mapping of Listing 3 and Table 1, the paper's hand mapping of
-the convolution) did not end ``ok``: a refusal of those is a failure of the main job, not
-a typed outcome to accept. Joint-space samples may be refused by the lowering's resource
-checks (hidden constraints); they are counted and shown.
+candidate computed a wrong result, crashed or did not compile (a bug), or if a candidate
+the demo must run (every valid mapping of Listing 3 and Table 1, the paper's hand mapping
+of the convolution) did not end ``ok`` (a timeout included): a refusal of those is a
+failure of the main job, not a typed outcome to accept. Joint-space samples may be
+refused by the lowering's resource checks (hidden constraints), and a sample may be too
+slow for the time limit (one of them runs 5 s per execution on an idle 2-core CPU and over
+60 s on a loaded one); both
+are counted and shown, not failures.
 """
 
 from __future__ import annotations
@@ -104,11 +107,14 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     console = console or Console(highlight=False)
     bad: Counter[str] = Counter()
     refused: list[str] = []  # candidates the demo must run that did not end ok
+    slow: list[str] = []  # sampled candidates stopped by the time limit (slow, not wrong)
 
     def judge(o, label: str, required: bool) -> None:
-        bad[o.status] += o.status in ("wrong-result", "crash", "timeout", "compile-error")
+        bad[o.status] += o.status in ("wrong-result", "crash", "compile-error")
         if required and not o.ok:
             refused.append(f"{label}: {o.label}")
+        elif o.status == "timeout":
+            slow.append(label)
     t_start = time.perf_counter()
     with WorkerPool() as pool:
         lim = pool.device_info().get("limits", {})
@@ -239,6 +245,9 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
 
     problems = sum(bad.values())
     took = f"done in {time.perf_counter() - t_start:.0f} s: "
+    if slow:
+        console.print(f"{len(slow)} sampled candidate(s) stopped by the time limit (too slow "
+                      "to finish, not a wrong result): " + "; ".join(escape(x) for x in slow))
     if not problems and not refused:
         console.print(took + "[green]the required candidates (Listing 3, Table 1, the hand-"
                       "mapped convolution) ran ok; every other candidate computed the right "
