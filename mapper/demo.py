@@ -17,8 +17,7 @@ of the convolution) did not end ``ok`` (a timeout included): a refusal of those 
 failure of the main job, not a typed outcome to accept. Joint-space samples may be
 refused by the lowering's resource checks (hidden constraints), and a sample may be too
 slow for the time limit (one of them runs 5 s per execution on an idle 2-core CPU and over
-60 s on a loaded one); both
-are counted and shown, not failures.
+60 s on a loaded one); both are counted and shown, not failures.
 """
 
 from __future__ import annotations
