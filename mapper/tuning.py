@@ -222,12 +222,19 @@ def infer_tuning(
         r = c.rel
         if r.op == "==" and r.rhs.is_const and r.rhs.as_int() == 0:
             t = r.lhs.to_tree()
-            if t[0] == "mod" and t[2][0] == "var" and t[2][1] in uses:
-                from ir.typecheck import _from_tree
+            if t[0] != "mod":
+                continue
+            from ir.typecheck import _from_tree
 
-                known = _known(_from_tree(t[1]), sizes)
+            num, den = t[1], t[2]
+            # (L/y) % (x/y) == 0 (a chunk of x/y elements of L/y vectors of width y):
+            # x divides L, so x's natural domain is L's divisors too
+            if den[0] == "div" and num[0] == "div" and den[2] == num[2]:
+                num, den = num[1], den[1]
+            if den[0] == "var" and den[1] in uses:
+                known = _known(_from_tree(num), sizes)
                 if known:
-                    uses[t[2][1]].append(("split", known))
+                    uses[den[1]].append(("split", known))
     ranges = _declared_ranges(program)
     for v in free:
         if v in domains:
