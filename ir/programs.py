@@ -7,6 +7,7 @@ parallel mapping is the mapper's job.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from ir.builders import (
     userfun,
     zip_,
 )
+from ir.errors import LiftmapError
 from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal
 from ir.sym import Var
 from ir.types import Float, array
@@ -416,9 +418,25 @@ def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mappin
 # ------------------------------------------------------------------------- VGG-16
 
 
+class ConvShapeError(LiftmapError, ValueError):
+    """A convolution layer's sizes that no convolution has (the message names the layer and
+    the size, and says what to give instead)."""
+
+
+_CONV_SIZE_MEANING = {"C": "input channels", "H": "input height", "W": "input width",
+                      "M": "kernels (output channels)", "K": "kernel size", "S": "stride",
+                      "P": "padding"}
+
+
 @dataclass(frozen=True)
 class ConvLayer:
-    """A convolution layer: input ``C x H x W``, ``M`` kernels ``K x K``, stride S, pad P."""
+    """A convolution layer: input ``C x H x W``, ``M`` kernels ``K x K``, stride S, pad P.
+
+    The sizes are checked on construction: integers (numpy's included; stored as ``int``),
+    ``C, H, W, M, K, S >= 1``, ``P >= 0``, and the kernel fits the padded input
+    (``K <= H + 2P`` and ``K <= W + 2P``, so the output has at least one row and column);
+    else :class:`ConvShapeError`, one line naming the layer and the size.
+    """
 
     name: str
     C: int
@@ -428,6 +446,25 @@ class ConvLayer:
     K: int = 3
     S: int = 1
     P: int = 1
+
+    def __post_init__(self) -> None:
+        where = f"convolution {self.name}"
+        for key, meaning in _CONV_SIZE_MEANING.items():
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise ConvShapeError(f"{where}: {key}={v!r} is not an integer: give the "
+                                     f"{meaning} as a whole number")
+            object.__setattr__(self, key, int(v))
+            least = 0 if key == "P" else 1
+            if v < least:
+                raise ConvShapeError(f"{where}: {key}={v} is less than {least}: give "
+                                     f"{key} >= {least} ({meaning})")
+        for side in ("H", "W"):
+            padded = getattr(self, side) + 2 * self.P
+            if self.K > padded:
+                raise ConvShapeError(
+                    f"{where}: K={self.K} is larger than the padded input ({side} + 2P = "
+                    f"{padded}): give K <= {padded} or more padding")
 
     @property
     def out_h(self) -> int:
