@@ -650,11 +650,18 @@ def device_spec(device) -> str:
 
 def device_limits(device) -> dict[str, Any]:
     """Limits of ``device`` that become constraints and launch checks (sizes in bytes): its
-    ``codegen.target.Device`` description as a dict, plus the version strings."""
+    ``codegen.target.Device`` description as a dict, plus the version strings.
+
+    The memory sizes (``max_mem_alloc_size``, ``global_mem_size``) are the device's own
+    reports, for the runner's launch checks; ``Device.from_limits`` rounds them down to a
+    power of two for the space and the lowering (``codegen.target.stable_memory_size``:
+    PoCL reports them from the momentary free memory)."""
     from codegen.target import Device
 
     return {
         **Device.from_opencl(device).to_dict(),
+        "max_mem_alloc_size": int(device.max_mem_alloc_size),
+        "global_mem_size": int(device.global_mem_size),
         "version": device.version.strip(),
         "platform_version": device.platform.version.strip(),
         "driver_version": device.driver_version.strip(),

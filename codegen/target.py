@@ -13,6 +13,14 @@ memory budgets the lowering enforces (OpenCL has no query for those). It comes f
 
 :func:`resolve` turns the CLI's ``--device`` text into a ``Device``. Stages that are not
 given one use :data:`DEFAULT_DEVICE`, defined here and nowhere else.
+
+A live device's memory sizes (``max_mem_alloc_size``, ``global_mem_size``) enter its
+``Device`` rounded down to a power of two (:func:`stable_memory_size`): PoCL's CPU device
+reports them from the machine's momentary free memory, and the tuning space's constraints
+must not change between two runs on the same machine (same seed, same candidates). The
+rounded value never exceeds what the device reports, so the space and the lowering stay
+within the real limits; the runner checks launches against the real ones
+(``codegen.device.device_limits``).
 """
 
 from __future__ import annotations
@@ -28,6 +36,23 @@ from ir.errors import LiftmapError
 
 class DeviceDescriptionError(LiftmapError, ValueError):
     """A device description (preset name, JSON file, live spec) that cannot be used."""
+
+
+# the memory sizes a live device reports from the momentary free memory (PoCL's CPU device)
+VOLATILE_MEMORY_FIELDS = ("max_mem_alloc_size", "global_mem_size")
+
+
+def stable_memory_size(nbytes: int) -> int:
+    """``nbytes`` rounded down to a power of two (``1 << floor(log2(nbytes))``).
+
+    What a live device's memory sizes become in its :class:`Device`: free-memory-dependent
+    reports of one machine (1.7 GiB or 1.9 GiB of largest allocation) become the same value
+    (1 GiB), never more than reported. A value that is not a positive integer is returned
+    unchanged (the ``Device`` refuses it with its own message).
+    """
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+        return nbytes
+    return 1 << (nbytes.bit_length() - 1)
 
 
 @dataclass(frozen=True)
@@ -102,10 +127,16 @@ class Device:
     @classmethod
     def from_limits(cls, limits: Mapping[str, Any]) -> Device:
         """From ``codegen.device.device_limits``'s dict (what a worker reports); the keys
-        that are not fields (version strings) are dropped."""
+        that are not fields (version strings) are dropped. The memory sizes, which that dict
+        holds as the device reports them, are rounded down to a power of two
+        (:func:`stable_memory_size`), as :meth:`from_opencl` does: equal for two reports of
+        one device that differ only in the free memory."""
         known = {f.name for f in fields(cls)}
-        return cls.from_dict({k: v for k, v in limits.items() if k in known},
-                             source=str(limits.get("source", "opencl")))
+        data = {k: v for k, v in limits.items() if k in known}
+        for k in VOLATILE_MEMORY_FIELDS:
+            if k in data:
+                data[k] = stable_memory_size(data[k])
+        return cls.from_dict(data, source=str(limits.get("source", "opencl")))
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the description as JSON (read it back with :meth:`load`)."""
@@ -131,7 +162,9 @@ class Device:
     @classmethod
     def from_opencl(cls, device: Any) -> Device:
         """The description of a live ``pyopencl.Device``; the private budgets follow its
-        type (a CPU gets PoCL's, a GPU a per-work-item budget only)."""
+        type (a CPU gets PoCL's, a GPU a per-work-item budget only). The memory sizes are
+        rounded down to a power of two (:func:`stable_memory_size`): PoCL reports them from
+        the free memory, and the space built for the device must not follow that."""
         import pyopencl as cl
 
         exts = tuple(sorted(set(device.extensions.split())))
@@ -146,8 +179,8 @@ class Device:
             max_work_item_sizes=tuple(int(x) for x in device.max_work_item_sizes),
             max_work_item_dimensions=int(device.max_work_item_dimensions),
             local_mem_size=int(device.local_mem_size),
-            max_mem_alloc_size=int(device.max_mem_alloc_size),
-            global_mem_size=int(device.global_mem_size),
+            max_mem_alloc_size=stable_memory_size(int(device.max_mem_alloc_size)),
+            global_mem_size=stable_memory_size(int(device.global_mem_size)),
             max_compute_units=int(device.max_compute_units),
             preferred_vector_width_float=int(device.preferred_vector_width_float),
             fp64="cl_khr_fp64" in exts or bool(getattr(device, "double_fp_config", 0)),
