@@ -253,11 +253,15 @@ class _Worker:
         return Outcome("crash", reason + (f": {tail}" if tail else ""))
 
     def call(self, kind: str, payload, inputs, reference, token: str, timeout_s: float,
-             kw: dict, gate: threading.Lock | None = None) -> Outcome:
+             kw: dict, gate: threading.Lock | None = None,
+             run_limit_s: float | None = None) -> Outcome:
         """Sends the data (if the worker lacks it) and one candidate; waits for the outcome.
         With ``gate``, the worker lowers and builds freely but runs (the timed part) only
         while holding ``gate``, which the workers of a pool share; the time spent waiting
-        for it does not count against ``timeout_s``."""
+        for it does not count against ``timeout_s``. ``run_limit_s`` limits the run part
+        alone (upload, executions, comparison), from the moment the build is done: a slow
+        kernel is stopped inside its first execution (``timeout``, reason ``runs stopped
+        after ...``); lowering and building keep ``timeout_s``."""
         if not self.alive:
             self.start()
         conn = self.conn
@@ -274,7 +278,8 @@ class _Worker:
             self.token = token
         t0 = time.perf_counter()
         try:
-            conn.send(("eval", token, kind, payload, kw, gate is not None))
+            conn.send(("eval", token, kind, payload, kw,
+                       gate is not None or run_limit_s is not None))
         except (EOFError, OSError):
             return self._died("before the candidate was sent")
         except (pickle.PicklingError, TypeError, AttributeError) as e:
@@ -282,12 +287,16 @@ class _Worker:
                            "a user function with a statement body needs a numpy meaning "
                            "that pickles (a module-level function, not a lambda)")
         left = timeout_s
+        running = False  # built: the run part's limit applies
         held: threading.Lock | None = None  # the gate, while this call holds it
         try:
             while True:
                 t1 = time.perf_counter()
-                if not conn.poll(left):
+                if not conn.poll(max(0.0, left)):
                     self.kill()
+                    if running and run_limit_s is not None:
+                        return Outcome("timeout", f"runs stopped after {run_limit_s:.3g} s "
+                                       "(the run limit); worker killed and replaced")
                     return Outcome("timeout", f"no result within {timeout_s:g} s; worker "
                                    "killed (SIGKILL) and replaced")
                 try:
@@ -297,9 +306,11 @@ class _Worker:
                 left -= time.perf_counter() - t1
                 if msg[0] != "built":
                     return msg[1]
-                assert gate is not None  # the worker waits for its turn only when gated
-                gate.acquire()  # waiting for the device is not the candidate's time
-                held = gate
+                if gate is not None:
+                    gate.acquire()  # waiting for the device is not the candidate's time
+                    held = gate
+                if run_limit_s is not None:
+                    left, running = run_limit_s, True
                 try:
                     conn.send(("go",))
                 except (EOFError, OSError):
@@ -383,7 +394,8 @@ class WorkerPool:
 
     # -------------------------------------------------------------- evaluation
 
-    def _run(self, kind: str, payload, inputs, reference, timeout_s, kw) -> Outcome:
+    def _run(self, kind: str, payload, inputs, reference, timeout_s, kw,
+             run_limit_s: float | None = None) -> Outcome:
         timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
         token = self._token(inputs, reference)
         w = self._idle.get()
@@ -394,7 +406,8 @@ class WorkerPool:
                 raise
             except WorkerStartError as e:
                 return Outcome("crash", str(e))
-            out = w.call(kind, payload, inputs, reference, token, timeout_s, kw, self._gate)
+            out = w.call(kind, payload, inputs, reference, token, timeout_s, kw, self._gate,
+                         run_limit_s)
         finally:
             self._idle.put(w)
         if out.status == "timeout":
@@ -412,11 +425,14 @@ class WorkerPool:
     def evaluate_candidate(self, lower_fn: Callable[[], CompiledProgram],
                            inputs: Mapping[str, np.ndarray],
                            reference: np.ndarray | None = None, *,
-                           timeout_s: float | None = None, **kw: Any) -> Outcome:
+                           timeout_s: float | None = None, run_limit_s: float | None = None,
+                           **kw: Any) -> Outcome:
         """Lowers (``lower_fn()``) and evaluates in a worker: an exception with a ``check``
         attribute becomes ``rejected:<check>``, any other exception or a dead worker
-        ``crash``; ``lower_s`` is set. The time limit covers lowering and evaluation."""
-        return self._run("lower", lower_fn, inputs, reference, timeout_s, kw)
+        ``crash``; ``lower_s`` is set. The time limit covers lowering and evaluation;
+        ``run_limit_s``, if given, replaces it once the candidate is built (see
+        ``_Worker.call``)."""
+        return self._run("lower", lower_fn, inputs, reference, timeout_s, kw, run_limit_s)
 
     def map_candidates(self, lower_fns: Iterable[Callable[[], CompiledProgram]],
                        inputs: Mapping[str, np.ndarray], reference: np.ndarray | None = None,
