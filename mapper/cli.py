@@ -45,8 +45,9 @@ def library_errors() -> tuple[type[BaseException], ...]:
             PermissionError)
 
 
-def parse_sizes(text: str | None) -> dict[str, int]:
-    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``; names once each, values 1..2^31-1."""
+def parse_sizes(text: str | None, minimum: int = 1) -> dict[str, int]:
+    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``; names once each, values
+    ``minimum``..2^31-1."""
     out: dict[str, int] = {}
     if not text:
         return out
@@ -64,10 +65,10 @@ def parse_sizes(text: str | None) -> dict[str, int]:
             raise CliError(f"size {k} must be an integer, got {v!r}")
         digits = v.lstrip("+-").lstrip("0")
         if v.startswith("-") or len(digits) > len(str(MAX_SIZE)) or int(v) > MAX_SIZE \
-                or int(v) < 1:
+                or int(v) < minimum:
             shown = v if len(v) <= 20 else f"{v[:8]}...({len(digits)} digits)"
             raise CliError(f"size {k}={shown} is out of range: a size must be an integer in "
-                           f"1..{MAX_SIZE}")
+                           f"{minimum}..{MAX_SIZE}")
         out[k] = int(v)
     return out
 
@@ -827,8 +828,15 @@ def _explore_task(args):
         if args.sizes:
             from ir.programs import ConvLayer
 
-            s = parse_sizes(args.sizes)
+            if args.layer:
+                raise CliError("conv takes --sizes or --layer, not both")
+            s = parse_sizes(args.sizes, minimum=0)  # P=0: no padding; ConvLayer checks
             need = ("C", "H", "W", "M")
+            unknown = sorted(set(s) - {*need, "K", "S", "P"})
+            if unknown:
+                raise CliError(f"conv has no size {', '.join(unknown)}: its sizes are C, H, "
+                               "W, M (input channels, height, width, kernels) and K, S, P "
+                               "(kernel size 3, stride 1, padding 1 unless given)")
             missing = [k for k in need if k not in s]
             if missing:
                 raise CliError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
@@ -882,14 +890,15 @@ def cmd_explore(args) -> int:
         raise CliError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
     stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
     path = args.store or os.path.join("results", f"{stem}.sqlite")
+    task = _explore_task(args)  # a bad program or shape leaves no store behind
     store = ResultStore(path)
     live = console.is_terminal
     dash = Dashboard()
     try:
-        task = _explore_task(args)
         kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
-                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats, cut=args.cut,
-                  workers=args.workers, run_budget_s=args.run_budget or None)
+                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
+                  cut=args.cut or None, workers=args.workers,
+                  run_budget_s=args.run_budget or None)
         if args.mapping:
             kw["mapping"] = args.mapping
         if live:
@@ -904,7 +913,14 @@ def cmd_explore(args) -> int:
         store.close()
     console.print(res.summary(), markup=False, highlight=False)
     console.print(f"store: {path} ({res.context.describe()})", markup=False)
-    return 130 if res.stopped_by == "interrupted" else 0
+    if res.stopped_by == "interrupted":
+        return 130
+    if not res.rows and res.stopped_by == "time":
+        err_console.print(f"error: the budget {budget.text} ended before one candidate was "
+                          f"evaluated (start-up and the first candidate took longer): give "
+                          "a larger --budget", markup=False, highlight=False)
+        return 2
+    return 0
 
 
 def cmd_results(args) -> int:
@@ -1158,21 +1174,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "are tuned")
     p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
                    "(default 19/2)")
-    p.add_argument("--strategy", default="solver", help="manual, solver or random "
-                   "(default solver)")
+    p.add_argument("--strategy", default="model", help="model (the default: analytic prior, "
+                   "learned cost model and local search around the best), solver (CC'22: "
+                   "uniform valid mapping, then uniform tuning), random (uniform codes until "
+                   "valid) or manual (one --mapping, every tuning)")
     p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
     p.add_argument("--budget", default="100", help="candidates (500) or time (90s, 10m)")
     p.add_argument("--store", help="SQLite results store (default results/<program>.sqlite)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
                    "that builds)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds for one candidate's "
+                   "lowering, build and runs (default 30)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per candidate")
-    p.add_argument("--cut", type=float, help="early cut: stop a candidate after CUT times the "
-                   "best candidate's evaluation time (at least 5 s)")
-    p.add_argument("--run-budget", type=_seconds, default=None, help="seconds the timed runs "
+    p.add_argument("--cut", type=_seconds, default=3.0, help="early cut: stop a candidate's runs "
+                   "after CUT times the best candidate's run time, at least 2 s (default 3; "
+                   "0: off)")
+    p.add_argument("--run-budget", type=_seconds, default=1.0, help="seconds the timed runs "
                    "of one candidate may take: slow ones are timed fewer times (at least "
-                   "once; default: always --repeats)")
+                   "once; default 1; 0: always --repeats)")
     p.add_argument("--max", type=int, help="upper end of inferred tuning ranges")
     p.add_argument("--workers", type=_positive_int, default=1, help="candidates lowered and "
                    "built in parallel worker processes; their timed runs still take turns on "

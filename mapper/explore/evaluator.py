@@ -37,11 +37,17 @@ class Evaluator:
     ``device`` and closed by ``close``). ``timeout_s`` limits lowering + build + runs of
     one candidate; ``run_budget_s`` bounds the time of its timed repeats (see
     ``codegen.runner.Runner.evaluate``).
+
+    **Early cut** (``cut``, on by default): once a candidate ran ``ok``, the run part of
+    the next ones (upload, executions, comparison; lowering and building keep
+    ``timeout_s``) is limited to ``cut`` times the best candidate's run time, at least
+    ``cut_min_s``: a candidate several times slower than the best is stopped inside its
+    first execution, and stored as ``timeout`` with check ``early-cut``.
     """
 
     def __init__(self, task: Task, store: ResultStore, *, run_id: str, strategy: str,
                  seed: int, device: str | None = None, pool=None, timeout_s: float = 60.0,
-                 repeats: int = 3, cut: float | None = None, cut_min_s: float = 5.0,
+                 repeats: int = 3, cut: float | None = 3.0, cut_min_s: float = 2.0,
                  workers: int = 1, run_budget_s: float | None = None):
         from codegen.worker import WorkerPool
 
@@ -65,29 +71,43 @@ class Evaluator:
         """The stored row of ``cand``, if it was evaluated before."""
         return self.store.get(self.key(cand))
 
-    def time_limit(self, best_wall_s: float | None) -> float:
-        """The time limit of the next candidate: ``timeout_s``, or with the early cut
-        ``cut`` times the best candidate's evaluation time (at least ``cut_min_s``)."""
-        if self.cut is None or not best_wall_s:
-            return self.timeout_s
-        return min(self.timeout_s, max(self.cut_min_s, self.cut * best_wall_s))
+    def run_limit(self, best_run_s: float | None) -> float | None:
+        """The limit of the next candidate's run part: ``cut`` times the best candidate's
+        run time (at least ``cut_min_s``), or None (no early cut: ``timeout_s`` only)."""
+        if not self.cut or not best_run_s:
+            return None
+        return min(self.timeout_s, max(self.cut_min_s, self.cut * best_run_s))
 
-    def run(self, cand: Candidate, idx: int, best_wall_s: float | None = None
-            ) -> dict[str, Any]:
+    def run(self, cand: Candidate, idx: int, best_run_s: float | None = None,
+            left_s: float | None = None) -> dict[str, Any] | None:
         """Evaluates ``cand`` in a worker; returns its row (not yet stored).
-        ``best_wall_s``: the best candidate's evaluation time, for the early cut."""
+        ``best_run_s``: the best candidate's run time, for the early cut. ``left_s``: the
+        seconds left in the run's time budget; both limits end there, and a candidate
+        stopped by the end of the budget gives ``None`` (its outcome is unknown: it is not
+        recorded, and a later run evaluates it)."""
         t = self.task
-        limit = self.time_limit(best_wall_s)
+        run_limit = self.run_limit(best_run_s)
+        timeout = self.timeout_s
+        clipped = False  # a limit was shortened to end with the budget
+        if left_s is not None:
+            left_s = max(0.05, left_s)
+            clipped = left_s < timeout or (run_limit is not None and left_s < run_limit)
+            timeout = min(timeout, left_s)
+            run_limit = None if run_limit is None else min(run_limit, left_s)
         t0 = time.perf_counter()
+        kw: dict[str, Any] = {"run_limit_s": run_limit} if run_limit is not None else {}
         o: Outcome = self.pool.evaluate_candidate(
             t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
-            timeout_s=limit, repeats=self.repeats, flops=t.flops,
-            run_budget_s=self.run_budget_s, **t.tolerance)
+            timeout_s=timeout, repeats=self.repeats, flops=t.flops,
+            run_budget_s=self.run_budget_s, **kw, **t.tolerance)
         wall = time.perf_counter() - t0
-        if o.status == "timeout" and limit < self.timeout_s:
-            o = replace(o, check=Check.EARLY_CUT,
-                        reason=f"cut after {limit:.3g} s: over {self.cut:g}x the best "
-                               f"candidate's {best_wall_s:.3g} s ({o.reason})")
+        if o.status == "timeout":
+            if clipped:
+                return None  # stopped by the end of the budget, not by its own slowness
+            if run_limit is not None and (o.reason or "").startswith("runs stopped"):
+                o = replace(o, check=Check.EARLY_CUT,
+                            reason=f"cut after {run_limit:.3g} s of runs: over {self.cut:g}x "
+                                   f"the best candidate's {best_run_s:.3g} s ({o.reason})")
         return self.row(cand, idx, o, wall)
 
     def row(self, cand: Candidate, idx: int, o: Outcome, wall_s: float) -> dict[str, Any]:

@@ -1,36 +1,41 @@
-"""The ``model`` strategy: a learned cost model over mapping + tuning features.
+"""The ``model`` strategy (the default): an analytic prior, a learned cost model and a
+local search over the joint mapping x tuning space.
 
-Needs scikit-learn (``pip install liftmap[model]``). Random forests are used for both
-models: they handle the discrete, mixed-scale features of a mapping and its tuning values
-without scaling or tuning, and the spread of their trees' predictions is a cheap
-uncertainty for the acquisition rule.
+Needs scikit-learn (a dependency of liftmap). Random forests are used for both models:
+they handle the discrete, mixed-scale features of a mapping and its tuning values without
+scaling or tuning, and the spread of their trees' predictions is a cheap uncertainty for
+the acquisition rule.
 
-1. A pool of ``pool_size`` valid candidates is drawn like ``solver`` does (known
-   constraints are satisfied by construction).
-2. The first ``n_init`` proposals are a space-filling (maximin) design over the pool: the
-   first is a random member, each next one the member farthest from every candidate
-   proposed so far, in the features scaled to the pool's range (so the first
-   observations cover different mappings, tilings and vector widths, where uniform
-   draws often repeat one kind).
+1. A pool of valid candidates is drawn like ``solver`` does (known constraints are
+   satisfied by construction): 256 before the first proposal, 128 more before each batch,
+   up to ``pool_size``.
+2. The first ``n_init`` proposals are the pool's best by the analytic prior
+   (``mapper.explore.prior``: parallel balance over the compute units, SIMD width), one
+   per mapping, so the first measurements are plausible kernels of different mappings
+   instead of uniform draws (which, on a convolution, are nearly all slow).
 3. Then, every ``batch`` proposals, a regressor is fitted on log(GFLOP/s) (or -log(time)
    without a FLOP count) of the ``ok`` candidates, the ones stopped for time counting as
    slower than the slowest ``ok`` one (they were cut because they are slow), and a
    classifier on runs / does not run (the hidden constraints: the lowering's and the
-   device's refusals, failures); the next batch
-   is the pool's top ``batch`` by ``P(ok) * (mean + beta * std)`` (upper confidence bound
-   on the standardised prediction, over the regressor's ``trees`` trees). Each split of
-   the regressor's trees considers a random third of the features (``max_features``,
-   Breiman's default for regression forests): the trees disagree more where the data do
-   not decide, which is what the ``std`` of the acquisition measures. The pool is
-   refilled as it is used.
+   device's refusals, failures). Each split of the regressor's trees considers a random
+   third of the features (``max_features``, Breiman's default for regression forests): the
+   trees disagree more where the data do not decide, which is what the spread of the
+   acquisition measures. A batch is
+   * ``batch - local`` members of the pool, the top by ``P(ok) * (mean + beta * std)``
+     (upper confidence bound on the standardised prediction), and
+   * ``local`` neighbours of the best candidates so far (a local search, as Kernel
+     Tuner's greedy ILS and Helion's final polish do): one tuning parameter moved to an
+     adjacent value of its domain, or one map given another code with the same tuning,
+     whichever stays valid; ranked by the same acquisition, unseen ones only.
+   The pool is refilled as it is used.
 
 Features: per map its level (seq/fused 0, lcl 1, wrg 2, glb 3), dimension and whether it
-is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have it); and
-of the lowered kernel, as the lowering computes them symbolically for the mapping
+is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have it); of
+the lowered kernel, as the lowering computes them symbolically for the mapping
 (``mapper.tuning.TuningProblem.features``, no lowering per candidate): log2(1 + x) of the
 work-items launched, the work-group size, work-groups per compute unit of the device,
 private bytes per work-item, local bytes per work-group, global bytes and the number of
-kernels.
+kernels; and the analytic prior's score.
 """
 
 from __future__ import annotations
@@ -48,29 +53,41 @@ SLOW = "slow"  # the target of a candidate stopped for time
 
 @register
 class ModelStrategy(Strategy):
-    """Random-forest cost model + feasibility classifier, UCB acquisition over a pool of
-    valid samples (see the module docstring)."""
+    """Analytic prior, random-forest cost model + feasibility classifier, UCB acquisition
+    over a pool of valid samples and the neighbours of the best (see the module
+    docstring)."""
 
     name = "model"
+    FIRST_POOL = 256  # samples drawn before the first proposal
+    GROW = 128  # samples added before each later batch, up to pool_size
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 2000,
-                 n_init: int = 10, batch: int = 5, beta: float = 0.5, trees: int = 100,
-                 max_features: float = 1 / 3, **options: Any):
+                 n_init: int = 8, batch: int = 5, local: int = 3, beta: float = 0.5,
+                 trees: int = 100, max_features: float = 1 / 3, **options: Any):
         super().__init__(joint, seed=seed, **options)
         try:
             import sklearn  # noqa: F401
         except ImportError:
             raise StrategyError("strategy 'model' needs scikit-learn: "
-                                "pip install 'liftmap[model]'") from None
+                                "pip install scikit-learn") from None
+        if not 0 <= local <= batch:
+            raise StrategyError(f"strategy 'model': local must be between 0 and batch "
+                                f"({batch}), got {local}")
         self.pool_size, self.n_init, self.batch, self.beta = pool_size, n_init, batch, beta
+        self.local = local
         self.trees, self.max_features = trees, max_features
         self.labels = list(joint.problem.labels)
         self.params: list[str] = []
         self.X: list[list[float]] = []
         self.y: list[float | str | None] = []  # None: failed; SLOW: stopped for time
-        self._feats: dict[Any, list[float]] = {}  # pool member -> features
+        self.seen_cands: list[tuple[Any, dict[str, int]]] = []  # observed, in order
+        self._feats: dict[Any, list[float]] = {}  # candidate -> features
         self._map_s = self._tun_s = 0.0  # drawing the pool's samples since the last batch
         self.regressor: Any = None  # the last fitted cost model (for inspection)
+        self._clf: Any = None
+        self._init_maps: set = set()
+        self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
+        self._norm: tuple[float, float] = (0.0, 1.0)
 
     # features -------------------------------------------------------------
 
@@ -98,22 +115,28 @@ class ModelStrategy(Strategy):
 
     def kernel_features(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
                         ) -> list[float]:
-        """log2(1 + x) of the lowered kernel's features at ``tuning`` (0 where unknown)."""
-        exprs = self.joint.tuning(mapping).features
-        vals: dict[str, float] = {}
-        for k, e in exprs.items():
-            try:
-                vals[k] = float(e.evaluate(tuning))
-            except Exception:  # a feature the lowering could not express for this mapping
-                vals[k] = 0.0
+        """log2(1 + x) of the lowered kernel's features at ``tuning`` (0 where unknown),
+        then the analytic prior's score."""
+        from mapper.explore.prior import feature_values, prior_score, vector_width
+
+        tp = self.joint.tuning(mapping)
+        vals = feature_values(tp, tuning)
+        device = getattr(self.joint, "device", None)  # a replay space has none
         if vals.get("group_size"):
-            device = getattr(self.joint, "device", None)  # a replay space has none
             cus = max(1, device.max_compute_units if device is not None else 1)
             vals["groups_per_cu"] = vals.get("work_items", 0.0) / vals["group_size"] / cus
-        return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES]
+        prior = prior_score(vals, vector_width(tp, tuning), device)
+        return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES] \
+            + [prior]
+
+    PRIOR = len(KERNEL_FEATURES)  # the prior's index among the kernel features
+
+    def prior(self, mapping: Any, tuning: Mapping[str, int]) -> float:
+        """The analytic prior's score of a candidate (``mapper.explore.prior``)."""
+        return self._cached(mapping, tuning)[3 * len(self.labels) + self.PRIOR]
 
     def _matrix(self, rows: list[list[float]]) -> list[list[float]]:
-        n = 3 * len(self.labels) + len(self.KERNEL_FEATURES) + len(self.params)
+        n = 3 * len(self.labels) + len(self.KERNEL_FEATURES) + 1 + len(self.params)
         return [r + [0.0] * (n - len(r)) for r in rows]
 
     # pool -------------------------------------------------------------------
@@ -133,9 +156,12 @@ class ModelStrategy(Strategy):
                 return m, cfg
         return None
 
-    def _fill(self, pool: list, seen: set) -> None:
+    def _fill(self, pool: list, seen: set, grow: int | None = None) -> None:
+        """Draws valid samples into ``pool`` up to ``pool_size``, at most ``grow`` of them
+        (the pool grows batch by batch, so the first proposal does not wait for it)."""
         misses = 0  # consecutive samples drawn before: a small space is used up
-        while len(pool) < self.pool_size and misses < 200:
+        target = self.pool_size if grow is None else min(self.pool_size, len(pool) + grow)
+        while len(pool) < target and misses < 200:
             s = self._sample()
             if s is None:
                 return
@@ -147,82 +173,189 @@ class ModelStrategy(Strategy):
             seen.add(key)
             pool.append(s)
 
-    def _score(self, pool: list) -> list[float]:
+    # local search -------------------------------------------------------------
+
+    def neighbours(self, mapping: Any, tuning: Mapping[str, int]
+                   ) -> list[tuple[Any, dict[str, int]]]:
+        """The valid candidates one step from ``(mapping, tuning)``: one tuning parameter
+        moved to an adjacent value of its domain (one or two places either way), or one map
+        given another code while the tuning stays (where that is valid)."""
+        out: list[tuple[Any, dict[str, int]]] = []
+        tp = self.joint.tuning(mapping)
+        space: Any = getattr(tp, "space", None)
+        params = getattr(space, "params", None) or {}
+        for p, dom in params.items():
+            if p not in tuning or not dom:
+                continue
+            dom = tuple(dom)
+            try:
+                i = dom.index(int(tuning[p]))
+            except ValueError:
+                continue
+            for j in (i - 2, i - 1, i + 1, i + 2):
+                if 0 <= j < len(dom):
+                    cfg = dict(tuning, **{p: int(dom[j])})
+                    if cfg in space:
+                        out.append((mapping, cfg))
+        for m in self._mapping_neighbours(mapping):
+            try:
+                other = self.joint.tuning(m)
+            except Exception:  # a mapping the lowering cannot apply
+                continue
+            sp = getattr(other, "space", None)
+            if sp is not None and set(getattr(sp, "params", {}) or {}) == set(tuning) \
+                    and dict(tuning) in sp:
+                out.append((m, dict(tuning)))
+        return out
+
+    def _mapping_neighbours(self, mapping: Any) -> list[Any]:
+        """The valid mappings that differ from ``mapping`` in one map's code."""
+        idx = self._by_rest
+        if idx is None:  # mappings keyed by all codes but one, per label
+            idx = self._by_rest = {}
+            for m in self.joint.mappings:
+                codes = tuple(m[lab] for lab in self.labels)
+                for i in range(len(codes)):
+                    idx.setdefault((i, codes[:i] + codes[i + 1:]), []).append(m)
+        codes = tuple(mapping[lab] for lab in self.labels)
+        out = []
+        for i in range(len(codes)):
+            out += [m for m in idx.get((i, codes[:i] + codes[i + 1:]), ()) if m != mapping]
+        return out
+
+    def _local_picks(self, k: int, done: set) -> list[tuple[Any, dict[str, int]]]:
+        """Up to ``k`` neighbours of the best candidates so far not proposed yet (``done``),
+        best-scored first (the neighbours of the best, then of the next best while fewer
+        than ``k``)."""
+        if k <= 0:
+            return []
+        ranked = sorted((i for i, y in enumerate(self.y) if isinstance(y, float)),
+                        key=lambda i: -float(self.y[i]))  # type: ignore[arg-type]
+        picks: list[tuple[Any, dict[str, int]]] = []
+        for i in ranked[:5]:
+            m, cfg = self.seen_cands[i]
+            cands = [(nm, nc) for nm, nc in self.neighbours(m, cfg)
+                     if (nm, tuple(sorted(nc.items()))) not in done]
+            uniq = list({(nm, tuple(sorted(nc.items()))): (nm, nc)
+                         for nm, nc in cands}.values())
+            if not uniq:
+                continue
+            scores = self._score(uniq)
+            order = sorted(range(len(uniq)), key=lambda j: -scores[j])
+            for j in order[:k - len(picks)]:
+                picks.append(uniq[j])
+                done.add((uniq[j][0], tuple(sorted(uniq[j][1].items()))))
+            if len(picks) >= k:
+                break
+        return picks
+
+    # the models ---------------------------------------------------------------
+
+    def _fit(self) -> None:
+        """Fits the classifier (ok / not ok) and the regressor (log performance) on the
+        observations so far."""
         import numpy as np
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
+        self._clf = self.regressor = None
+        feas = np.array([y is not None for y in self.y])
+        X = np.array(self._matrix(self.X))
+        if 0 < feas.sum() < len(feas):
+            self._clf = RandomForestClassifier(n_estimators=50, random_state=self.seed)
+            self._clf.fit(X, feas)
         perf = [y for y in self.y if isinstance(y, float)]
-        slow = min(perf) - 1.0 if perf else 0.0  # a cut candidate: slower than any ok one
+        if len(perf) < 2:
+            return
+        slow = min(perf) - 1.0  # a cut candidate: slower than any ok one
         ok = [(x, y if isinstance(y, float) else slow)
               for x, y in zip(self.X, self.y) if y is not None]
-        feats = [self._cached(m, c) for m, c in pool]  # may add parameters: first
-        Xp = np.array(self._matrix(feats))
-        X = np.array(self._matrix(self.X))
-        p_ok = np.ones(len(pool))
-        feas = np.array([y is not None for y in self.y])
-        if 0 < feas.sum() < len(feas):
-            clf = RandomForestClassifier(n_estimators=50, random_state=self.seed)
-            clf.fit(X, feas)
-            p_ok = clf.predict_proba(Xp)[:, list(clf.classes_).index(True)]
-        if len(perf) < 2:
-            return list(p_ok + self.rng.random() * 1e-6)
         Xo = np.array(self._matrix([x for x, _ in ok]))
         yo = np.array([y for _, y in ok])
-        mu, sd = yo.mean(), yo.std() or 1.0
+        mu, sd = float(yo.mean()), float(yo.std()) or 1.0
         reg = RandomForestRegressor(n_estimators=self.trees, max_features=self.max_features,
                                     random_state=self.seed)
         reg.fit(Xo, (yo - mu) / sd)
-        self.regressor = reg
-        per_tree = np.stack([t.predict(Xp) for t in reg.estimators_])
+        self.regressor, self._norm = reg, (mu, sd)
+
+    def _score(self, cands: list) -> list[float]:
+        """``P(ok) * UCB`` of each candidate under the last fit (the prior before one)."""
+        import numpy as np
+
+        feats = [self._cached(m, c) for m, c in cands]  # may add parameters: first
+        Xp = np.array(self._matrix(feats))
+        p_ok = np.ones(len(cands))
+        if self._clf is not None:
+            p_ok = self._clf.predict_proba(Xp)[:, list(self._clf.classes_).index(True)]
+        if self.regressor is None:
+            prior = np.array([f[3 * len(self.labels) + self.PRIOR] for f in feats])
+            return list(p_ok * np.exp(prior))
+        per_tree = np.stack([t.predict(Xp) for t in self.regressor.estimators_])
         ucb = per_tree.mean(0) + self.beta * per_tree.std(0)
         # shift to positive so that multiplying by P(ok) ranks sensibly
         return list(p_ok * (ucb - ucb.min() + 1e-3))
 
-    def _farthest(self, pool: list, chosen: list[list[float]]) -> int:
-        """The index of the pool member farthest from its nearest ``chosen`` features
-        (Euclidean, each feature scaled to the pool's range): one step of a maximin
-        space-filling design."""
-        import numpy as np
-
-        P = np.array(self._matrix([self._cached(m, c) for m, c in pool]))
-        C = np.array(self._matrix(chosen))
-        lo, span = P.min(0), np.ptp(P, 0)
-        span[span == 0] = 1.0
-        P, C = (P - lo) / span, (C - lo) / span
-        d = ((P[:, None, :] - C[None, :, :]) ** 2).sum(-1).min(1)
-        return int(d.argmax())
-
     # the strategy -----------------------------------------------------------
+
+    def _initial(self, pool: list, k: int) -> list:
+        """``k`` members of the pool with the best prior, one per mapping while there are
+        mappings left (ties broken by the seeded order of the pool)."""
+        order = sorted(range(len(pool)), key=lambda i: -self.prior(*pool[i]))
+        picks: list[int] = []
+        maps = self._init_maps  # mappings of the initial design so far (earlier batches)
+        for i in order:
+            if pool[i][0] not in maps:
+                picks.append(i)
+                maps.add(pool[i][0])
+            if len(picks) == k:
+                break
+        for i in order:  # fewer mappings than k: the next best configurations
+            if len(picks) == k:
+                break
+            if i not in picks:
+                picks.append(i)
+        out = [pool[i] for i in picks]
+        for i in sorted(picks, reverse=True):
+            pool.pop(i)
+        return out
 
     def candidates(self) -> Iterator[Candidate]:
         pool: list = []
-        seen: set = set()
+        seen: set = set()  # every candidate drawn into the pool or proposed
+        done: set = set()  # every candidate proposed
         proposed = 0
-        design: list[list[float]] = []  # the features of the initial design's proposals
         while True:
             t0 = time.perf_counter()
             self._map_s = self._tun_s = 0.0
-            self._fill(pool, seen)
-            if not pool:
-                return
-            if proposed < self.n_init or not self.X:
-                i = self._farthest(pool, design) if design else self.rng.randrange(len(pool))
-                picks = [pool.pop(i)]
-                design.append(self._cached(*picks[0]))
+            self._fill(pool, seen, self.FIRST_POOL if not proposed else self.GROW)
+            if proposed < self.n_init:
+                picks = self._initial(pool, min(self.batch, self.n_init - proposed))
             else:
-                scores = self._score(pool)
-                order = sorted(range(len(pool)), key=lambda i: -scores[i])[:self.batch]
-                picks = [pool[i] for i in order]
-                for i in sorted(order, reverse=True):
-                    pool.pop(i)
+                self._fit()
+                picks = self._local_picks(self.local if pool else self.batch, done)
+                if picks and pool:  # a neighbour drawn into the pool leaves it
+                    keys = {(m, tuple(sorted(c.items()))) for m, c in picks}
+                    pool[:] = [(m, c) for m, c in pool
+                               if (m, tuple(sorted(c.items()))) not in keys]
+                seen.update((m, tuple(sorted(c.items()))) for m, c in picks)
+                if pool:
+                    scores = self._score(pool)
+                    order = sorted(range(len(pool)), key=lambda i: -scores[i])
+                    order = order[:self.batch - len(picks)]
+                    picks += [pool[i] for i in order]
+                    for i in sorted(order, reverse=True):
+                        pool.pop(i)
+            if not picks:
+                return
             n = len(picks)
             other = max(0.0, time.perf_counter() - t0 - self._map_s - self._tun_s)
             for m, cfg in picks:
                 proposed += 1
+                done.add((m, tuple(sorted(cfg.items()))))
                 yield Candidate(m, cfg, self._map_s / n, self._tun_s / n, other / n)
 
     def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
         self.X.append(self._cached(candidate.mapping, candidate.tuning))
+        self.seen_cands.append((candidate.mapping, dict(candidate.tuning)))
         if row["status"] == "timeout":
             self.y.append(SLOW)
         elif row["status"] != "ok":

@@ -37,7 +37,9 @@ class _StoredConfigs:
     def __init__(self, configs: list[dict[str, int]], features_fn=None):
         self.configs = sorted(configs, key=_cfg_key)
         self._keys = {_cfg_key(c) for c in configs}
-        self.params = {k: None for c in configs for k in c}
+        # each parameter's domain: the values stored for it (a strategy's neighbourhoods)
+        self.params = {k: tuple(sorted({int(c[k]) for c in configs if k in c}))
+                       for c in configs for k in c}
         self.space = self
         self._features_fn = features_fn
         self._features: dict | None = None

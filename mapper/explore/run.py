@@ -165,11 +165,11 @@ def _task(program, sizes, *, fusion, heuristics, inputs, reference, flops, max_v
                              seed=data_seed, heuristics=heuristics)
 
 
-def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = "solver",
+def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = "model",
             budget: int | str | Budget = 100, store: str | ResultStore | None = None,
             device: str | None = None, seed: int = 0, mapping=None,
-            timeout_s: float = 60.0, repeats: int = 3, cut: float | None = None,
-            cut_min_s: float = 5.0, run_budget_s: float | None = None,
+            timeout_s: float = 30.0, repeats: int = 3, cut: float | None = 3.0,
+            cut_min_s: float = 2.0, run_budget_s: float | None = 1.0,
             fusion: str = "always", heuristics: bool = True, inputs=None, reference=None,
             flops: int | None = None,
             max_value: int | None = None, pool=None, workers: int = 1, count: bool = True,
@@ -180,9 +180,15 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     or a ``Pipeline`` with ``inputs``/``reference``) for ``sizes`` with ``strategy`` until
     ``budget`` is spent, recording every candidate in ``store`` (a path, a ``ResultStore``
     or ``None`` for an in-memory store). ``mapping`` is the fixed mapping of ``manual``.
-    ``cut``: the early cut, a candidate's time limit becomes ``cut`` times the best
-    candidate's evaluation time (at least ``cut_min_s``, at most ``timeout_s``); a cut
-    candidate is stored as ``timeout`` with check ``early-cut``.
+    ``strategy``: ``model`` by default (prior, learned model and local search), or any
+    registered name. ``timeout_s`` limits one candidate's lowering, build and runs.
+    ``cut``: the early cut (on by default; ``None`` or 0: off): once a candidate ran ok,
+    the run part of the next ones is limited to ``cut`` times the best candidate's run time
+    (at least ``cut_min_s``, at most ``timeout_s``), so a slow kernel is stopped inside its
+    first execution; a cut candidate is stored as ``timeout`` with check ``early-cut``.
+    A time budget counts from the call (start-up included) and bounds the candidate in
+    flight: the run ends within about a second of it (a candidate stopped by the end of
+    the budget is not recorded).
     ``run_budget_s``: a candidate's timed repeats stop after about this long (judged by its
     first execution; at least one is timed): slow candidates cost one or two executions.
     ``workers``: candidates lowered and built in parallel worker processes (their timed
@@ -196,6 +202,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     A strategy that gives up (``random`` after its draw limit) ends the run with its
     reason as ``stopped_by`` (``"exhausted: ..."``).
     """
+    t_call = time.perf_counter()  # a time budget counts from here: start-up included
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     bud = parse_budget(budget)
@@ -238,7 +245,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         if on_start:
             on_start(res)
         _loop(res, strat, evaluator, st, bud, on_result,
-              workers=workers if pool is None else getattr(pool, "size", 1))
+              workers=workers if pool is None else getattr(pool, "size", 1), t_start=t_call)
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
                       strat.draws_total if strategy == "random" else None, res.mapping_s)
         return res
@@ -250,7 +257,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
 
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,
-          workers: int = 1) -> None:
+          workers: int = 1, t_start: float | None = None) -> None:
     """Draws candidates from ``strat`` and evaluates them until the budget is spent; with
     ``workers`` > 1 that many are in flight at once (the pool's workers lower and build in
     parallel and take turns for the timed runs)."""
@@ -262,7 +269,8 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
             raise KeyboardInterrupt
 
         old = signal.signal(signal.SIGINT, on_sigint)
-    t_start = time.perf_counter()
+    if t_start is None:
+        t_start = time.perf_counter()
     if bud.seconds is not None:
         strat.deadline = t_start + bud.seconds
     seen: set[str] = set()
@@ -321,14 +329,19 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     continue
                 best = res.best
                 idx = res.considered + len(pending)
-                best_s = best["wall_s"] if best else None
+                best_s = best.get("run_s") if best else None
+                left = None if bud.seconds is None else \
+                    t_start + bud.seconds - time.perf_counter()
                 if ex is None:
-                    row = evaluator.run(cand, idx, best_s)
+                    row = evaluator.run(cand, idx, best_s, left)
                     if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
                         raise KeyboardInterrupt
+                    if row is None:  # stopped by the end of the time budget
+                        stop = "time"
+                        break
                     record(cand, key, row, False)
                 else:
-                    pending[ex.submit(evaluator.run, cand, idx, best_s)] = (cand, key)
+                    pending[ex.submit(evaluator.run, cand, idx, best_s, left)] = (cand, key)
             if not pending:
                 res.stopped_by = stop or strat.stopped_by or "exhausted"
                 break
@@ -337,7 +350,9 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 raise KeyboardInterrupt
             for f in done:
                 cand, key = pending.pop(f)
-                record(cand, key, f.result(), False)
+                row = f.result()
+                if row is not None:  # None: stopped by the end of the time budget
+                    record(cand, key, row, False)
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
         if searching is not None:  # interrupted while the strategy searched

@@ -178,20 +178,24 @@ class Task:
 
     @classmethod
     def conv_layer(cls, layer, *, seed: int = 0, fusion: str = "always",
-                   heuristics: bool = True, name: str | None = None) -> Task:
+                   heuristics: bool = True, name: str | None = None,
+                   coalesce: bool = False) -> Task:
         """The GPGPU'20 convolution pipeline on a ``ConvLayer``: random data, a float64
         numpy reference, the partial-convolution stage explored under ``fusion`` and
-        ``heuristics``. ``name`` defaults to ``conv:vgg16-<layer>``."""
+        ``heuristics``. ``name`` defaults to ``conv:vgg16-<layer>``. ``coalesce`` picks the
+        partial stage's layout (``ir.programs.conv_partial_stage``): False (the default)
+        gives each work-item contiguous chunks, what a CPU device wants; True is the
+        paper's GPU layout (consecutive work-items read consecutive vectors)."""
         from ir.programs import gpgpu20_conv_pipeline
 
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
         w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
         return cls.from_pipeline(
-            gpgpu20_conv_pipeline(), layer.sizes(), stage="partial",
+            gpgpu20_conv_pipeline(coalesce), layer.sizes(), stage="partial",
             inputs={"inputData": x, "kernelsWeights": w}, reference=conv_reference(x, w, layer),
             flops=layer.flops, max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
-            name=name or f"conv:vgg16-{layer.name}")
+            name=name or f"conv:vgg16-{layer.name}" + ("" if not coalesce else ":coalesced"))
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:

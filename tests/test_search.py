@@ -1,0 +1,151 @@
+"""The default search: the analytic prior, the model strategy's initial design and local
+search, the run-part early cut, the time budget's end, the convolution's domains."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from mapper.explore import Task, explore, parse_layer
+from mapper.explore.prior import prior_score
+from mapper.explore.strategies import Candidate, make_strategy
+from mapper.tuning import infer_tuning
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+L3 = os.path.join(ROOT, "examples", "cc22_listing3.lift")
+
+
+class _Dev:
+    type, max_compute_units, preferred_vector_width_float = "cpu", 4, 16
+
+
+def test_prior_prefers_balanced_groups_and_full_vectors():
+    dev = _Dev()
+    full = prior_score({"work_items": 64, "group_size": 8}, 16, dev)  # 8 groups, 4 units
+    assert full == pytest.approx(0.0)
+    assert prior_score({"work_items": 40, "group_size": 8}, 16, dev) < full  # 5 groups
+    assert prior_score({"work_items": 16, "group_size": 8}, 16, dev) < full  # 2 idle units
+    assert prior_score({"work_items": 64, "group_size": 8}, 4, dev) == \
+        pytest.approx(math.log(4 / 16))
+    gpu = type("G", (), {"type": "gpu", "max_compute_units": 2})()
+    assert prior_score({"work_items": 4096, "group_size": 64}, 1, gpu) == pytest.approx(0.0)
+    assert prior_score({"work_items": 64, "group_size": 64}, 1, gpu) < 0
+
+
+def test_chunk_of_a_vectorised_split_divides_the_known_length():
+    """``split(omega/v)`` of ``C*K*K/v`` vectors: omega's domain is the divisors of C*K*K
+    (not a range capped at twice the largest size, which left out every long chunk)."""
+    task = Task.conv_layer(parse_layer("19/4"))
+    tp = task.joint().tuning(task.joint().mappings[0])
+    ws = 512 * 3 * 3
+    assert tp.params["omega"].domain == tuple(d for d in range(1, ws + 1) if ws % d == 0)
+    assert 4608 in tp.params["omega"].domain and tp.params["v"].domain[-1] == 16
+
+
+@pytest.fixture(scope="module")
+def joint():
+    return Task.from_program(L3, {"N": 1024}).joint()
+
+
+def _key(c):
+    return c.mapping, tuple(sorted(c.tuning.items()))
+
+
+def test_initial_design_is_the_prior_best_one_per_mapping(joint):
+    s = make_strategy("model", joint, seed=0, n_init=6, batch=3)
+    it = s.candidates()
+    first = [next(it) for _ in range(6)]
+    assert len({c.mapping for c in first}) == 6
+    priors = [s.prior(c.mapping, c.tuning) for c in first[:3]]
+    assert priors == sorted(priors, reverse=True)
+    pool_best = max(f[3 * len(s.labels) + s.PRIOR] for f in s._feats.values())
+    assert priors[0] == pytest.approx(pool_best)
+
+
+def test_neighbours_are_valid_and_one_step_away(joint):
+    s = make_strategy("model", joint, seed=0)
+    m = joint.mappings[0]
+    cfg = joint.tuning(m).space[len(joint.tuning(m).space) // 2]
+    nbrs = s.neighbours(m, cfg)
+    assert nbrs
+    for nm, nc in nbrs:
+        assert nm in joint.mappings and nc in joint.tuning(nm).space
+        changed_maps = sum(nm[k] != m[k] for k in s.labels)
+        changed_params = sum(nc[k] != cfg[k] for k in cfg)
+        assert changed_maps + changed_params == 1
+
+
+def test_local_search_proposes_neighbours_of_the_best(joint):
+    """After the initial design, every batch holds ``local`` neighbours of the best
+    candidates (performance peaks at one configuration: the search climbs to it)."""
+    s = make_strategy("model", joint, seed=1, n_init=4, batch=4, local=2, pool_size=100)
+    it = s.candidates()
+    seen = []
+    for _ in range(40):
+        c = next(it)
+        seen.append(_key(c))
+        s.observe(c, {"status": "ok", "gflops": 1.0 + c.tuning["s0"] / 64.0})
+    assert len(set(seen)) == len(seen)  # never proposes a candidate twice
+    best_s0 = max(s0 for m in joint.mappings for cfg in joint.tuning(m).space
+                  for s0 in [cfg["s0"]])
+    assert max(dict(k[1])["s0"] for k in seen) == best_s0
+
+
+def test_same_seed_same_sequence(joint):
+    def run(seed):
+        s = make_strategy("model", joint, seed=seed, n_init=4, batch=4, pool_size=100)
+        it, out = s.candidates(), []
+        for _ in range(16):
+            c = next(it)
+            out.append(_key(c))
+            s.observe(c, {"status": "ok", "gflops": float(c.tuning["s0"] % 7 + 1)})
+        return out
+
+    assert run(3) == run(3)
+
+
+def test_local_must_fit_in_the_batch(joint):
+    from mapper.explore.strategies import StrategyError
+
+    with pytest.raises(StrategyError, match="local"):
+        make_strategy("model", joint, local=9, batch=5)
+
+
+@pytest.mark.opencl
+def test_a_candidate_stopped_by_the_budget_end_is_not_recorded():
+    """The end of a time budget bounds the candidate in flight; its outcome is unknown,
+    so it is not a row (a later run evaluates it)."""
+    from mapper.explore.evaluator import Evaluator
+    from mapper.explore.store import ResultStore
+
+    task = Task.conv_layer(parse_layer("19/4"))
+    st = ResultStore(":memory:")
+    ev = Evaluator(task, st, run_id="r", strategy="solver", seed=0)
+    try:
+        m = task.joint().mappings[0]
+        cfg = task.joint().tuning(m).space[0]
+        assert ev.run(Candidate(m, dict(cfg)), 0, None, left_s=0.0) is None
+    finally:
+        ev.close()
+        st.close()
+
+
+@pytest.mark.opencl
+def test_explore_defaults_are_the_model_with_the_early_cut(tmp_path):
+    res = explore(L3, {"N": 1024}, budget=6, store=tmp_path / "s.sqlite", count=False)
+    assert res.strategy == "model" and res.evaluated == 6
+    import json
+    import sqlite3
+
+    row = sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT options FROM runs").fetchone()
+    opts = json.loads(row[0])
+    assert opts["cut"] == 3.0 and opts["run_budget_s"] == 1.0 and opts["timeout_s"] == 30.0
+
+
+def test_tuning_inference_on_a_plain_split_still_divides():
+    from ir.syntax import parse_file
+
+    tp = infer_tuning(parse_file(L3), {"N": 1024})
+    assert all(1024 % d == 0 for d in tp.params["s0"].domain)
