@@ -232,3 +232,16 @@ kernel void conv_regtile(global const float* padded, global const float* wt,
     )
     return CompiledProgram(kernels, _conv_buffers(layer, extra), ("inputData", "kernelsWeights"),
                            "output", (layer.out_h, layer.out_w, layer.M), flops=layer.flops)
+
+
+def hand_program(layer: ConvLayer, px: int | None = None) -> tuple[CompiledProgram, str]:
+    """The register-tiled hand-written program with the largest fitting tile, and its label
+    (``ValueError`` where the kernel does not apply: a stride other than 1)."""
+    vw, nv = (16, 2) if layer.M % 32 == 0 else (16, 1) if layer.M % 16 == 0 else (1, 1)
+    for p in ([px] if px else [7, 8, 6, 4, 5, 3, 2, 1]):
+        if layer.out_w % p == 0:
+            gy = layer.out_w // p
+            wgy = max(d for d in range(1, 9) if gy % d == 0)
+            prog = register_tiled_conv_program(layer, p, vw, nv, (1, wgy))
+            return prog, f"hand-written OpenCL, {p} px x {vw * nv} kernels (float{vw})"
+    raise ValueError("no tile fits")

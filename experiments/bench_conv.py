@@ -33,6 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from codegen.handwritten import hand_program  # noqa: F401  (the experiments' name)
 from codegen.program import CompiledProgram
 from codegen.worker import WorkerPool
 from experiments.baselines import (
@@ -41,7 +42,6 @@ from experiments.baselines import (
     im2col_conv,
     im2col_memory,
     naive_conv_program,
-    register_tiled_conv_program,
     torch_available,
     torch_conv_fn,
     torch_memory,
@@ -58,18 +58,6 @@ def scaled(layer: ConvLayer, scale: float) -> ConvLayer:
     w = max(layer.K, round(layer.W * scale))
     return ConvLayer(f"{layer.name}@{scale:g}", layer.C, h, w, layer.M, layer.K, layer.S,
                      layer.P)
-
-
-def hand_program(layer: ConvLayer, px: int | None = None) -> tuple[CompiledProgram, str]:
-    """The register-tiled hand-written program with the largest fitting tile, and its label."""
-    vw, nv = (16, 2) if layer.M % 32 == 0 else (16, 1) if layer.M % 16 == 0 else (1, 1)
-    for p in ([px] if px else [7, 8, 6, 4, 5, 3, 2, 1]):
-        if layer.out_w % p == 0:
-            gy = layer.out_w // p
-            wgy = max(d for d in range(1, 9) if gy % d == 0)
-            prog = register_tiled_conv_program(layer, p, vw, nv, (1, wgy))
-            return prog, f"hand-written OpenCL, {p} px x {vw * nv} kernels (float{vw})"
-    raise ValueError("no tile fits")
 
 
 def conv_tuning(layer: ConvLayer) -> dict[str, int]:

@@ -14,8 +14,14 @@ def cpu_model() -> str:
     try:
         text = Path("/proc/cpuinfo").read_text()
         m = re.search(r"model name\s*:\s*(.+)", text)
+        fam = re.search(r"cpu family\s*:\s*(\d+)", text)
+        if fam:  # the same "AMD EPYC" name is a Zen 4 (family 25) or a Zen 5 (26) here
+            zen = {"25": " (Zen 3/4)", "26": " (Zen 5)"}.get(fam.group(1), "")
+            name_suffix = f", family {fam.group(1)}{zen}"
+        else:
+            name_suffix = ""
         f = re.search(r"cpu MHz\s*:\s*([\d.]+)", text)
-        name = m.group(1).strip() if m else name
+        name = (m.group(1).strip() if m else name) + name_suffix
         mhz = float(f.group(1)) if f else None
     except OSError:
         pass

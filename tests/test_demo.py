@@ -26,6 +26,12 @@ def test_demo_quick_runs_the_hand_mapped_convolution_ok():
     assert hand and "ok" in hand[0].split("│")[2], out
     assert "rejected" not in hand[0], hand[0]
     assert "FAILED" not in out
+    # the default search ran on the layer and its re-timed winner is shown, ok
+    assert "the default search" in out
+    win = [line for line in out.splitlines() if "re-timed winner" in line]
+    assert win and "ok" in win[0].split("│")[2], out
+    assert any("hand-written OpenCL" in line and "baseline" in line
+               for line in out.splitlines()), out
 
 
 def test_demo_exits_nonzero_when_the_hand_mapping_is_refused(monkeypatch):

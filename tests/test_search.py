@@ -29,6 +29,11 @@ def test_prior_prefers_balanced_groups_and_full_vectors():
     assert prior_score({"work_items": 16, "group_size": 8}, 16, dev) < full  # 2 idle units
     assert prior_score({"work_items": 64, "group_size": 8}, 4, dev) == \
         pytest.approx(math.log(4 / 16))
+    # a register block beyond 32 native vectors spills; one within costs nothing
+    assert prior_score({"work_items": 64, "group_size": 8, "private_bytes": 2048}, 16,
+                       dev) == pytest.approx(0.0)
+    assert prior_score({"work_items": 64, "group_size": 8, "private_bytes": 8192}, 16,
+                       dev) == pytest.approx(-math.log(4))
     gpu = type("G", (), {"type": "gpu", "max_compute_units": 2})()
     assert prior_score({"work_items": 4096, "group_size": 64}, 1, gpu) == pytest.approx(0.0)
     assert prior_score({"work_items": 64, "group_size": 64}, 1, gpu) < 0
@@ -149,3 +154,122 @@ def test_tuning_inference_on_a_plain_split_still_divides():
 
     tp = infer_tuning(parse_file(L3), {"N": 1024})
     assert all(1024 % d == 0 for d in tp.params["s0"].domain)
+
+
+# ------------------------------------------------------------------ transfer (knowledge)
+
+
+def _knowledge_rows(joint, sizes, score_of, n=60, seed=0):
+    """Made-up knowledge rows of ``joint``'s program at ``sizes``: random valid candidates
+    scored by ``score_of(mapping, tuning)``."""
+    import random
+
+    from ir.syntax import print_program
+    from mapper.explore.knowledge import program_key
+
+    rng = random.Random(seed)
+    key = program_key(print_program(joint.problem.program))
+    rows = []
+    for _ in range(n):
+        m = rng.choice(joint.mappings)
+        space = joint.tuning(m).space
+        cfg = dict(space[rng.randrange(len(space))])
+        rows.append({"program": key, "sizes": sizes, "mapping": dict(m), "tuning": cfg,
+                     "score": score_of(m, cfg)})
+    return rows
+
+
+def test_knowledge_transfers_from_other_sizes_only(joint, tmp_path):
+    import json
+
+    from mapper.explore.knowledge import Knowledge
+
+    def score(m, cfg):  # at the other size, a larger s0 was faster
+        return math.log(cfg["s0"] / 1024)
+
+    rows = _knowledge_rows(joint, {"N": 4096}, score)
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
+    k = Knowledge.for_space(joint, dirs=[tmp_path])
+    assert k is not None and k.rows == len(rows)
+    m = joint.mappings[0]
+    cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])
+    lo, hi = k.predict([(m, cfgs[0]), (m, cfgs[-1])])
+    assert hi > lo
+    # rows of the explored sizes themselves are the store's business, not transferred
+    own = _knowledge_rows(joint, {"N": 1024}, score)
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in own))
+    assert Knowledge.for_space(joint, dirs=[tmp_path]) is None
+
+
+def test_knowledge_of_another_program_does_not_apply(joint, tmp_path):
+    import json
+
+    from mapper.explore.knowledge import Knowledge
+
+    rows = _knowledge_rows(joint, {"N": 4096}, lambda m, c: 0.0)
+    for r in rows:
+        r["program"] = "0" * 64
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    assert Knowledge.for_space(joint, dirs=[tmp_path]) is None
+
+
+def test_initial_design_follows_the_transferred_knowledge(joint, tmp_path, monkeypatch):
+    """With knowledge that a small s0 is fast, the first proposals have small s0."""
+    import json
+
+    rows = _knowledge_rows(joint, {"N": 4096}, lambda m, c: -math.log2(c["s0"]), n=200)
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    monkeypatch.setenv("LIFTMAP_KNOWLEDGE", str(tmp_path))
+    s = make_strategy("model", joint, seed=0, n_init=4, batch=4)
+    assert s.knowledge is not None
+    it = s.candidates()
+    first = [next(it).tuning["s0"] for _ in range(4)]
+    plain = make_strategy("model", joint, seed=0, n_init=4, batch=4, transfer=False)
+    it = plain.candidates()
+    without = [next(it).tuning["s0"] for _ in range(4)]
+    assert sum(first) < sum(without)
+
+
+def test_knowledge_rows_of_a_store(tmp_path):
+    from mapper.explore.knowledge import store_rows
+
+    rows = [{"status": "ok", "gflops": 10.0, "mapping": "A=21 B=11", "tuning": '{"s0": 4}',
+             "outcome_check": None},
+            {"status": "ok", "gflops": 5.0, "mapping": "A=0 B=21", "tuning": '{"s0": 8}',
+             "outcome_check": None},
+            {"status": "timeout", "gflops": None, "mapping": "A=0 B=0", "tuning": '{"s0": 2}',
+             "outcome_check": "early-cut"},
+            {"status": "crash", "gflops": None, "mapping": "A=0 B=0", "tuning": '{"s0": 1}',
+             "outcome_check": None}]
+    out = store_rows(rows, "prog", {"N": 8})
+    assert [r["score"] for r in out] == [0.0, round(math.log(0.5), 4),
+                                        round(math.log(0.5) - 1, 4)]
+    assert out[0]["mapping"] == {"A": 21, "B": 11} and out[0]["tuning"] == {"s0": 4}
+
+
+def test_shipped_knowledge_is_readable():
+    from mapper.explore.knowledge import HERE, read_rows
+
+    rows = read_rows([HERE])
+    assert rows, "the library ships knowledge for the convolution"
+    assert all(isinstance(r["score"], float | int) and r["score"] <= 0 for r in rows)
+
+
+# ------------------------------------------------------------------ re-timing
+
+
+@pytest.mark.opencl
+def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
+    path = tmp_path / "r.sqlite"
+    res = explore(L3, {"N": 4096}, strategy="solver", budget=5, store=path, seed=1,
+                  count=False, retime=2, retime_rounds=2, repeats=2)
+    ok = [r for r in res.rows if r["status"] == "ok"]
+    assert len(res.retimed) == min(2, len(ok)) >= 1
+    from mapper.explore.store import ResultStore
+
+    with ResultStore(path) as st:
+        for key, r in res.retimed.items():
+            assert len(st.retimes(key)) == r["n"] == 4  # 2 rounds x 2 runs
+            assert r["min_s"] <= r["median_s"]
+    assert res.final["key"] in res.retimed
+    assert "re-timed" in res.summary()

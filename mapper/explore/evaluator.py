@@ -79,15 +79,17 @@ class Evaluator:
         return min(self.timeout_s, max(self.cut_min_s, self.cut * best_run_s))
 
     def run(self, cand: Candidate, idx: int, best_run_s: float | None = None,
-            left_s: float | None = None) -> dict[str, Any] | None:
+            left_s: float | None = None, cap_s: float | None = None
+            ) -> dict[str, Any] | None:
         """Evaluates ``cand`` in a worker; returns its row (not yet stored).
         ``best_run_s``: the best candidate's run time, for the early cut. ``left_s``: the
         seconds left in the run's time budget; both limits end there, and a candidate
         stopped by the end of the budget gives ``None`` (its outcome is unknown: it is not
-        recorded, and a later run evaluates it)."""
+        recorded, and a later run evaluates it). ``cap_s`` lowers ``timeout_s`` for this
+        candidate (a time budget's share: a candidate that exceeds it is a ``timeout``)."""
         t = self.task
         run_limit = self.run_limit(best_run_s)
-        timeout = self.timeout_s
+        timeout = self.timeout_s if cap_s is None else min(self.timeout_s, cap_s)
         clipped = False  # a limit was shortened to end with the budget
         if left_s is not None:
             left_s = max(0.05, left_s)
@@ -109,6 +111,14 @@ class Evaluator:
                             reason=f"cut after {run_limit:.3g} s of runs: over {self.cut:g}x "
                                    f"the best candidate's {best_run_s:.3g} s ({o.reason})")
         return self.row(cand, idx, o, wall)
+
+    def retime(self, cand: Candidate, repeats: int) -> Outcome:
+        """One re-timing round of ``cand``: lowered, run ``repeats`` times after a warm-up
+        and checked again, in a worker (no run budget, no early cut)."""
+        t = self.task
+        return self.pool.evaluate_candidate(
+            t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
+            timeout_s=self.timeout_s, repeats=repeats, flops=t.flops, **t.tolerance)
 
     def row(self, cand: Candidate, idx: int, o: Outcome, wall_s: float) -> dict[str, Any]:
         """The store row of an outcome."""

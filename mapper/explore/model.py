@@ -63,7 +63,8 @@ class ModelStrategy(Strategy):
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 2000,
                  n_init: int = 8, batch: int = 5, local: int = 3, beta: float = 0.5,
-                 trees: int = 100, max_features: float = 1 / 3, **options: Any):
+                 trees: int = 100, max_features: float = 1 / 3, transfer: bool = True,
+                 **options: Any):
         super().__init__(joint, seed=seed, **options)
         try:
             import sklearn  # noqa: F401
@@ -86,6 +87,12 @@ class ModelStrategy(Strategy):
         self.regressor: Any = None  # the last fitted cost model (for inspection)
         self._clf: Any = None
         self._init_maps: set = set()
+        self._tr: dict[Any, float] = {}  # candidate -> transferred score
+        self.knowledge: Any = None  # mapper.explore.knowledge.Knowledge, if any applies
+        if transfer:
+            from mapper.explore.knowledge import Knowledge
+
+            self.knowledge = Knowledge.for_space(joint, seed=seed)
         self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
         self._norm: tuple[float, float] = (0.0, 1.0)
 
@@ -107,8 +114,26 @@ class ModelStrategy(Strategy):
             c = mapping[lab]
             f += [float(c // 10), float(c % 10 if c >= 10 else 0), float(c == 1)]
         f += self.kernel_features(mapping, tuning)
+        f.append(self._transfer(mapping, tuning))
         f += [math.log2(1 + tuning[p]) if p in tuning else 0.0 for p in self.params]
         return f
+
+    def _transfer(self, mapping: Any, tuning: Mapping[str, int]) -> float:
+        """The knowledge's score of a candidate (0 without knowledge)."""
+        if self.knowledge is None:
+            return 0.0
+        key = (mapping, tuple(sorted(tuning.items())))
+        if key not in self._tr:
+            self._transfer_batch([(mapping, tuning)])
+        return self._tr[key]
+
+    def _transfer_batch(self, cands: list) -> None:
+        """Scores the candidates the knowledge has not scored yet, in one call."""
+        if self.knowledge is None:
+            return
+        todo = [(m, c) for m, c in cands if (m, tuple(sorted(c.items()))) not in self._tr]
+        for (m, c), v in zip(todo, self.knowledge.predict(todo)):
+            self._tr[(m, tuple(sorted(c.items())))] = v
 
     KERNEL_FEATURES = ("work_items", "group_size", "groups_per_cu", "private_bytes",
                        "local_bytes", "global_bytes", "kernels")
@@ -132,11 +157,15 @@ class ModelStrategy(Strategy):
     PRIOR = len(KERNEL_FEATURES)  # the prior's index among the kernel features
 
     def prior(self, mapping: Any, tuning: Mapping[str, int]) -> float:
-        """The analytic prior's score of a candidate (``mapper.explore.prior``)."""
-        return self._cached(mapping, tuning)[3 * len(self.labels) + self.PRIOR]
+        """A candidate's score before any measurement: the analytic prior
+        (``mapper.explore.prior``) plus the score transferred from other sizes
+        (``mapper.explore.knowledge``), both logarithms of a speed."""
+        f = self._cached(mapping, tuning)
+        i = 3 * len(self.labels) + self.PRIOR
+        return f[i] + f[i + 1]
 
     def _matrix(self, rows: list[list[float]]) -> list[list[float]]:
-        n = 3 * len(self.labels) + len(self.KERNEL_FEATURES) + 1 + len(self.params)
+        n = 3 * len(self.labels) + len(self.KERNEL_FEATURES) + 2 + len(self.params)
         return [r + [0.0] * (n - len(r)) for r in rows]
 
     # pool -------------------------------------------------------------------
@@ -281,13 +310,15 @@ class ModelStrategy(Strategy):
         """``P(ok) * UCB`` of each candidate under the last fit (the prior before one)."""
         import numpy as np
 
+        self._transfer_batch(cands)
         feats = [self._cached(m, c) for m, c in cands]  # may add parameters: first
         Xp = np.array(self._matrix(feats))
         p_ok = np.ones(len(cands))
         if self._clf is not None:
             p_ok = self._clf.predict_proba(Xp)[:, list(self._clf.classes_).index(True)]
         if self.regressor is None:
-            prior = np.array([f[3 * len(self.labels) + self.PRIOR] for f in feats])
+            i = 3 * len(self.labels) + self.PRIOR
+            prior = np.array([f[i] + f[i + 1] for f in feats])
             return list(p_ok * np.exp(prior))
         per_tree = np.stack([t.predict(Xp) for t in self.regressor.estimators_])
         ucb = per_tree.mean(0) + self.beta * per_tree.std(0)
@@ -299,6 +330,7 @@ class ModelStrategy(Strategy):
     def _initial(self, pool: list, k: int) -> list:
         """``k`` members of the pool with the best prior, one per mapping while there are
         mappings left (ties broken by the seeded order of the pool)."""
+        self._transfer_batch(pool)
         order = sorted(range(len(pool)), key=lambda i: -self.prior(*pool[i]))
         picks: list[int] = []
         maps = self._init_maps  # mappings of the initial design so far (earlier batches)

@@ -2,8 +2,8 @@
 
 The ``model`` strategy ranks its first proposals by this score and gives it to its learned
 model as one more feature. It reads only what the lowering states symbolically for every
-candidate (``mapper.tuning.TuningProblem.features``: work-items and work-group size), its
-vector widths and the device, so it applies to any program:
+candidate (``mapper.tuning.TuningProblem.features``: work-items, work-group size, private
+bytes per work-item), its vector widths and the device, so it applies to any program:
 
 * **parallel balance**: work-groups over the device's compute units; ``g`` groups on ``c``
   units take ``ceil(g / c)`` waves, so the useful fraction is ``g / (c * ceil(g / c))``
@@ -11,14 +11,16 @@ vector widths and the device, so it applies to any program:
 * on a **CPU**, SIMD comes from the kernel's own vector types (PoCL does not vectorise
   across work-items running long loops): the widest ``asVector`` width of the candidate
   over the device's preferred float width;
+* on a CPU, **spills**: private data per work-item beyond the vector register file (32
+  vector registers with 16-lane floats, as AVX-512 has, else 16) costs its excess ratio;
 * on a **GPU**, occupancy: work-items against ``2048`` resident per compute unit.
 
 The score is the sum of the logarithms of these factors (0 is the best a candidate can
 get); only its order matters. It is a guess in the spirit of SConv's analytical tiling
-model, not a measurement: the learned model corrects it as soon as candidates ran. The
-register block is left to the measurements and the local search: the private bytes the
-lowering states do not count the vector accumulators it may add
-(``codegen.accumulate``), so they do not tell how many registers a block needs.
+model, not a measurement: the learned model corrects it as soon as candidates ran. A
+small register block is not penalised: the private bytes the lowering states do not count
+the vector accumulators it may add (``codegen.accumulate``), so they say when a block is
+too large, not how large it should be; that is left to measurements and the local search.
 """
 
 from __future__ import annotations
@@ -62,4 +64,9 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any) -> float:
     if kind == "gpu":
         return score + math.log(min(1.0, items / (cus * 2048.0)))
     native = max(1, int(getattr(device, "preferred_vector_width_float", 16) or 16))
-    return score + math.log(min(width, native) / native)
+    score += math.log(min(width, native) / native)
+    regs = feats.get("private_bytes", 0.0) / (4.0 * native)  # in native vectors
+    file = 32 if native >= 16 else 16
+    if regs > file:  # the register block cannot stay in registers: every extra one spills
+        score -= math.log(regs / file)
+    return score

@@ -9,6 +9,7 @@ in one run is skipped and not counted.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import signal
@@ -98,6 +99,9 @@ class Results:
     # mapping search in no row: the valid mappings' enumeration (strategies drawing from
     # them) and a search the end of the run cut short (random: its last, fruitless draws)
     mapping_s: float = 0.0
+    # the winners re-timed at the end: key -> {"median_s", "min_s", "n", "gflops", "row"}
+    retimed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    candidates: dict[str, Candidate] = field(default_factory=dict, repr=False)
 
     @property
     def considered(self) -> int:
@@ -116,6 +120,16 @@ class Results:
             return None
         return max(ok, key=lambda r: (r["gflops"] or 0.0, -(r["time_s"] or math.inf)))
 
+    @property
+    def final(self) -> dict[str, Any] | None:
+        """The run's answer: the winner of the end-of-run re-timing (highest GFLOP/s, or
+        lowest time, of the re-timed medians), else ``best``."""
+        if not self.retimed:
+            return self.best
+        win = max(self.retimed.values(),
+                  key=lambda r: (r["gflops"] or 0.0, -r["median_s"]))
+        return win["row"]
+
     def summary(self) -> str:
         """Some lines in words."""
         b = self.best
@@ -128,6 +142,14 @@ class Results:
         if self.strategy == "random":
             lines.append(f"random code assignments drawn: {self.draws}")
         lines.append(f"best: {describe_row(b)}" if b else "best: no candidate ran ok")
+        if self.retimed:
+            f = self.final
+            assert f is not None
+            r = self.retimed[f["key"]]
+            perf = f"{r['gflops']:.3g} GFLOP/s, " if r["gflops"] else ""
+            lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
+                         f"{r['median_s'] * 1e3:.4g} ms, min {r['min_s'] * 1e3:.4g} ms over "
+                         f"{r['n']} runs: {f['mapping']}; {f['tuning']}")
         return "\n".join(lines)
 
 
@@ -173,6 +195,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             fusion: str = "always", heuristics: bool = True, inputs=None, reference=None,
             flops: int | None = None,
             max_value: int | None = None, pool=None, workers: int = 1, count: bool = True,
+            retime: int = 3, retime_rounds: int = 3,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[dict[str, Any], Results], None] | None = None,
             **strategy_options: Any) -> Results:
@@ -188,7 +211,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     first execution; a cut candidate is stored as ``timeout`` with check ``early-cut``.
     A time budget counts from the call (start-up included) and bounds the candidate in
     flight: the run ends within about a second of it (a candidate stopped by the end of
-    the budget is not recorded).
+    the budget is not recorded); one candidate may take a twentieth of it (at least 5 s,
+    at most ``timeout_s``).
     ``run_budget_s``: a candidate's timed repeats stop after about this long (judged by its
     first execution; at least one is timed): slow candidates cost one or two executions.
     ``workers``: candidates lowered and built in parallel worker processes (their timed
@@ -197,6 +221,11 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     own); both are recorded in the store's meta and the run's options.
     ``count``: count the joint space first (``Results.total_candidates``, information
     only; it builds every mapping's tuning space, minutes for thousands of mappings).
+    ``retime``: at the end, the ``retime`` best ``ok`` candidates of the run are timed
+    again, ``retime_rounds`` interleaved rounds of ``repeats`` runs each; every execution's
+    time is stored (``ResultStore.retimes``) and ``Results.final`` is the winner by its
+    re-timed median (a single noisy first measurement does not decide). With a time
+    budget, the search stops early enough to leave room for it. 0: no re-timing.
     ``on_result(row, results)`` is called after each candidate. Ctrl-C stops the run
     cleanly (``stopped_by == "interrupted"``); the candidates in flight are not recorded.
     A strategy that gives up (``random`` after its draw limit) ends the run with its
@@ -244,8 +273,12 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
                       **{k: str(v) for k, v in strategy_options.items()}})
         if on_start:
             on_start(res)
+        reserve = functools.partial(_retime_reserve, res, retime, retime_rounds)
         _loop(res, strat, evaluator, st, bud, on_result,
-              workers=workers if pool is None else getattr(pool, "size", 1), t_start=t_call)
+              workers=workers if pool is None else getattr(pool, "size", 1), t_start=t_call,
+              reserve=reserve if retime > 0 else None)
+        if retime > 0 and res.stopped_by != "interrupted":
+            _retime(res, evaluator, st, retime, retime_rounds, repeats)
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
                       strat.draws_total if strategy == "random" else None, res.mapping_s)
         return res
@@ -256,8 +289,54 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             st.close()
 
 
+def _retime_reserve(res: Results, n: int, rounds: int) -> float:
+    """Seconds the end-of-run re-timing of the ``n`` best should take (from the runs of
+    the best so far), which a time budget keeps free."""
+    best = res.best
+    if best is None:
+        return 0.0
+    return n * rounds * (float(best.get("run_s") or 0.0) + float(best.get("lower_s") or 0.0)
+                         + 0.2)
+
+
+def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
+            repeats: int) -> None:
+    """Re-times the ``n`` best ``ok`` rows of ``res``, interleaved, and records every
+    execution (see ``explore``'s ``retime``)."""
+    import statistics
+
+    ok = [r for r in res.rows if r["status"] == "ok" and r["key"] in res.candidates]
+    ok.sort(key=lambda r: (-(r["gflops"] or 0.0), r["time_s"] or math.inf))
+    top = ok[:n]
+    if len(top) < 1:
+        return
+    times: dict[str, list[float]] = {r["key"]: [] for r in top}
+    try:
+        for rnd in range(rounds):
+            for r in top:
+                o = evaluator.retime(res.candidates[r["key"]], repeats)
+                if o.status != "ok" or not o.times_s:
+                    times.pop(r["key"], None)  # not reproducible: not a winner
+                    continue
+                if r["key"] in times:
+                    times[r["key"]] += list(o.times_s)
+                    st.add_retime(r["key"], res.run_id, rnd, list(o.times_s))
+            top = [r for r in top if r["key"] in times]
+    except KeyboardInterrupt:
+        res.stopped_by = "interrupted"
+    flops = getattr(evaluator.task, "flops", None)
+    for r in top:
+        ts = times.get(r["key"])
+        if ts:
+            med = statistics.median(ts)
+            res.retimed[r["key"]] = {"median_s": med, "min_s": min(ts), "n": len(ts),
+                                     "gflops": flops / med / 1e9 if flops else None,
+                                     "row": r}
+
+
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,
-          workers: int = 1, t_start: float | None = None) -> None:
+          workers: int = 1, t_start: float | None = None,
+          reserve: Callable[[], float] | None = None) -> None:
     """Draws candidates from ``strat`` and evaluates them until the budget is spent; with
     ``workers`` > 1 that many are in flight at once (the pool's workers lower and build in
     parallel and take turns for the timed runs)."""
@@ -271,6 +350,9 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
         old = signal.signal(signal.SIGINT, on_sigint)
     if t_start is None:
         t_start = time.perf_counter()
+    # with a time budget, one candidate may take a twentieth of it (at least 5 s): the
+    # first candidates, before any ran ok and the early cut applies, cannot eat the budget
+    cap = None if bud.seconds is None else max(5.0, bud.seconds / 20)
     if bud.seconds is not None:
         strat.deadline = t_start + bud.seconds
     seen: set[str] = set()
@@ -290,6 +372,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
         else:
             res.evaluated += 1
         res.rows.append(row)
+        res.candidates[row["key"]] = cand
         res.draws = strat.draws_total
         res.elapsed_s = time.perf_counter() - t_start
         strat.observe(cand, row)
@@ -303,7 +386,8 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 if bud.candidates is not None and \
                         res.considered + len(pending) >= bud.candidates:
                     stop = "budget"
-                elif bud.seconds is not None and time.perf_counter() - t_start >= bud.seconds:
+                elif bud.seconds is not None and time.perf_counter() - t_start >= \
+                        bud.seconds - (reserve() if reserve else 0.0):
                     stop = "time"
                 if stop:
                     break
@@ -331,9 +415,10 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 idx = res.considered + len(pending)
                 best_s = best.get("run_s") if best else None
                 left = None if bud.seconds is None else \
-                    t_start + bud.seconds - time.perf_counter()
+                    t_start + bud.seconds - (reserve() if reserve else 0.0) \
+                    - time.perf_counter()
                 if ex is None:
-                    row = evaluator.run(cand, idx, best_s, left)
+                    row = evaluator.run(cand, idx, best_s, left, cap)
                     if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
                         raise KeyboardInterrupt
                     if row is None:  # stopped by the end of the time budget
@@ -341,7 +426,8 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                         break
                     record(cand, key, row, False)
                 else:
-                    pending[ex.submit(evaluator.run, cand, idx, best_s, left)] = (cand, key)
+                    pending[ex.submit(evaluator.run, cand, idx, best_s, left, cap)] = \
+                        (cand, key)
             if not pending:
                 res.stopped_by = stop or strat.stopped_by or "exhausted"
                 break

@@ -182,6 +182,9 @@ class ResultStore:
                     if c not in have:
                         self.db.execute(f"ALTER TABLE {table} ADD COLUMN {c} {t}")
             self.db.execute("CREATE INDEX IF NOT EXISTS results_run ON results(run_id)")
+            # the winners of a run re-timed at its end: every execution's time, per round
+            self.db.execute("CREATE TABLE IF NOT EXISTS retimes (key TEXT, run_id TEXT, "
+                            "round INTEGER, times TEXT, created REAL)")
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                             (str(SCHEMA_VERSION),))
             self.db.execute("COMMIT")
@@ -312,6 +315,25 @@ class ResultStore:
         names = [d[0] for d in cur.description]
         blank = {c: None for c, _ in RUN_COLUMNS}
         return [{**blank, **dict(zip(names, r))} for r in cur.fetchall()]
+
+    # ------------------------------------------------------------------ re-timing
+
+    def add_retime(self, key: str, run_id: str, rnd: int, times: list[float]) -> None:
+        """Records one re-timing round of candidate ``key`` (every execution's seconds)."""
+        self.db.execute("INSERT INTO retimes VALUES (?, ?, ?, ?, ?)",
+                        (key, run_id, rnd, json.dumps([float(t) for t in times]),
+                         time.time()))
+
+    def retimes(self, key: str) -> list[float]:
+        """Every re-timed execution of candidate ``key`` (seconds; empty: never re-timed,
+        or a store older than re-timing)."""
+        if not self._has_table("retimes"):
+            return []
+        out: list[float] = []
+        for (t,) in self.db.execute("SELECT times FROM retimes WHERE key=? ORDER BY created",
+                                    (key,)):
+            out += json.loads(t)
+        return out
 
     def close(self) -> None:
         self.db.close()

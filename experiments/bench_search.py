@@ -1,0 +1,260 @@
+"""What the default search finds: `mapper explore conv` with its defaults, then the found
+kernel against the hand-written kernel, PyTorch and the FMA-chain peak, in the same run.
+
+    python -m experiments.bench_search                          # VGG-16's nine layers, 10m each
+    python -m experiments.bench_search --layers 19,7 --budget 5m
+    python -m experiments.bench_search --shapes "C=64,H=56,W=56,M=128,S=2;C=256,H=14,W=14,M=256,K=1"
+
+For each shape: one exploration with the library's defaults (``mapper.explore.explore``:
+strategy, early cut, run budget, timeouts; only the budget and the store are given), every
+candidate stored in ``--store-dir``; then ``--rounds`` interleaved rounds time the found
+best (re-lowered from its stored mapping and tuning), the register-tiled hand-written
+OpenCL kernel (``codegen.handwritten``) and PyTorch's conv2d (when installed: ``pip install
+torch``), each after an idle pause and an untimed warm-up. Kernel times are OpenCL
+profiling times of all kernels of a program; PyTorch's are wall times of one call. Medians
+and minima are printed. The FMA-chain peak of the device (``float8`` FMA chains,
+``experiments.probe_devices``) is measured once per run.
+
+Also printed per shape: evaluations, time and evaluations to 90% and 95% of the run's final
+best (stored figures), and the load average before and after. A load average above 0.5
+before a shape (or other processes using the CPU) is reported as a warning: figures taken
+beside other work are not comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from experiments.machine import cpu_model
+
+VGG = ("0", "2", "5", "7", "10", "12,14", "17", "19,21", "24,26,28")
+
+
+def parse_shapes(text: str) -> list:
+    """``"C=64,H=56,W=56,M=128,S=2;..."`` -> ``ConvLayer`` values (K=3, S=1, P=1 unless
+    given)."""
+    from ir.programs import ConvLayer
+
+    out = []
+    for i, part in enumerate(p for p in text.split(";") if p.strip()):
+        kv = {}
+        for item in part.split(","):
+            k, _, v = item.partition("=")
+            kv[k.strip()] = int(v)
+        out.append(ConvLayer(f"shape{i}", kv["C"], kv["H"], kv["W"], kv["M"], kv.get("K", 3),
+                             kv.get("S", 1), kv.get("P", 1)))
+    return out
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def busy_others() -> list[str]:
+    """Other processes that used CPU in the last half second (name and %), from /proc."""
+    def ticks() -> dict[int, tuple[str, int]]:
+        out = {}
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) == os.getpid():
+                continue
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)
+                name = (d / "comm").read_text().strip()
+                rest = f[1].split()
+                out[int(d.name)] = (name, int(rest[11]) + int(rest[12]))
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    a = ticks()
+    time.sleep(0.5)
+    b = ticks()
+    hz = os.sysconf("SC_CLK_TCK")
+    res = []
+    for pid, (name, t) in b.items():
+        if pid in a and t - a[pid][1] > 0.1 * hz * 0.5:  # > 10% of a core
+            res.append(f"{name}[{pid}] {100 * (t - a[pid][1]) / hz / 0.5:.0f}%")
+    return res
+
+
+def fma_peak(spec: str | None) -> float | None:
+    """GFLOP/s of float8 FMA chains on the device that ``spec`` selects (None: failed)."""
+    from codegen import device as D
+    from experiments.probe_devices import time_chain
+
+    dev = D.select_device(spec)
+    for pi, p in enumerate(D._platforms()):
+        for di, d in enumerate(D._devices(p)):
+            if d.int_ptr == dev.int_ptr:
+                n = 8192 * max(1, int(dev.max_compute_units))
+                r = time_chain(pi, di, 8, 4096, n, 120.0)
+                return r.get("gflops")
+    return None
+
+
+def progress(rows: list[dict], start: float, final: float, frac: float) -> tuple[int, float]:
+    """(evaluations, seconds from the run's start) to ``frac`` of ``final`` GFLOP/s."""
+    for i, r in enumerate(rows, 1):
+        if r["status"] == "ok" and (r["gflops"] or 0) >= frac * final:
+            return i, r["created"] - start
+    return -1, float("nan")
+
+
+def bench_shape(layer, args, peak) -> dict:
+    from codegen.handwritten import hand_program
+    from codegen.worker import WorkerPool
+    from experiments.baselines import conv_inputs, conv_reference, torch_available, torch_conv_fn
+    from mapper.explore import Task, explore
+
+    warn = []
+    if os.getloadavg()[0] > 0.5:
+        warn.append(f"load {load()} before the run")
+    others = busy_others()
+    if others:
+        warn.append("busy: " + ", ".join(others))
+    task = Task.conv_layer(layer)
+    store = Path(args.store_dir) / f"search-{layer.name.replace(',', '_')}-{layer.C}x{layer.H}x" \
+        f"{layer.W}x{layer.M}k{layer.K}s{layer.S}p{layer.P}.sqlite"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    res = explore(task, budget=args.budget, store=str(store), seed=args.seed, count=False)
+    wall = time.time() - t0
+    best = res.final  # the winner of the end-of-run re-timing
+    out: dict = {"layer": layer.name, "shape": layer.sizes(), "evaluated": res.evaluated,
+                 "considered": res.considered, "explore_s": wall, "load_before": load(),
+                 "warnings": warn, "counts": dict(res.counts)}
+    if best is None:
+        out["error"] = "no candidate ran ok"
+        return out
+    out["stored_gflops"] = best["gflops"]
+    rt = res.retimed.get(best["key"])
+    out["retimed_gflops"] = rt["gflops"] if rt else None
+    final = max(r["gflops"] or 0.0 for r in res.rows if r["status"] == "ok")
+    for frac in (0.9, 0.95):
+        n, s = progress(res.rows, t0, final, frac)
+        out[f"to{int(frac * 100)}"] = (n, s)
+    mapping = task.joint().problem.mapping(best["mapping"])
+    tuning = {k: int(v) for k, v in json.loads(best["tuning"]).items()}
+    out["best"] = f"{best['mapping']}; {tuning}"
+    found_fn = task.lower_fn(mapping, tuning)
+    try:
+        hand, hand_label = hand_program(layer)
+    except ValueError as e:  # stride 2: the register-tiled kernel does not apply
+        hand, hand_label = None, f"no hand-written kernel ({e})"
+    hin = conv_inputs(layer)
+    href = conv_reference(layer, hin)
+    times: dict[str, list[float]] = {"found": [], "hand-written": []}
+    torch_fn = None
+    if torch_available():
+        x, w = task.inputs["inputData"], task.inputs["kernelsWeights"]
+        torch_fn, _ = torch_conv_fn(x, w, layer.S, layer.P, threads=os.cpu_count())
+        times["PyTorch"] = []
+        torch_fn()
+    with WorkerPool() as pool:
+        for _ in range(args.rounds):
+            time.sleep(args.settle)
+            o = pool.evaluate_candidate(found_fn, task.inputs, task.reference, timeout_s=300,
+                                        repeats=args.repeats, flops=layer.flops)
+            if not o.ok:
+                out["error"] = f"found kernel re-run: {o.label}: {o.reason}"
+                return out
+            times["found"] += list(o.times_s)
+            if hand is not None:
+                time.sleep(args.settle)
+                o = pool.evaluate(hand, hin, href, timeout_s=300, repeats=args.repeats,
+                                  flops=layer.flops)
+                if o.ok:
+                    times["hand-written"] += list(o.times_s)
+            if torch_fn is not None:
+                time.sleep(args.settle)
+                torch_fn()  # untimed warm-up, as the OpenCL runs have one
+                for _ in range(args.repeats):
+                    t = time.perf_counter()
+                    torch_fn()
+                    times["PyTorch"].append(time.perf_counter() - t)
+    for k, ts in times.items():
+        if ts:
+            out[k] = {"median_gflops": layer.flops / statistics.median(ts) / 1e9,
+                      "max_gflops": layer.flops / min(ts) / 1e9}
+    out["hand_label"] = hand_label
+    out["peak"] = peak
+    out["load_after"] = load()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", default=",".join(VGG).replace("12,14", "12")
+                    .replace("19,21", "19").replace("24,26,28", "24"),
+                    help="VGG-16 layers (default: the nine unique ones)")
+    ap.add_argument("--shapes", help="other shapes: C=..,H=..,W=..,M=..[,K,S,P];... (replace "
+                    "--layers)")
+    ap.add_argument("--budget", default="10m", help="exploration budget per shape")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--settle", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--store-dir", default="results/search")
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args(argv)
+    from ir.programs import vgg16_layer
+
+    layers = parse_shapes(args.shapes) if args.shapes else \
+        [vgg16_layer(n) for n in args.layers.split(",") if n]
+    print(f"machine: {cpu_model()}; load {load()}", flush=True)
+    peak = fma_peak(None)
+    print(f"FMA-chain peak (float8): {peak:.0f} GFLOP/s" if peak else "FMA peak: failed",
+          flush=True)
+    rows = []
+    for layer in layers:
+        r = bench_shape(layer, args, peak)
+        rows.append(r)
+        f = r.get("found", {}).get("median_gflops")
+        h = r.get("hand-written", {}).get("median_gflops")
+        t = r.get("PyTorch", {}).get("median_gflops")
+        parts = [f"layer {r['layer']}: {r['evaluated']} evaluated in {r['explore_s']:.0f} s"]
+        if "error" in r:
+            parts.append(r["error"])
+        if f:
+            rt = r.get("retimed_gflops")
+            parts.append(f"found {f:.1f} GFLOP/s (stored {r['stored_gflops']:.1f}, re-timed "
+                         f"by the run {rt or 0:.1f}, max {r['found']['max_gflops']:.1f})")
+        if h:
+            parts.append(f"hand-written {h:.1f} ({f / h:.2f}x)" if f else f"hand {h:.1f}")
+        if t:
+            parts.append(f"PyTorch {t:.1f} ({f / t:.2f}x)" if f else f"PyTorch {t:.1f}")
+        if peak and f:
+            parts.append(f"peak {peak:.0f} ({f / peak:.2f}x)")
+        if "to90" in r:
+            parts.append(f"90% at #{r['to90'][0]} {r['to90'][1]:.0f} s, 95% at "
+                         f"#{r['to95'][0]} {r['to95'][1]:.0f} s")
+        parts.append(f"load {r['load_before']} -> {r.get('load_after', '?')}")
+        if r["warnings"]:
+            parts.append("WARNING: " + "; ".join(r["warnings"]))
+        print("; ".join(parts), flush=True)
+    ratios = [(r["found"]["median_gflops"], r.get("hand-written", {}).get("median_gflops"),
+               r.get("PyTorch", {}).get("median_gflops")) for r in rows if "found" in r]
+
+    def gmean(xs):
+        xs = [x for x in xs if x]
+        return statistics.geometric_mean(xs) if xs else float("nan")
+
+    if ratios:
+        print(f"geometric mean over {len(ratios)} shape(s): found/hand-written "
+              f"{gmean([f / h for f, h, _ in ratios if h]):.2f}x, found/PyTorch "
+              f"{gmean([f / t for f, _, t in ratios if t]):.2f}x")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": cpu_model(), "peak": peak, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Transfer: what explorations of the same program at other sizes say about a candidate
+before it is measured.
+
+A knowledge file (``*.jsonl`` in ``mapper/explore/knowledge/``, shipped with the library and
+rebuilt from results stores by ``experiments/build_knowledge.py``; the directories in
+``LIFTMAP_KNOWLEDGE``, separated by ``:``, are read too) holds one JSON object per stored
+``ok`` or cut candidate::
+
+    {"program": "<sha256 of the explored program's text>", "sizes": {...},
+     "mapping": {"T": 0, ...}, "tuning": {"v": 16, ...}, "score": -0.41}
+
+``score`` is log(GFLOP/s / the best GFLOP/s of its store); a candidate stopped by the early
+cut counts as the store's slowest ``ok`` one minus 1 (as the ``model`` strategy takes it).
+Failures are left out: whether a candidate runs at all is the live classifier's business.
+
+``Knowledge.for_space(joint)`` fits a random forest on the rows of the same program (same
+text: the same maps and tuning parameters) at *other* sizes (a store of these sizes is the
+user's own data, found by resuming it, not transferred) over the features every size
+shares: each map's level, dimension and fused flag, and log2(1 + value) of each tuning
+parameter. Its prediction ranks the first proposals of the ``model`` strategy, which had
+only the analytic prior to go on otherwise. None when there is nothing to transfer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).with_name("knowledge")
+MIN_ROWS = 20  # fewer rows than this transfer nothing
+MIN_STORES = 1
+
+
+def program_key(text: str) -> str:
+    """The key of an explored program in knowledge files: SHA-256 of its text."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def knowledge_dirs() -> list[Path]:
+    """The shipped directory, then those of ``LIFTMAP_KNOWLEDGE``."""
+    extra = [Path(p) for p in os.environ.get("LIFTMAP_KNOWLEDGE", "").split(":") if p]
+    return [HERE, *extra]
+
+
+def read_rows(dirs: Iterable[Path] | None = None) -> list[dict[str, Any]]:
+    """Every row of every ``*.jsonl`` file in ``dirs`` (unreadable lines are skipped)."""
+    rows: list[dict[str, Any]] = []
+    for d in dirs if dirs is not None else knowledge_dirs():
+        if not d.is_dir():
+            continue
+        for f in sorted(d.glob("*.jsonl")):
+            try:
+                lines = f.read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(r, dict) and {"program", "sizes", "mapping", "tuning",
+                                            "score"} <= r.keys():
+                    rows.append(r)
+    return rows
+
+
+def store_rows(rows: Sequence[Mapping[str, Any]], program: str,
+               sizes: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Knowledge rows of one store's result rows (its ``ok`` and early-cut ones);
+    ``program`` is the store's explored program text, ``sizes`` its fixed sizes."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get("gflops")]
+    if not ok:
+        return []
+    best = max(r["gflops"] for r in ok)
+    slow = math.log(min(r["gflops"] for r in ok) / best) - 1.0
+    key = program_key(program)
+    out = []
+    for r in rows:
+        if r["status"] == "ok" and r.get("gflops"):
+            score = math.log(r["gflops"] / best)
+        elif r["status"] == "timeout" and r.get("outcome_check") == "early-cut":
+            score = slow
+        else:
+            continue
+        codes = {k: int(v) for k, v in (x.split("=") for x in r["mapping"].split())}
+        out.append({"program": key, "sizes": {k: int(v) for k, v in sizes.items()},
+                    "mapping": codes, "tuning": json.loads(r["tuning"]),
+                    "score": round(score, 4)})
+    return out
+
+
+def from_store(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Knowledge rows of the results store at ``path`` (read-only)."""
+    from mapper.explore.store import ResultStore
+
+    with ResultStore(path, readonly=True) as st:
+        meta = st.meta()
+        program = meta.get("explored_program")
+        if not program:
+            return []
+        return store_rows(st.rows(), program, json.loads(meta["sizes"]))
+
+
+def mapping_features(labels: Sequence[str], codes: Mapping[str, int]) -> list[float]:
+    """Per map: level (0 seq/fused, 1 lcl, 2 wrg, 3 glb), dimension, fused."""
+    f: list[float] = []
+    for lab in labels:
+        c = int(codes[lab])
+        f += [float(c // 10), float(c % 10 if c >= 10 else 0), float(c == 1)]
+    return f
+
+
+class Knowledge:
+    """A random forest fitted on transferred rows; ``predict`` scores candidates."""
+
+    def __init__(self, labels: Sequence[str], params: Sequence[str],
+                 rows: Sequence[Mapping[str, Any]], seed: int = 0):
+        import numpy as np
+        from sklearn.ensemble import RandomForestRegressor
+
+        self.labels, self.params = list(labels), list(params)
+        self.rows = len(rows)
+        self.sizes = sorted({json.dumps(r["sizes"], sort_keys=True) for r in rows})
+        X = np.array([self._features(r["mapping"], r["tuning"]) for r in rows])
+        y = np.array([float(r["score"]) for r in rows])
+        self.forest = RandomForestRegressor(n_estimators=100, min_samples_leaf=2,
+                                            random_state=seed).fit(X, y)
+
+    def _features(self, codes: Mapping[str, int], tuning: Mapping[str, int]) -> list[float]:
+        return mapping_features(self.labels, codes) + \
+            [math.log2(1 + int(tuning[p])) if p in tuning else 0.0 for p in self.params]
+
+    def predict(self, cands: Sequence[tuple[Mapping[str, int], Mapping[str, int]]]
+                ) -> list[float]:
+        """The transferred score (log of the fraction of the best) of each candidate."""
+        import numpy as np
+
+        if not cands:
+            return []
+        X = np.array([self._features(m, t) for m, t in cands])
+        return [float(v) for v in self.forest.predict(X)]
+
+    @classmethod
+    def for_space(cls, joint: Any, seed: int = 0,
+                  dirs: Iterable[Path] | None = None) -> Knowledge | None:
+        """The knowledge of ``joint``'s program at other sizes than ``joint.sizes`` (None:
+        no rows, or a space without a program and sizes, e.g. a replay's)."""
+        program = getattr(getattr(joint, "problem", None), "program", None)
+        sizes = getattr(joint, "sizes", None)
+        if program is None or sizes is None or not joint.mappings:
+            return None
+        from ir.syntax import print_program
+
+        try:
+            key = program_key(print_program(program))
+        except Exception:  # a program the printer cannot print: nothing to match
+            return None
+        mine = json.dumps({k: int(v) for k, v in sizes.items()}, sort_keys=True)
+        labels = list(joint.problem.labels)
+        rows = [r for r in read_rows(dirs) if r["program"] == key
+                and json.dumps(r["sizes"], sort_keys=True) != mine
+                and set(r["mapping"]) == set(labels)]
+        if len(rows) < MIN_ROWS:
+            return None
+        params = sorted({p for r in rows for p in r["tuning"]})
+        return cls(labels, params, rows, seed=seed)
