@@ -16,9 +16,9 @@ and minima are printed. The FMA-chain peak of the device (``float8`` FMA chains,
 ``experiments.probe_devices``) is measured once per run.
 
 Also printed per shape: evaluations, time and evaluations to 90% and 95% of the run's final
-best (stored figures), and the load average before and after. A load average above 0.5
-before a shape (or other processes using the CPU) is reported as a warning: figures taken
-beside other work are not comparable.
+best (stored figures), and the load average before and after (it includes this script's
+own previous shape). Other processes using more than a tenth of a core before a shape are
+named in a warning: figures taken beside other work are not comparable.
 """
 
 from __future__ import annotations
@@ -113,9 +113,7 @@ def bench_shape(layer, args, peak) -> dict:
     from experiments.baselines import conv_inputs, conv_reference, torch_available, torch_conv_fn
     from mapper.explore import Task, explore
 
-    warn = []
-    if os.getloadavg()[0] > 0.5:
-        warn.append(f"load {load()} before the run")
+    warn = []  # the load average counts this script's previous shape: only others warn
     others = busy_others()
     if others:
         warn.append("busy: " + ", ".join(others))

@@ -852,7 +852,7 @@ def _explore_task(args):
                 layer = parse_layer(text)
             except ValueError as e:  # parse_layer's own message (an unknown layer name)
                 raise CliError(f"--layer {text!r}: {e}") from None
-        return Task.conv_layer(layer)
+        return Task.conv_layer(layer, fusion=args.fusion)
     if args.layer:
         raise CliError("--layer goes with the program name conv (the convolution pipeline)")
     sizes = parse_sizes(args.sizes)

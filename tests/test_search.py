@@ -273,3 +273,36 @@ def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
             assert r["min_s"] <= r["median_s"]
     assert res.final["key"] in res.retimed
     assert "re-timed" in res.summary()
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--sizes", "C=8,H=4,W=4,M=8,K=9"], "K=9 is larger than the padded input"),
+    (["--sizes", "C=0,H=8,W=8,M=8"], "C=0"),
+    (["--sizes", "C=8,H=8,W=8,M=8,X=3"], "conv has no size X"),
+    (["--sizes", "C=8,H=8,W=8,M=8", "--layer", "19"], "not both"),
+    (["--sizes", "C=8,H=8,W=8,M=8,P=-1"], "P=-1"),
+    (["--layer", "24/16"], "H=0"),
+])
+def test_conv_shapes_a_user_gets_wrong_are_one_line_and_no_store(tmp_path, capsys, argv,
+                                                                  words):
+    from mapper.cli import main
+
+    store = tmp_path / "s.sqlite"
+    rc = main(["explore", "conv", *argv, "--budget", "1", "--store", str(store)])
+    err = capsys.readouterr().err
+    assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
+    assert not store.exists()
+
+
+def test_explore_help_lists_every_strategy(capsys):
+    from mapper.cli import main
+    from mapper.explore.strategies import STRATEGIES
+
+    with pytest.raises(SystemExit):
+        main(["explore", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(name in out for name in STRATEGIES)
+    assert "model (the default" in out

@@ -7,7 +7,7 @@ scaling or tuning, and the spread of their trees' predictions is a cheap uncerta
 the acquisition rule.
 
 1. A pool of valid candidates is drawn like ``solver`` does (known constraints are
-   satisfied by construction): 256 before the first proposal, 128 more before each batch,
+   satisfied by construction): 128 before the first proposal, 128 more before each batch,
    up to ``pool_size``.
 2. The first ``n_init`` proposals are the pool's best by the analytic prior
    (``mapper.explore.prior``: parallel balance over the compute units, SIMD width), one
@@ -58,7 +58,7 @@ class ModelStrategy(Strategy):
     docstring)."""
 
     name = "model"
-    FIRST_POOL = 256  # samples drawn before the first proposal
+    FIRST_POOL = 128  # samples drawn before the first proposal
     GROW = 128  # samples added before each later batch, up to pool_size
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 2000,

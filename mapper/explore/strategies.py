@@ -163,9 +163,13 @@ class Manual(Strategy):
         self.mapping = p.mapping(mapping)
         bad = check_mapping(p, self.mapping, fusion=p.fusion)
         if bad:
-            rules = ", ".join(sorted({c.rule for c in bad}))
-            raise StrategyError(f"mapping {self.mapping} is not valid (violates {rules}); "
-                                f"`mapper check` says why")
+            names = sorted({c.rule for c in bad})
+            hint = ""
+            if all("fusion" in r for r in names) and p.fusion != "free":
+                hint = (f" (under fusion {p.fusion!r} a sequential map that can be fused must "
+                        "be: write it F, or explore with --fusion free)")
+            raise StrategyError(f"mapping {self.mapping} is not valid (violates "
+                                f"{', '.join(names)}){hint}; `mapper check` says why")
 
     def candidates(self) -> Iterator[Candidate]:
         t0 = time.perf_counter()
