@@ -306,3 +306,13 @@ def test_explore_help_lists_every_strategy(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert all(name in out for name in STRATEGIES)
     assert "model (the default" in out
+
+
+@pytest.mark.opencl
+def test_a_budget_too_small_for_one_evaluation_says_so(tmp_path, capsys):
+    from mapper.cli import main
+
+    rc = main(["explore", L3, "--sizes", "N=1024", "--budget", "0.01s", "--store",
+               str(tmp_path / "s.sqlite")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "ended before one candidate was evaluated" in err, err

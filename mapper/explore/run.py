@@ -194,7 +194,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             cut_min_s: float = 2.0, run_budget_s: float | None = 1.0,
             fusion: str = "always", heuristics: bool = True, inputs=None, reference=None,
             flops: int | None = None,
-            max_value: int | None = None, pool=None, workers: int = 1, count: bool = True,
+            max_value: int | None = None, pool=None, workers: int = 1, count: bool = False,
             retime: int = 3, retime_rounds: int = 3,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[dict[str, Any], Results], None] | None = None,
@@ -220,7 +220,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     ``fusion`` and ``heuristics`` are the rules of a program's space (a ``Task`` has its
     own); both are recorded in the store's meta and the run's options.
     ``count``: count the joint space first (``Results.total_candidates``, information
-    only; it builds every mapping's tuning space, minutes for thousands of mappings).
+    only; off by default: it builds every mapping's tuning space, minutes for thousands of
+    mappings, which a time budget would pay for).
     ``retime``: at the end, the ``retime`` best ``ok`` candidates of the run are timed
     again, ``retime_rounds`` interleaved rounds of ``repeats`` runs each; every execution's
     time is stored (``ResultStore.retimes``) and ``Results.final`` is the winner by its
