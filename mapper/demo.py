@@ -238,9 +238,13 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             row(hlabel + " (baseline)", o, required=True)
         except ValueError as e:  # a layer the hand-written kernel cannot take
             console.print(f"no hand-written kernel for this layer: {escape(str(e))}")
+        if refused:  # the main job has failed already: say so without the search's minute
+            console.print(t)
+            console.print("the default search is skipped: a required candidate failed")
+            return _verdict(console, bad, refused, slow, t_start)
         task = Task.conv_layer(layer, name=f"demo:conv-{layer.name}")
         budget = "25s" if quick else "75s"
-        res = explore(task, budget=budget, seed=0, pool=pool, count=False)
+        res = explore(task, budget=budget, seed=0, pool=pool)
         console.print(f"partial convolution: {len(task.joint().mappings)} valid mappings; "
                       f"the default search (`mapper explore conv`) for {budget}: "
                       f"{res.evaluated} candidates evaluated "
@@ -268,6 +272,12 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
                               f"next best): median {rt['gflops']:.2f} GFLOP/s")
         console.print(t)
 
+    return _verdict(console, bad, refused, slow, t_start)
+
+
+def _verdict(console: Console, bad: Counter, refused: list[str], slow: list[str],
+             t_start: float) -> int:
+    """Prints the demo's verdict; 0 when nothing failed, else 1."""
     problems = sum(bad.values())
     took = f"done in {time.perf_counter() - t_start:.0f} s: "
     if slow:

@@ -215,8 +215,8 @@ def _progress_line(tag: str) -> Callable[[dict, Any], None]:
 
 
 def explore_logged(task, store, *, tag: str, **kw: Any):
-    """``explore`` (without counting the joint space) with the live display on a
-    terminal, a line per candidate otherwise; returns its ``Results``."""
+    """``explore`` (without counting the joint space or re-timing the winners) with the
+    live display on a terminal, a line per candidate otherwise; returns its ``Results``."""
     from rich.console import Console
     from rich.live import Live
 
@@ -225,6 +225,7 @@ def explore_logged(task, store, *, tag: str, **kw: Any):
 
     console = Console()
     kw.setdefault("count", False)
+    kw.setdefault("retime", 0)  # a figure is about the exploration sequence itself
     if not console.is_terminal:
         return explore(task, store=store, on_result=_progress_line(tag), **kw)
     dash = Dashboard()
