@@ -33,7 +33,6 @@ from typing import Any
 
 HERE = Path(__file__).with_name("knowledge")
 MIN_ROWS = 20  # fewer rows than this transfer nothing
-MIN_STORES = 1
 
 
 def program_key(text: str) -> str:
