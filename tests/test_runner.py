@@ -156,10 +156,12 @@ def test_run_budget_limits_the_timed_repeats(runner):
     # a generous budget: every repeat is timed
     fast = runner.evaluate(vector_add_program(N), d, ref, repeats=5, run_budget_s=60.0)
     assert fast.status == "ok" and len(fast.times_s) == 5
-    # in between: as many as fit, at least one
+    # in between: as many as fit, at least one. The count is judged by the first
+    # execution, whose time varies with load: the margin (20 budgeted against 2,000
+    # asked) holds unless the first execution is 100x faster than the median of five
     t = fast.time_s
-    mid = runner.evaluate(vector_add_program(N), d, ref, repeats=50, run_budget_s=20 * t)
-    assert 1 <= len(mid.times_s) < 50
+    mid = runner.evaluate(vector_add_program(N), d, ref, repeats=2000, run_budget_s=20 * t)
+    assert 1 <= len(mid.times_s) < 2000
 
 
 def test_wrong_result_states_error_and_tolerance(runner):
