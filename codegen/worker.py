@@ -11,8 +11,10 @@ Inputs and the reference travel once per data set, not per candidate: the worker
 last data set under a token and the pool sends it again only when the token changes.
 
 Callables sent to a worker (``lower_fn``) must be picklable: module-level functions or
-``functools.partial`` of them. Scripts that use a pool need the usual
-``if __name__ == "__main__":`` guard (``spawn`` imports the main module in the worker).
+``functools.partial`` of library modules' functions. A worker does not import the
+caller's main module (``spawn`` would, and a script without an
+``if __name__ == "__main__":`` guard would then run again in every worker): what it
+runs comes from the library, so a plain script can use a pool.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -175,6 +178,24 @@ def _tail(path: str, n: int = 6) -> str:
     return "\n".join(lines[-n:])
 
 
+@contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While a worker is spawned, the main module shows no file or spec, so the worker
+    does not import it (a script without a ``__main__`` guard would run again in it)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__")
+             if main is not None and k in main.__dict__}
+    try:
+        for k in saved:
+            setattr(main, k, None) if k == "__spec__" else delattr(main, k)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
 class _Worker:
     """The parent's handle on one worker process."""
 
@@ -198,8 +219,9 @@ class _Worker:
             target=_worker_main, args=(child, self.spec, self.log_path), daemon=True,
             name="liftmap-worker")
         try:
-            proc.start()
-        except BaseException:  # e.g. spawn from a main module without a __main__ guard
+            with _main_module_hidden():
+                proc.start()
+        except BaseException:
             parent.close()
             child.close()
             raise

@@ -179,13 +179,13 @@ def oracle_program(pool, prog, sizes_pts, *, full=400, samples=40, admitted=60, 
     if log is not None:
         for r in rows:
             if show_bad and not r.oracle:
-                print(f"    bad {MapCodes(r.mapping).short()}  {r.outcome}  "
+                print(f"    bad {MapCodes(r.mapping)}  {r.outcome}  "
                       f"[{', '.join(sorted({v.split(']')[0][1:] for v in r.violated}))}]",
                       file=log)
             if r.valid != r.oracle:
                 kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
                 why = r.outcome if r.valid else "; ".join(r.violated[:3])
-                print(f"    {kind} {MapCodes(r.mapping).short()}  {why}", file=log)
+                print(f"    {kind} {MapCodes(r.mapping)}  {why}", file=log)
     return rows
 
 
@@ -344,7 +344,7 @@ def replay(path: str, quiet: bool = False) -> int:
             for r in bad:
                 kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
                 why = r.outcome if r.valid else "; ".join(r.violated[:3])
-                print(f"    {kind} {MapCodes(r.mapping).short()}  {why}")
+                print(f"    {kind} {MapCodes(r.mapping)}  {why}")
     totals.report()
     return 0
 

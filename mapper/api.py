@@ -2,27 +2,45 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 from collections.abc import Iterator
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from constraints import bruteforce, cp_backend, z3_backend
 from constraints.model import Constraint, Model, Parameter
 from ir.nodes import Node
 from mapper.apply import apply_mapping
 from mapper.encoding import CODES, FUSED, MapCodes, code_name, parse_code
-from mapper.errors import ContradictoryFixedError, InvalidMappingError, MapperError, MappingError
+from mapper.errors import (
+    ConfigurationError,
+    ContradictoryFixedError,
+    InvalidMappingError,
+    MapperError,
+    MappingError,
+)
 from mapper.nesting import MapNestingTree, label_maps
 from mapper.rules import FUSION_STRATEGIES, RULES, generate, rule_kind
+
+if TYPE_CHECKING:
+    from codegen.target import Device
+    from mapper.kernel import CompiledKernel, RunResult
 
 BACKENDS = {"cp": cp_backend, "z3": z3_backend, "brute": bruteforce}
 
 
 def _program(expr) -> Node:
-    if isinstance(expr, str):
+    """A program node with labelled maps from a node, program text or a ``.lift`` path."""
+    if isinstance(expr, os.PathLike) or (isinstance(expr, str) and "\n" not in expr
+                                          and expr.strip().endswith(".lift")):
+        from ir.syntax import parse_file
+
+        expr = parse_file(os.fspath(expr))
+    elif isinstance(expr, str):
         from ir.syntax import parse
 
         expr = parse(expr)
@@ -38,6 +56,7 @@ class MappingProblem:
     fusion: str
     constraints: list[Constraint]
     heuristics: bool = True
+    device: str | Device | None = None  # what kernels are built and run for (None: default)
 
     @cached_property
     def model(self) -> Model:
@@ -81,18 +100,76 @@ class MappingProblem:
                                                                         else ""))
         return MapCodes({k: m[k] for k in self.labels if k in m})
 
+    # the library's functions as methods of the problem (its configuration applies)
 
-def problem(expr, *, fusion: str = "always", heuristics: bool = True) -> MappingProblem:
-    """Build the mapping problem of ``expr`` (a program node or its text): the validity
-    rules, and the heuristic rules when ``heuristics``."""
-    if fusion not in FUSION_STRATEGIES:
-        raise ValueError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
+    def enumerate(self, *, backend: str = "cp", order: str = "solver", seed: int | None = None,
+                  limit: int | None = None, fixed=None) -> Iterator[MapCodes]:
+        """Every valid mapping (see ``enumerate_mappings``)."""
+        return enumerate_mappings(self, backend=backend, order=order, seed=seed, limit=limit,
+                                  fixed=fixed)
+
+    def count(self, *, backend: str = "cp", fixed=None) -> int:
+        """The number of valid mappings."""
+        return count_mappings(self, backend=backend, fixed=fixed)
+
+    def check(self, mapping) -> list[Constraint]:
+        """The constraint instances ``mapping`` violates (empty when it is valid)."""
+        return check_mapping(self, mapping)
+
+    def explain(self, partial) -> Explanation:
+        """Why ``partial`` cannot be part of a valid mapping, or a valid completion."""
+        return explain(self, partial)
+
+    def lower(self, mapping, *, check: bool = True) -> Node:
+        """The program with ``mapping`` applied (the low-level IR; raises if invalid)."""
+        return lower_mapping(self, mapping, check=check)
+
+    def build(self, mapping, sizes: AbcMapping[str, int], *, force: bool = False,
+              flops: int | None = None) -> CompiledKernel:
+        """``mapping`` lowered to OpenCL for ``sizes`` (every size of the program): a
+        ``CompiledKernel`` with its source, launch sizes and resources, ready to ``run``.
+        ``force``: skip the mapping rules (only the lowering's checks and the run judge
+        it; ``CompiledKernel.overridden`` lists the rule instances it violates).
+        ``flops``: the FLOP count (default: derived from the program)."""
+        from mapper.kernel import build
+
+        return build(self, mapping, sizes, force=force, flops=flops)
+
+    def run(self, mapping, sizes: AbcMapping[str, int], inputs=None, **options) -> RunResult:
+        """``build(mapping, sizes).run(inputs, **options)``: one call, a typed result."""
+        return self.build(mapping, sizes).run(inputs, **options)
+
+
+def problem(expr, *, fusion: str | None = None, heuristics: bool | None = None,
+            device: str | Device | None = None) -> MappingProblem:
+    """The mapping problem of ``expr`` (a program node, its text, a ``.lift`` path, or a
+    ``MappingProblem``): the validity rules of ``fusion`` (default ``always``), the
+    heuristic rules when ``heuristics`` (default True), and the ``device`` kernels are
+    built and run for (an OpenCL device spec, a preset name such as ``h100``, a JSON
+    description path, or a ``codegen.target.Device``; default: the live default device).
+
+    Given a ``MappingProblem``, it is returned as it is; a keyword that contradicts its
+    configuration raises ``ConfigurationError`` (build another problem from
+    ``p.program`` instead)."""
     if isinstance(expr, MappingProblem):
+        given = {"fusion": fusion, "heuristics": heuristics, "device": device}
+        clash = [f"{k}={v!r} (the problem has {getattr(expr, k)!r})"
+                 for k, v in given.items() if v is not None and v != getattr(expr, k)]
+        if clash:
+            raise ConfigurationError(
+                "the problem was built with another configuration: " + ", ".join(clash)
+                + "; build a new one with problem(p.program, ...)")
         return expr
+    fusion = "always" if fusion is None else fusion
+    heuristics = True if heuristics is None else heuristics
+    if fusion not in FUSION_STRATEGIES:
+        raise ConfigurationError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
+    if not isinstance(heuristics, bool):
+        raise ConfigurationError(f"heuristics must be True or False, got {heuristics!r}")
     prog = _program(expr)
     tree = MapNestingTree(prog)
     return MappingProblem(prog, tree, fusion, generate(tree, fusion, heuristics),
-                          heuristics)
+                          heuristics, device)
 
 
 def _backend(name: str):
@@ -123,9 +200,9 @@ def enumerate_mappings(
     order: str = "solver",
     seed: int | None = None,
     limit: int | None = None,
-    fusion: str = "always",
+    fusion: str | None = None,
     fixed=None,
-    heuristics: bool = True,
+    heuristics: bool | None = None,
 ) -> Iterator[MapCodes]:
     """Yield every valid mapping of ``expr`` (or the first ``limit``).
 
@@ -150,15 +227,15 @@ def enumerate_mappings(
         yield MapCodes({m: s[m] for m in p.labels})
 
 
-def count_mappings(expr, *, backend: str = "cp", fusion: str = "always", fixed=None,
-                   heuristics: bool = True) -> int:
+def count_mappings(expr, *, backend: str = "cp", fusion: str | None = None, fixed=None,
+                   heuristics: bool | None = None) -> int:
     """The number of valid mappings."""
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     return _backend(backend).count(p.model, fixed=_fixed(p, fixed) or None)
 
 
-def check_mapping(expr, mapping, *, fusion: str = "always",
-                  heuristics: bool = True) -> list[Constraint]:
+def check_mapping(expr, mapping, *, fusion: str | None = None,
+                  heuristics: bool | None = None) -> list[Constraint]:
     """The constraint instances ``mapping`` violates (empty when it is valid); see
     ``rejected_by`` for whether a validity rule or only heuristics reject it."""
     p = problem(expr, fusion=fusion, heuristics=heuristics)
@@ -215,7 +292,8 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(expr, partial, *, fusion: str = "always", heuristics: bool = True) -> Explanation:
+def explain(expr, partial, *, fusion: str | None = None,
+            heuristics: bool | None = None) -> Explanation:
     """Why can't ``partial`` (e.g. ``"A=20 C=30"``) be part of a valid mapping?
 
     Returns a minimal set of constraint instances (a Z3 unsat core, minimised) or, when
@@ -224,9 +302,9 @@ def explain(expr, partial, *, fusion: str = "always", heuristics: bool = True) -
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     part = p.mapping(partial)
     core = z3_backend.unsat_core(p.model, dict(part))
-    if core and heuristics and rejected_by(core) == "heuristic":
+    if core and p.heuristics and rejected_by(core) == "heuristic":
         # a heuristic core: say "validity" if the validity rules alone also reject it
-        pv = problem(expr, fusion=fusion, heuristics=False)
+        pv = problem(p.program, fusion=p.fusion, heuristics=False)
         vcore = z3_backend.unsat_core(pv.model, dict(part))
         if vcore:
             core = vcore
@@ -237,13 +315,14 @@ def explain(expr, partial, *, fusion: str = "always", heuristics: bool = True) -
     return Explanation(part, tuple(core), example)
 
 
-def constraints_of(expr, *, fusion: str = "always", heuristics: bool = True) -> MappingProblem:
+def constraints_of(expr, *, fusion: str | None = None,
+                   heuristics: bool | None = None) -> MappingProblem:
     """The constraint instances of ``expr`` (``.constraints``) with ``.per_rule()`` counts."""
     return problem(expr, fusion=fusion, heuristics=heuristics)
 
 
-def lower_mapping(expr, mapping, *, fusion: str = "always", check: bool = True,
-                  heuristics: bool = True) -> Node:
+def lower_mapping(expr, mapping, *, fusion: str | None = None, check: bool = True,
+                  heuristics: bool | None = None) -> Node:
     """Apply a valid mapping to ``expr``: the low-level program (raises if invalid)."""
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     m = p.mapping(mapping)
@@ -259,8 +338,8 @@ def lower_mapping(expr, mapping, *, fusion: str = "always", check: bool = True,
 
 
 def random_assignment_validity(expr, samples: int = 100_000, *, seed: int = 0,
-                               fusion: str = "always",
-                               heuristics: bool = True) -> tuple[int, int]:
+                               fusion: str | None = None,
+                               heuristics: bool | None = None) -> tuple[int, int]:
     """How many of ``samples`` uniformly random code assignments are valid (the paper's
     random baseline). Returns (valid, samples)."""
     p = problem(expr, fusion=fusion, heuristics=heuristics)
@@ -319,7 +398,8 @@ def _assign(node, name: str, value: int, memo: dict):
     return out
 
 
-def count_valid_mappings(expr, *, fusion: str = "always", fixed=None, heuristics: bool = True,
+def count_valid_mappings(expr, *, fusion: str | None = None, fixed=None,
+                         heuristics: bool | None = None,
                          timeout_s: float | None = None, max_states: int = 1_000_000,
                          progress=None) -> int:
     """The number of valid mappings, counted without listing them.

@@ -23,6 +23,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ir.errors import LiftmapError
+from mapper.encoding import MapCodes, short_code
+from mapper.sizes import check_sizes, size_names
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -73,19 +75,9 @@ def parse_sizes(text: str | None, minimum: int = 1) -> dict[str, int]:
     return out
 
 
-def short_code(code: int) -> str:
-    """``0`` -> ``S``, ``1`` -> ``F``, ``20`` -> ``W0``, ``11`` -> ``L1``, ``32`` -> ``G2``."""
-    from mapper.encoding import FUSED, PARALLEL_CODES, SEQ, code_name
-
-    if code in PARALLEL_CODES:
-        return "?LWG"[code // 10] + str(code % 10)
-    # code_name raises MappingError, naming the codes, for a code that is none of them
-    return {SEQ: "S", FUSED: "F"}.get(code) or code_name(code)
-
-
 def mapping_json(m) -> dict[str, str]:
     """A mapping as ``{"A": "W0", "B": "L0"}`` (short codes, accepted by ``--mapping``)."""
-    return {k: short_code(v) for k, v in m.items()}
+    return MapCodes(m).to_json()
 
 
 def instance_json(c) -> dict:
@@ -141,45 +133,6 @@ def progress(label: str, total: int | None = None) -> Iterator[Callable[..., Non
             bar.update(task, completed=done, info=info)
 
         yield update
-
-
-def size_names(prog) -> frozenset[str]:
-    """Every size variable the program mentions (input types, split/slide/pad sizes...)."""
-    from dataclasses import fields, is_dataclass
-
-    from ir.nodes import walk
-    from ir.sym import Expr
-    from ir.types import Type
-
-    out: set[str] = set()
-
-    def visit(v) -> None:
-        if isinstance(v, (Expr, Type)):
-            out.update(v.free_vars())
-        elif isinstance(v, tuple):
-            for x in v:
-                visit(x)
-
-    for node in walk(prog):
-        if is_dataclass(node):
-            for f in fields(node):
-                visit(getattr(node, f.name))
-    return frozenset(x for x in out if not x.startswith("_"))
-
-
-def check_sizes(prog, sizes: dict[str, int], path: str, *, complete: bool = False) -> None:
-    """Unknown size names are an error naming the program's sizes; with ``complete``, so
-    is a missing one."""
-    names = size_names(prog)
-    have = ", ".join(sorted(names)) or "none"
-    unknown = sorted(set(sizes) - names)
-    if unknown:
-        raise CliError(f"{path} has no size {', '.join(unknown)}; its sizes are: {have}")
-    missing = sorted(names - set(sizes))
-    if complete and missing:
-        raise CliError(f"give a value for every size of {path}: missing "
-                       f"{', '.join(missing)} (e.g. --sizes "
-                       + ",".join(f"{k}=..." for k in missing) + ")")
 
 
 # where the applications of the programs loaded by this command are in their files:
@@ -727,13 +680,9 @@ def cmd_space(args) -> int:
 
 def cmd_run(args) -> int:
     from codegen.errors import LoweringError
-    from codegen.worker import WorkerPool
-    from ir.interp import evaluate
-    from ir.nodes import Lambda
-    from mapper.api import check_mapping, problem
-    from mapper.candidates import lower_candidate, reduction_tolerance
+    from mapper.api import problem
+    from mapper.kernel import is_description
     from mapper.rules import rule_kind
-    from mapper.witness import random_inputs
 
     prog = load(args.file)
     sizes = parse_sizes(args.sizes)
@@ -742,69 +691,61 @@ def cmd_run(args) -> int:
         raise CliError(f"--repeats must be 1 or more, got {args.repeats}")
     if not args.timeout > 0:
         raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
-    p = problem(prog, fusion=args.fusion)
-    m = p.mapping(args.mapping)
-    overridden = check_mapping(p, m) if args.force else []
-    if overridden:
-        rules = ", ".join(f"{r} ({rule_kind(r)})"
-                          for r in sorted({c.rule for c in overridden}))
-        err_console.print(f"[yellow]warning:[/yellow] --force overrides "
-                          f"{len(overridden)} constraint instance(s) of {rules}; only "
-                          "the lowering's checks and the run judge this mapping",
-                          soft_wrap=True)
-    from codegen.target import PRESETS, Device
-
-    if args.device and (args.device.lower() in PRESETS or args.device.endswith(".json")):
+    if args.device and is_description(args.device):
         raise CliError(f"mapper run runs on a live OpenCL device, and {args.device!r} is a "
                        "description; give an OpenCL device spec (see mapper device) or "
                        "use mapper space --device for descriptions")
-    doc: dict = {"file": args.file, "mapping": mapping_json(m), "sizes": sizes,
-                 "fusion": args.fusion, "forced": args.force,
-                 "overridden": [instance_json(c) for c in overridden]}
-    with WorkerPool(args.device) as pool:  # a hanging or crashing kernel costs the worker
-        device = Device.from_limits(pool.device_info().get("limits", {}))
-        try:
-            cp = lower_candidate(p.program, args.mapping, sizes, fusion=args.fusion,
-                                 check=not args.force, device=device)
-        except LoweringError as e:
-            if args.json:
-                emit_json("run", {**doc, "status": "rejected", "label": f"rejected:{e.check}",
-                                  "check": e.check, "reason": str(e), "ok": False})
-                return 1
-            console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
+    p = problem(prog, fusion=args.fusion, heuristics=args.heuristics, device=args.device)
+    doc: dict = {"file": args.file, "mapping": mapping_json(p.mapping(args.mapping)),
+                 "sizes": sizes, "fusion": args.fusion, "heuristics": args.heuristics,
+                 "forced": args.force}
+    try:
+        k = p.build(args.mapping, sizes, force=args.force, flops=args.flops)
+    except LoweringError as e:
+        if args.json:
+            emit_json("run", {**doc, "overridden": [], "status": "rejected",
+                              "label": f"rejected:{e.check}", "check": e.check,
+                              "reason": str(e), "ok": False})
             return 1
-        if args.show_source and not args.json:
-            for k in cp.kernels:
-                console.print(k.source, markup=False)
-        program = p.program
-        assert isinstance(program, Lambda)  # it lowered, so it is a program with inputs
-        inputs = random_inputs(program, sizes, seed=args.seed)
-        scalars = {q.name for q in program.params if not hasattr(q.type, "size")}
-        ref = evaluate(program, {k: (v[0] if k in scalars else v)
-                                   for k, v in inputs.items()}, sizes)
-        o = pool.evaluate(cp, inputs, ref, timeout_s=args.timeout, repeats=args.repeats,
-                          **reduction_tolerance(ref))
+        console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
+        return 1
+    doc["overridden"] = [instance_json(c) for c in k.overridden]
+    if k.overridden:
+        rules = ", ".join(f"{r} ({rule_kind(r)})"
+                          for r in sorted({c.rule for c in k.overridden}))
+        err_console.print(f"[yellow]warning:[/yellow] --force overrides "
+                          f"{len(k.overridden)} constraint instance(s) of {rules}; only "
+                          "the lowering's checks and the run judge this mapping",
+                          soft_wrap=True)
+    if args.source_out:
+        try:
+            with open(args.source_out, "w", encoding="utf-8") as f:
+                f.write(k.source)
+        except OSError as e:
+            raise CliError(f"cannot write the source to {args.source_out}: "
+                           f"{e.strerror or e}") from None
+    if args.show_source and not args.json:
+        sys.stdout.write(k.source)  # raw: a file written from it compiles
+        sys.stdout.flush()
+    r = k.run(repeats=args.repeats, timeout_s=args.timeout, seed=args.seed)
     if args.json:
         emit_json("run", {
-            **doc, "status": o.status, "label": o.label, "check": o.check,
-            "reason": o.reason, "ok": o.ok, "repeats": args.repeats,
-            "kernels": [{"name": k.name, "global_size": k.global_size,
-                         "local_size": k.local_size,
-                         **({"source": k.source} if args.show_source else {})}
-                        for k in cp.kernels],
-            "time_s": o.time_s, "times_s": list(o.times_s), "build_s": o.build_s,
-            "max_abs_error": o.max_abs_error, "memory": o.memory})
-        return 0 if o.ok else 1
-    colour = "green" if o.ok else "red" if o.status != "rejected" else "yellow"
-    console.print(f"[{colour}]{escape(o.label)}[/{colour}] {escape(o.reason)}")
-    if o.ok:
-        assert o.time_s is not None  # an ok outcome was timed
-        console.print(f"{len(cp.kernels)} kernel(s), launch "
-                      + ", ".join(f"{k.global_size}/{k.local_size}" for k in cp.kernels)
-                      + f"; median {o.time_s * 1e6:.1f} us over {args.repeats} runs; "
-                      f"build {o.build_s or 0:.2f} s; max abs error {o.max_abs_error:.2g}")
-        console.print("memory (bytes): " + escape(str(o.memory)))
-    return 0 if o.ok else 1
+            **doc, **r.to_json(), "repeats": args.repeats,
+            "kernels": [{"name": kk.name, "global_size": kk.global_size,
+                         "local_size": kk.local_size,
+                         **({"source": kk.source} if args.show_source else {})}
+                        for kk in k.kernels]})
+        return 0 if r.ok else 1
+    out = err_console if args.show_source else console  # stdout holds only the source
+    colour = "green" if r.ok else "red" if r.status != "rejected" else "yellow"
+    out.print(f"[{colour}]{escape(r.label)}[/{colour}] {escape(r.reason)}", soft_wrap=True)
+    if r.ok:
+        out.print(f"{len(k.kernels)} kernel(s), launch "
+                  + ", ".join(f"{g}/{loc}" for _, g, loc in k.launch)
+                  + f"; build {r.build_s or 0:.2f} s", soft_wrap=True)
+        out.print(escape(str(r)), soft_wrap=True)
+        out.print("memory (bytes): " + escape(str(r.memory)), soft_wrap=True)
+    return 0 if r.ok else 1
 
 
 def cmd_repl(args) -> int:
@@ -1152,11 +1093,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "s0=64,s1=4")
     p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
                    "that builds)")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5, help="timed executions (default 5)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds for build and runs "
                    "in the worker process (default 120)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--show-source", action="store_true", help="print the OpenCL source")
+    p.add_argument("--show-source", action="store_true", help="print the OpenCL source on "
+                   "stdout, raw (the verdict then goes to stderr)")
+    p.add_argument("--source-out", metavar="FILE", help="write the OpenCL source to FILE")
+    p.add_argument("--flops", type=_non_negative, help="the FLOP count GFLOP/s is computed "
+                   "from (default: derived from the program's functions)")
     p.add_argument("--force", action="store_true", help="skip the mapping constraints: let "
                    "the lowering's checks judge an invalid mapping")
     as_json(p)
@@ -1223,6 +1168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
+    except BrokenPipeError:  # stdout closed early (| head): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush goes nowhere
+        return 141
     except Exception as e:
         if not isinstance(e, library_errors()):
             raise  # a bug: the traceback is the report

@@ -30,6 +30,15 @@ def code_name(code: int) -> str:
     raise MappingError(f"{code} is not a map code; codes are {', '.join(map(str, CODES))}")
 
 
+def short_code(code: int) -> str:
+    """``0`` -> ``S``, ``1`` -> ``F``, ``20`` -> ``W0``, ``11`` -> ``L1``, ``32`` -> ``G2``:
+    the form every mapping prints in."""
+    if code in PARALLEL_CODES:
+        return "?LWG"[code // 10] + str(code % 10)
+    # code_name raises MappingError, naming the codes, for a code that is none of them
+    return {SEQ: "S", FUSED: "F"}.get(code) or code_name(code)
+
+
 def parse_code(text: str) -> int:
     """``"20"``, ``"mapWrg(0)"``, ``"W0"``, ``"seq"``, ``"fused"`` -> the code."""
     t = text.strip()
@@ -54,7 +63,8 @@ def parse_code(text: str) -> int:
 
 
 class MapCodes(AbcMapping):
-    """An assignment of codes to map labels; prints as ``A=mapWrg(0) B=mapLcl(0) ...``."""
+    """An assignment of codes to map labels; prints in short codes, ``A=W0 B=L0 C=S D=F``
+    (``names()``: ``A=mapWrg(0) ...``, ``numeric()``: ``A=20 ...``)."""
 
     __slots__ = ("_codes",)
 
@@ -101,11 +111,23 @@ class MapCodes(AbcMapping):
         return NotImplemented
 
     def __str__(self) -> str:
-        return " ".join(f"{k}={code_name(v)}" for k, v in self._codes.items())
+        return self.short()
 
     def __repr__(self) -> str:
         return f"MapCodes({self})"
 
     def short(self) -> str:
-        """``A=20 B=10 C=10 D=0``."""
+        """``A=W0 B=L0 C=L0 D=S``: the form mappings print in."""
+        return " ".join(f"{k}={short_code(v)}" for k, v in self._codes.items())
+
+    def names(self) -> str:
+        """``A=mapWrg(0) B=mapLcl(0) C=mapLcl(0) D=mapSeq``."""
+        return " ".join(f"{k}={code_name(v)}" for k, v in self._codes.items())
+
+    def numeric(self) -> str:
+        """``A=20 B=10 C=10 D=0``: the numbers of CC'22 Table 2 (the store's form)."""
         return " ".join(f"{k}={v}" for k, v in self._codes.items())
+
+    def to_json(self) -> dict[str, str]:
+        """``{"A": "W0", "B": "L0"}`` (short codes, as ``--mapping`` and ``parse`` read)."""
+        return {k: short_code(v) for k, v in self._codes.items()}

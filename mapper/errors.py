@@ -31,3 +31,20 @@ class ContradictoryFixedError(MapperError):
     def __init__(self, message: str, core=()):
         super().__init__(message)
         self.core = list(core)
+
+
+class ConfigurationError(MapperError, ValueError):
+    """A keyword argument contradicts the configuration of the problem it is applied to
+    (e.g. ``heuristics=False`` on a problem built with the heuristic rules)."""
+
+
+class SizeError(MapperError, ValueError):
+    """Size values that name no size of the program, or miss one a build needs."""
+
+
+class InputError(MapperError, ValueError):
+    """Input data that does not match the program's declared inputs (names, shapes)."""
+
+
+class DeviceUseError(MapperError, ValueError):
+    """A device that cannot do what is asked (a description cannot run kernels)."""

@@ -77,7 +77,7 @@ def test_repl_session():
     assert "4 maps (A, B, C, D)" in out and "mapA" in out
     assert "3 valid mapping(s)" in out and "22 valid mapping(s)" in out
     assert "is impossible (a validity rule rejects it) because of these rule instances" in out
-    assert "no valid mapping has A=mapWrg(0) B=mapGlb(0)" in out  # contradiction explained
+    assert "no valid mapping has A=W0 B=G0" in out  # contradiction explained
     assert "unknown command 'bogus'" in out
 
 

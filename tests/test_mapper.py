@@ -81,7 +81,7 @@ LISTING3_VALID = {
 def test_listing3_full_set():
     ms = list(enumerate_mappings(cc22_listing3()))
     assert len(ms) == len(set(ms)) == count_mappings(cc22_listing3()) == 22
-    assert {m.short() for m in ms} == LISTING3_VALID
+    assert {m.numeric() for m in ms} == LISTING3_VALID
     legal = MapCodes.parse("A=W0 B=L0 C=L0 D=S")
     assert legal in ms
     local = cc22_listing3(local=True)
@@ -102,7 +102,7 @@ def test_private_memory_rule():
     assert pr.tree.maps["D"].uses_private and pr.tree.maps["B"].uses_private
     # D and C produce/consume the private value inside the thread that owns it: D is fused,
     # C sequential or in B's thread (the same code as B); B and A distribute threads
-    got = {m.short() for m in enumerate_mappings(p)}
+    got = {m.numeric() for m in enumerate_mappings(p)}
     glb = ("30", "31", "32")
     expect = {f"A={a} B={b} C={c} D=1"
               for a in ("0", *glb) for b in ("0", *glb) if a == "0" or b != a

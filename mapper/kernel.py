@@ -1,0 +1,327 @@
+"""One mapping built and run: the public build/run API behind ``MappingProblem.build``.
+
+``build`` checks the sizes, applies the mapping (the problem's rules judge it unless
+forced), lowers it to OpenCL for the problem's device and returns a ``CompiledKernel``:
+its source, launch sizes, resources and FLOP/byte counts. ``CompiledKernel.run`` runs it
+in a persistent worker process (a crash or hang costs the worker, not the caller), checks
+the output against the reference interpreter and returns a typed ``RunResult``.
+
+This module does not import ``mapper.api``: the problem is passed in.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from codegen.program import DTYPES, CompiledProgram, Kernel, Outcome
+from codegen.target import PRESETS, Device
+from constraints.model import Constraint
+from ir.errors import LiftmapError
+from mapper.encoding import MapCodes
+from mapper.errors import DeviceUseError, InputError
+from mapper.sizes import check_sizes
+
+if TYPE_CHECKING:
+    from codegen.worker import WorkerPool
+    from ir.nodes import Lambda
+    from mapper.api import MappingProblem
+
+DEFAULT_REPEATS = 5
+DEFAULT_TIMEOUT_S = 60.0
+
+_pools: dict[str | None, WorkerPool] = {}
+
+
+def pool_for(spec: str | None) -> WorkerPool:
+    """The persistent worker pool of a live OpenCL device spec (``None``: the default
+    device), started on first use and closed at exit."""
+    pool = _pools.get(spec)
+    if pool is None:
+        import atexit
+
+        from codegen.worker import WorkerPool
+
+        pool = _pools[spec] = WorkerPool(spec)
+        atexit.register(pool.close)
+    return pool
+
+
+def is_description(device: str | Device | None) -> bool:
+    """Whether ``device`` describes a device (a ``Device``, a preset name, a JSON path)
+    rather than naming a live OpenCL device to run on."""
+    if isinstance(device, Device):
+        return True
+    return device is not None and (device.lower() in PRESETS or device.endswith(".json")
+                                   or os.path.sep in device)
+
+
+def target_device(device: str | Device | None) -> Device:
+    """The ``Device`` kernels are lowered for: a description as given, or the limits of
+    the live device (which starts its worker)."""
+    if is_description(device):
+        from codegen.target import resolve
+
+        return resolve(device)
+    assert not isinstance(device, Device)
+    return Device.from_limits(pool_for(device).device_info().get("limits", {}))
+
+
+def _declared_shape(param, sizes: Mapping[str, int]) -> tuple[tuple[int, ...], str]:
+    from ir.types import shape_of
+
+    dims, elem = shape_of(param.type)
+    scalar = getattr(elem, "name", "float")
+    return tuple(d.evaluate(sizes) for d in dims), scalar if scalar in DTYPES else "float"
+
+
+def check_inputs(program: Lambda, sizes: Mapping[str, int],
+                 inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """``inputs`` as arrays of the program's declared shapes and element types (a scalar
+    input as a 1-element array); ``InputError`` names what is missing, unknown or of the
+    wrong shape."""
+    names = [p.name for p in program.params]
+    unknown = sorted(set(inputs) - set(names))
+    missing = [n for n in names if n not in inputs]
+    if unknown or missing:
+        raise InputError("the inputs do not match the program's: "
+                         + "; ".join(x for x in (
+                             f"unknown {', '.join(unknown)}" if unknown else "",
+                             f"missing {', '.join(missing)}" if missing else "") if x)
+                         + f" (the program's inputs are {', '.join(names)})")
+    out: dict[str, np.ndarray] = {}
+    for p in program.params:
+        shape, scalar = _declared_shape(p, sizes)
+        try:
+            a = np.asarray(inputs[p.name], dtype=DTYPES[scalar])
+        except (TypeError, ValueError) as e:
+            raise InputError(f"input {p.name} is not an array of {scalar}: {e}") from None
+        if not shape:
+            if a.size != 1:
+                raise InputError(f"input {p.name} is a scalar ({p.type}); got an array of "
+                                 f"shape {a.shape}")
+            a = a.reshape(1)
+        elif a.shape != shape:
+            raise InputError(f"input {p.name} : {p.type} has shape {shape} for these sizes; "
+                             f"got shape {a.shape}")
+        out[p.name] = a
+    return out
+
+
+def reference_result(program: Lambda, inputs: Mapping[str, np.ndarray],
+                     sizes: Mapping[str, int]) -> np.ndarray:
+    """What the reference interpreter computes for ``inputs`` (1-element scalars
+    unwrapped)."""
+    from ir.interp import evaluate
+
+    scalars = {p.name for p in program.params if not _declared_shape(p, sizes)[0]}
+    return evaluate(program, {k: (v.reshape(())[()] if k in scalars else v)
+                              for k, v in inputs.items()}, sizes)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run of a kernel gave: ``status`` (``ok``, ``rejected``, ``compile-error``,
+    ``wrong-result``, ``timeout``, ``crash``), ``reason`` in words, every timed execution
+    (seconds, all kernels of the program together), the work counts, the largest error
+    against the reference interpreter and the device memory used."""
+
+    status: str
+    reason: str
+    check: str | None
+    times_s: tuple[float, ...]
+    flops: int | None
+    bytes: int
+    max_abs_error: float | None
+    memory: dict[str, int]
+    build_s: float | None
+    device: str
+    tolerance: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Ran, and matched the reference."""
+        return self.status == "ok"
+
+    @property
+    def label(self) -> str:
+        """``ok``, ``rejected:<check>``, ``wrong-result``, ..."""
+        return f"rejected:{self.check}" if self.status == "rejected" and self.check \
+            else self.status
+
+    @property
+    def time_s(self) -> float | None:
+        """The median execution time."""
+        return statistics.median(self.times_s) if self.times_s else None
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """The fastest and the slowest execution."""
+        return (min(self.times_s), max(self.times_s)) if self.times_s else None
+
+    @property
+    def gflops(self) -> float | None:
+        """FLOPs per nanosecond of the median time (None without a FLOP count)."""
+        t = self.time_s
+        return self.flops / t / 1e9 if t and self.flops else None
+
+    @property
+    def gbs(self) -> float | None:
+        """Compulsory global traffic (inputs + output) per nanosecond of the median."""
+        t = self.time_s
+        return self.bytes / t / 1e9 if t and self.bytes else None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field and derived figure."""
+        return {"status": self.status, "label": self.label, "ok": self.ok,
+                "reason": self.reason, "check": self.check, "time_s": self.time_s,
+                "times_s": list(self.times_s), "flops": self.flops, "bytes": self.bytes,
+                "gflops": self.gflops, "gbs": self.gbs,
+                "max_abs_error": self.max_abs_error, "tolerance": self.tolerance,
+                "memory": self.memory, "build_s": self.build_s, "device": self.device}
+
+    def __str__(self) -> str:
+        if not self.ok or self.time_s is None:
+            return f"{self.label}: {self.reason}"
+        lo, hi = self.spread or (0.0, 0.0)
+        parts = [f"ok: median {_us(self.time_s)} over {len(self.times_s)} run(s) "
+                 f"(min {_us(lo)}, max {_us(hi)})"]
+        if self.gflops is not None:
+            parts.append(f"{self.gflops:.3g} GFLOP/s")
+        if self.gbs is not None:
+            parts.append(f"{self.gbs:.3g} GB/s")
+        parts.append(f"max abs error {self.max_abs_error or 0:.2g}")
+        return ", ".join(parts)
+
+
+def _us(t: float) -> str:
+    return f"{t * 1e3:.3g} ms" if t >= 1e-3 else f"{t * 1e6:.3g} us"
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A mapping lowered to OpenCL for fixed sizes: ``program`` (the kernels, buffers and
+    launch sizes), what it computes (``source_program``, ``sizes``), its work counts, the
+    device it was lowered for (``live``: whether it is a live OpenCL device to run on,
+    ``spec`` the device spec given, None for the default), and the rule instances a
+    forced build overrode."""
+
+    program: CompiledProgram
+    mapping: MapCodes
+    sizes: dict[str, int]
+    source_program: Lambda
+    flops: int | None
+    bytes: int
+    device: Device
+    live: bool
+    spec: str | None
+    overridden: tuple[Constraint, ...] = ()
+
+    @property
+    def kernels(self) -> tuple[Kernel, ...]:
+        """The OpenCL kernels, in launch order."""
+        return self.program.kernels
+
+    @property
+    def source(self) -> str:
+        """The OpenCL source of every kernel (each compiles on its own)."""
+        return "\n".join(k.source.rstrip("\n") + "\n" for k in self.program.kernels)
+
+    @property
+    def launch(self) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...] | None], ...]:
+        """(kernel name, global size, local size) per kernel."""
+        return tuple((k.name, k.global_size, k.local_size) for k in self.program.kernels)
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """Bytes by address space (``global_total``, ``local_per_group``,
+        ``private_per_item``, ...)."""
+        return self.program.memory_report()
+
+    def __str__(self) -> str:
+        launch = ", ".join(f"{n} {g}/{loc}" for n, g, loc in self.launch)
+        return (f"{self.mapping}: {len(self.kernels)} kernel(s), launch {launch}, "
+                f"{self.resources['global_total']:,} bytes of global memory")
+
+    def run(self, inputs: Mapping[str, Any] | None = None, *, repeats: int = DEFAULT_REPEATS,
+            timeout_s: float = DEFAULT_TIMEOUT_S, seed: int = 0,
+            reference: np.ndarray | None = None) -> RunResult:
+        """Runs the kernel(s) ``repeats`` times in an isolated worker on the live device
+        and checks the output against the reference interpreter (or ``reference``).
+        ``inputs``: arrays by input name (default: seeded random data)."""
+        from mapper.candidates import reduction_tolerance
+        from mapper.witness import random_inputs
+
+        if not self.live:
+            raise DeviceUseError(
+                f"this kernel was built for the description {self.device.name!r} "
+                f"({self.device.source}), which cannot run kernels; build it on a problem "
+                "whose device is a live OpenCL device (device=None or a device spec)")
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats must be 1 or more, got {repeats!r}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be more than 0 seconds, got {timeout_s!r}")
+        data = check_inputs(self.source_program, self.sizes,
+                            random_inputs(self.source_program, self.sizes, seed=seed)
+                            if inputs is None else inputs)
+        ref = reference_result(self.source_program, data, self.sizes) \
+            if reference is None else np.asarray(reference)
+        tol = reduction_tolerance(ref)
+        pool = pool_for(self.spec)
+        o = pool.evaluate(self.program, data, ref, timeout_s=timeout_s, repeats=repeats,
+                          **tol)
+        name = str(pool.device_info().get("limits", {}).get("name", pool.spec or ""))
+        return result_of(o, self.flops, self.bytes, name, tol)
+
+
+def result_of(o: Outcome, flops: int | None, nbytes: int, device: str,
+              tolerance: Mapping[str, float] | None = None) -> RunResult:
+    """The typed result of a runner ``Outcome``."""
+    return RunResult(o.status, o.reason, o.check, tuple(o.times_s), flops, nbytes,
+                     o.max_abs_error, dict(o.memory), o.build_s, device,
+                     dict(tolerance or {}))
+
+
+def work_counts(program: Lambda, sizes: Mapping[str, int]) -> tuple[int | None, int]:
+    """(FLOPs, compulsory bytes) of ``program`` for ``sizes``, derived from the program
+    (``ir.flops``); FLOPs None where the program's functions cannot be counted."""
+    from ir.flops import count_bytes, count_flops
+
+    try:
+        flops: int | None = count_flops(program, sizes)
+    except LiftmapError:
+        flops = None
+    return flops, count_bytes(program, sizes)
+
+
+def build(p: MappingProblem, mapping, sizes: Mapping[str, int], *, force: bool = False,
+          flops: int | None = None, name: str = "kernel") -> CompiledKernel:
+    """``mapping`` of problem ``p`` lowered to OpenCL for ``sizes`` (see
+    ``MappingProblem.build``)."""
+    from codegen.lower import lower
+    from ir.nodes import Lambda
+
+    prog = p.program
+    if not isinstance(prog, Lambda):
+        raise InputError("a program that is built declares its inputs (e.g. X : [float]N)")
+    sizes = {k: int(v) if isinstance(v, (int, np.integer)) else v for k, v in sizes.items()}
+    check_sizes(prog, sizes, complete=True, flag="sizes")
+    if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int)
+                              or flops < 0):
+        raise ValueError(f"flops must be a non-negative integer, got {flops!r}")
+    m = p.mapping(mapping)
+    overridden = tuple(p.check(m)) if force and len(m) == len(p.labels) else ()
+    low = p.lower(m, check=not force)
+    device = target_device(p.device)
+    cp = lower(low, sizes, name=name, device=device)
+    derived, nbytes = work_counts(prog, sizes)
+    count = derived if flops is None else flops
+    cp = replace(cp, flops=count)
+    live = not is_description(p.device)
+    spec = p.device if isinstance(p.device, str) and live else None
+    return CompiledKernel(cp, m, sizes, prog, count, nbytes, device, live, spec, overridden)

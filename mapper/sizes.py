@@ -1,0 +1,52 @@
+"""The size variables of a program and the checks of size values given for them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from numbers import Integral
+
+from ir.nodes import Node, walk
+from ir.sym import Expr
+from ir.types import Type
+from mapper.errors import SizeError
+
+
+def size_names(prog: Node) -> frozenset[str]:
+    """Every size variable the program mentions (input types, split/slide/pad sizes...)."""
+    out: set[str] = set()
+
+    def visit(v) -> None:
+        if isinstance(v, (Expr, Type)):
+            out.update(v.free_vars())
+        elif isinstance(v, tuple):
+            for x in v:
+                visit(x)
+
+    for node in walk(prog):
+        if is_dataclass(node):
+            for f in fields(node):
+                visit(getattr(node, f.name))
+    return frozenset(x for x in out if not x.startswith("_"))
+
+
+def check_sizes(prog: Node, sizes: Mapping[str, int], where: str = "the program", *,
+                complete: bool = False, flag: str = "--sizes") -> None:
+    """Unknown size names raise ``SizeError`` naming the program's sizes; with
+    ``complete``, so does a missing one; a value must be a non-negative integer.
+    ``where`` names the program (its path) in the message."""
+    names = size_names(prog)
+    have = ", ".join(sorted(names)) or "none"
+    unknown = sorted(set(sizes) - names)
+    if unknown:
+        raise SizeError(f"{where} has no size {', '.join(unknown)}; its sizes are: {have}")
+    missing = sorted(names - set(sizes))
+    if complete and missing:
+        raise SizeError(f"give a value for every size of {where}: missing "
+                        f"{', '.join(missing)} (e.g. {flag} "
+                        + ",".join(f"{k}=..." for k in missing) + ")")
+    bad = [k for k, v in sizes.items()
+           if isinstance(v, bool) or not isinstance(v, Integral) or v < 0]
+    if bad:
+        raise SizeError(f"size {bad[0]}={sizes[bad[0]]!r} of {where} is not a "
+                        "non-negative integer")
