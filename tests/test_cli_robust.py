@@ -115,11 +115,16 @@ def test_count_with_pins_equals_the_enumeration():
             count_mappings(l3_text(), fixed=fixed), fixed
 
 
+def test_enumerate_count_of_a_deep_nest_counts_by_states(capsys, nest):
+    rc, out, _ = run(capsys, "enumerate", nest(14), "--count", "--timeout", "50")
+    assert rc == 0 and out.startswith("20324597 valid mappings (states")
+
+
+@pytest.mark.perf
 def test_enumerate_count_of_a_deep_nest_is_fast(capsys, nest):
     t0 = time.perf_counter()
     rc, out, _ = run(capsys, "enumerate", nest(14), "--count", "--timeout", "50")
-    assert rc == 0 and out.startswith("20324597 valid mappings (states")
-    assert time.perf_counter() - t0 < 20  # listing them took minutes
+    assert rc == 0 and time.perf_counter() - t0 < 20  # listing them took minutes
 
 
 def test_enumerate_count_stops_at_the_time_limit_and_says_how_far(capsys, nest):
@@ -181,11 +186,9 @@ def test_space_too_large_group_says_what_to_do(capsys):
 
 
 def test_space_construction_has_a_time_limit(capsys):
-    t0 = time.perf_counter()
     rc, _, err = run(capsys, "space", L3, "--sizes", "", "--domain", "N=1..4000000",
                      "--domain", "s0=1..4000000", "--timeout", "1")
     assert rc == 2 and "--timeout 1 s" in err and "--domain" in err
-    assert time.perf_counter() - t0 < 30
 
 
 @pytest.mark.parametrize("domain, message", [

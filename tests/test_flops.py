@@ -6,7 +6,6 @@ maps' lengths, not the broadcast shape it computes) on the examples and random p
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -212,9 +211,7 @@ def test_highlevel_convolution_counts_conv_layer_flops(layer: ConvLayer) -> None
     """``ConvLayer.flops`` is 2 * multiply-adds; the program's reduction applies
     ``add(acc, mult(x, w))`` once per multiply-add and starts from the bias (no extra add,
     no ReLU), so the counts are equal."""
-    t0 = time.perf_counter()
     assert count_flops(gpgpu20_conv_highlevel(), conv_sizes(layer)) == layer.flops
-    assert time.perf_counter() - t0 < 2.0  # static: a full-size layer costs nothing
     if layer.name == "19,21":
         assert layer.flops == 3_699_376_128
 

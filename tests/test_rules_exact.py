@@ -166,6 +166,7 @@ def test_extended_random_programs_reach_the_new_cases():
     assert {"pipeline", "local", "reduce-under-map"} <= seen
 
 
+@pytest.mark.perf
 def test_convolution_enumeration_stays_fast():
     p = conv_partial_stage()
     problem(p, fusion="free")  # warm caches (imports, compilation of nothing)

@@ -528,6 +528,7 @@ def test_generated_programs_round_trip(prog):
 # ------------------------------------------------------------------------------ speed
 
 
+@pytest.mark.perf
 def test_parses_500_lines_fast():
     lines = ["# a long pipeline", "X : [float]N", "y : float", "", "join o split(4)"]
     k = 0
