@@ -1,0 +1,210 @@
+"""``Record``: one evaluated candidate, typed (a results-store row as a value).
+
+The store keeps its on-disk format (``mapper.explore.store.COLUMNS``: the mapping as
+numeric codes ``"A=20 B=10"``, the tuning values as a JSON object text);
+``Record.from_row`` reads that form and ``Record.to_row`` writes it back unchanged. Everything
+else sees a ``Record``: the mapping is a ``MapCodes`` (printed in short codes,
+``A=W0 B=L0 C=S``), the tuning values a read-only ``Tuning`` of ints, and
+``Record.to_json`` gives the JSON object of ``docs/cli-json.md`` (mapping as short codes,
+tuning as an object).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mapper.encoding import MapCodes
+
+
+def short_mapping(mapping: Mapping[str, int]) -> str:
+    """``A=W0 B=L0 C=S``: a mapping in short codes, in its map order."""
+    return MapCodes(mapping).short()
+
+
+class Tuning(Mapping[str, int]):
+    """Tuning values: a read-only, hashable mapping of parameter names to ints, sorted by
+    name; prints as ``s0=64 s1=4``."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, int] | None = None):
+        self._values = {str(k): int(v) for k, v in sorted((values or {}).items())}
+
+    def __getitem__(self, k: str) -> int:
+        return self._values[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._values == dict(other)
+        return NotImplemented
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self._values.items())
+
+    def __repr__(self) -> str:
+        return f"Tuning({self._values!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Tuning, (self._values,))
+
+
+# the store column of each field whose name differs (every other field is its column)
+_COLUMN_OF = {"check": "outcome_check"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One evaluated candidate: every column of the results store, typed, plus ``cached``
+    (found in the store by this run rather than evaluated by it; not stored)."""
+
+    key: str
+    run_id: str
+    strategy: str
+    seed: int | None = None
+    idx: int | None = None  # position of the candidate in its run
+    mapping: MapCodes
+    tuning: Mapping[str, int] = field(default_factory=Tuning)  # a Tuning once built
+    status: str  # ok | rejected | compile-error | wrong-result | timeout | crash
+    check: str | None = None  # the lowering check of a rejection, or early-cut
+    reason: str | None = None
+    search_s: float | None = None  # the strategy's time to propose it, in all:
+    mapping_s: float | None = None  # finding its mapping
+    tuning_s: float | None = None  # choosing its tuning values
+    lower_s: float | None = None
+    build_s: float | None = None
+    run_s: float | None = None  # evaluation wall time minus lowering and build
+    wall_s: float | None = None  # the whole evaluation, as seen by the driver
+    gflops: float | None = None
+    time_s: float | None = None  # median kernel time
+    memory_bytes: int | None = None  # global device memory of the program
+    max_abs_error: float | None = None
+    source_hash: str | None = None
+    draws: int | None = None  # random strategy: code assignments drawn for this mapping
+    created: float | None = None  # unix time of the store insert
+    cached: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mapping, MapCodes):
+            object.__setattr__(self, "mapping", MapCodes(dict(self.mapping)))
+        if not isinstance(self.tuning, Tuning):
+            object.__setattr__(self, "tuning", Tuning(self.tuning))
+
+    # ------------------------------------------------------------------ the store's form
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        """The store columns a record holds, in field order."""
+        return tuple(_COLUMN_OF.get(f.name, f.name) for f in dataclasses.fields(cls)
+                     if f.name != "cached")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Record:
+        """A record of a store row (``mapping`` as ``"A=20 B=10"``, ``tuning`` as JSON text;
+        a mapping and a dict are read too); missing columns read as ``None``."""
+        mapping = row["mapping"]
+        tuning = row.get("tuning") or {}
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in ("mapping", "tuning", "cached"):
+                kw[f.name] = row.get(_COLUMN_OF.get(f.name, f.name))
+        return cls(**kw, mapping=MapCodes.parse(mapping) if isinstance(mapping, str)
+                   else MapCodes(dict(mapping)),
+                   tuning=Tuning(json.loads(tuning) if isinstance(tuning, str) else tuning),
+                   cached=bool(row.get("cached", False)))
+
+    def to_row(self) -> dict[str, Any]:
+        """The store row: every column of ``Record.columns()``, the mapping as numeric codes
+        (``"A=20 B=10"``) and the tuning values as JSON text with sorted keys."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "cached":
+                continue
+            v = getattr(self, f.name)
+            if f.name == "mapping":
+                v = v.numeric()
+            elif f.name == "tuning":
+                v = json.dumps(dict(v))
+            out[_COLUMN_OF.get(f.name, f.name)] = v
+        return out
+
+    # ------------------------------------------------------------------ for people and JSON
+
+    @property
+    def ok(self) -> bool:
+        """Whether it ran and matched the reference."""
+        return self.status == "ok"
+
+    @property
+    def label(self) -> str:
+        """``ok``, ``rejected:<check>``, ``compile-error``, ``timeout``, ..."""
+        if self.status == "rejected" and self.check:
+            return f"rejected:{self.check}"
+        return self.status
+
+    @property
+    def short_mapping(self) -> str:
+        """The mapping in short codes: ``A=W0 B=L0 C=S``."""
+        return self.mapping.short()
+
+    def describe(self) -> str:
+        """``12.3 GFLOP/s (0.045 ms): A=W0 B=L0 C=S; s0=64 s1=4``."""
+        perf = f"{self.gflops:.3g} GFLOP/s " if self.gflops else ""
+        t = f"({self.time_s * 1e3:.4g} ms)" if self.time_s else ""
+        tun = str(self.tuning)
+        return f"{perf}{t}: {self.short_mapping}" + (f"; {tun}" if tun else "")
+
+    @classmethod
+    def json_keys(cls) -> tuple[str, ...]:
+        """The keys of ``to_json``, in order."""
+        out: list[str] = []
+        for f in dataclasses.fields(cls):
+            out.append(f.name)
+            if f.name == "status":
+                out += ["label", "ok"]
+        return tuple(out)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of ``docs/cli-json.md``: every field, ``mapping`` as short codes
+        (``{"A": "W0"}``), ``tuning`` as an object of ints, plus ``label`` and ``ok``."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "mapping":
+                v = v.to_json()
+            elif f.name == "tuning":
+                v = dict(v)
+            out[f.name] = v
+            if f.name == "status":
+                out["label"], out["ok"] = self.label, self.ok
+        return out
+
+
+@dataclass(frozen=True)
+class Retimed:
+    """A winner re-timed at the end of a run: its record and every re-timed execution's
+    median and minimum (seconds), their number, and the median's GFLOP/s (``None`` without
+    a FLOP count)."""
+
+    record: Record
+    median_s: float
+    min_s: float
+    n: int
+    gflops: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"median_s", "min_s", "n", "gflops"}`` (the record apart)."""
+        return {"median_s": self.median_s, "min_s": self.min_s, "n": self.n,
+                "gflops": self.gflops}
