@@ -99,11 +99,12 @@ def fma_peak(spec: str | None) -> float | None:
     return None
 
 
-def progress(rows: list[dict], start: float, final: float, frac: float) -> tuple[int, float]:
-    """(evaluations, seconds from the run's start) to ``frac`` of ``final`` GFLOP/s."""
-    for i, r in enumerate(rows, 1):
-        if r["status"] == "ok" and (r["gflops"] or 0) >= frac * final:
-            return i, r["created"] - start
+def progress(records: list, start: float, final: float, frac: float) -> tuple[int, float]:
+    """(evaluations, seconds from the run's start) to ``frac`` of ``final`` GFLOP/s, from
+    a run's ``Record`` list."""
+    for i, r in enumerate(records, 1):
+        if r.ok and (r.gflops or 0) >= frac * final:
+            return i, (r.created or start) - start
     return -1, float("nan")
 
 
@@ -131,16 +132,16 @@ def bench_shape(layer, args, peak) -> dict:
     if best is None:
         out["error"] = "no candidate ran ok"
         return out
-    out["stored_gflops"] = best["gflops"]
-    rt = res.retimed.get(best["key"])
-    out["retimed_gflops"] = rt["gflops"] if rt else None
-    final = max(r["gflops"] or 0.0 for r in res.rows if r["status"] == "ok")
+    out["stored_gflops"] = best.gflops
+    rt = res.retimed.get(best.key)
+    out["retimed_gflops"] = rt.gflops if rt else None
+    final = max(r.gflops or 0.0 for r in res.records if r.ok)
     for frac in (0.9, 0.95):
-        n, s = progress(res.rows, t0, final, frac)
+        n, s = progress(res.records, t0, final, frac)
         out[f"to{int(frac * 100)}"] = (n, s)
-    mapping = task.joint().problem.mapping(best["mapping"])
-    tuning = {k: int(v) for k, v in json.loads(best["tuning"]).items()}
-    out["best"] = f"{best['mapping']}; {tuning}"
+    mapping = task.joint().problem.mapping(best.mapping)
+    tuning = dict(best.tuning)
+    out["best"] = f"{best.short_mapping}; {tuning}"
     found_fn = task.lower_fn(mapping, tuning)
     try:
         hand, hand_label = hand_program(layer)

@@ -20,6 +20,7 @@ from codegen.worker import WorkerPool
 from ir.programs import ConvLayer, vgg16_layer
 from mapper.candidates import paper_like_tuning
 from mapper.explore import Task, explore
+from mapper.explore.record import short_mapping
 
 
 def main() -> None:
@@ -62,14 +63,13 @@ def main() -> None:
         start = time.perf_counter()
         best = [0.0]
 
-        def show(row, res) -> None:
-            if row["status"] == "ok":
-                best[0] = max(best[0], row["gflops"] or 0.0)
-            lab = (f"rejected:{row['outcome_check']}" if row["outcome_check"]
-                   else row["status"]) + (" (stored)" if row.get("cached") else "")
-            par = " ".join(p for p in row["mapping"].split() if int(p.split("=")[1]) >= 10)
+        def show(rec, res) -> None:
+            if rec.ok:
+                best[0] = max(best[0], rec.gflops or 0.0)
+            lab = rec.label + (" (stored)" if rec.cached else "")
+            par = short_mapping({k: v for k, v in rec.mapping.items() if v >= 10})
             print(f"| {res.considered} | {time.perf_counter() - start:.0f} | {lab} | "
-                  f"{(row['gflops'] or 0):.2f} | {best[0]:.2f} | {par}; {row['tuning']} |",
+                  f"{(rec.gflops or 0):.2f} | {best[0]:.2f} | {par}; {rec.tuning} |",
                   flush=True)
 
         res = explore(task, strategy=args.strategy, budget=args.budget or args.candidates,

@@ -816,11 +816,16 @@ def _explore_task(args):
 
 
 def cmd_explore(args) -> int:
+    """``mapper explore``: a dashboard on a terminal (stdout; on stderr with --json/--jsonl
+    when only stderr is one), -v: a line per candidate on stderr, --jsonl: a JSON object per
+    candidate on stdout, then the summary (text, or JSON with --json/--jsonl; -q: the
+    answer alone)."""
     import os
 
     from rich.live import Live
 
     from mapper.explore import ResultStore, explore, get_strategy, parse_budget
+    from mapper.explore import output as out
     from mapper.explore.display import Dashboard
 
     budget = parse_budget(args.budget)  # user errors first, before any work
@@ -833,8 +838,25 @@ def cmd_explore(args) -> int:
     path = args.store or os.path.join("results", f"{stem}.sqlite")
     task = _explore_task(args)  # a bad program or shape leaves no store behind
     store = ResultStore(path)
-    live = console.is_terminal
+    as_json = args.json or args.jsonl
+    dash_console = None  # where the live dashboard goes, if anywhere
+    if not (args.quiet or args.verbose):
+        if not as_json and console.is_terminal:
+            dash_console = console
+        elif as_json and err_console.is_terminal and not console.is_terminal:
+            dash_console = err_console
     dash = Dashboard()
+
+    def on_result(rec, res) -> None:
+        if args.verbose:
+            sys.stderr.write(out.candidate_line(rec, res) + "\n")
+            sys.stderr.flush()
+        if args.jsonl:
+            emit_json("explore", out.candidate_json(rec, res))
+            sys.stdout.flush()
+        if dash_console is not None:
+            dash.update(rec, res)
+
     try:
         kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
                   seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
@@ -842,21 +864,33 @@ def cmd_explore(args) -> int:
                   run_budget_s=args.run_budget or None)
         if args.mapping:
             kw["mapping"] = args.mapping
-        if live:
-            with Live(dash, console=console, refresh_per_second=4, transient=False):
-                res = explore(task, on_start=dash.start, on_result=dash.update, **kw)
+        if dash_console is not None:
+            # JSON on stdout is never captured into a dashboard on stderr
+            with Live(dash, console=dash_console, refresh_per_second=4, transient=False,
+                      redirect_stdout=dash_console is console):
+                res = explore(task, on_start=dash.start, on_result=on_result, **kw)
         else:
-            res = explore(task, **kw)
+            res = explore(task, on_result=on_result, **kw)
     except KeyboardInterrupt:  # before the first candidate (start-up, building the space)
         err_console.print("interrupted before the first candidate; nothing was evaluated")
         return 130
     finally:
         store.close()
-    console.print(res.summary(), markup=False, highlight=False)
-    console.print(f"store: {path} ({res.context.describe()})", markup=False)
+    too_short = not res.records and res.stopped_by == "time"
+    if as_json and not too_short:
+        emit_json("explore", out.summary_json(res, file=args.file, store=path))
+    elif args.quiet:
+        answer = out.answer_line(res)
+        if answer is not None:
+            sys.stdout.write(answer + "\n")
+        elif not too_short:
+            err_console.print("no candidate ran ok", markup=False, highlight=False)
+    elif not as_json:
+        console.print(res.summary(), markup=False, highlight=False)
+        console.print(f"store: {path} ({res.context.describe()})", markup=False)
     if res.stopped_by == "interrupted":
         return 130
-    if not res.rows and res.stopped_by == "time":
+    if too_short:
         err_console.print(f"error: the budget {budget.text} ended before one candidate was "
                           f"evaluated (start-up and the first candidate took longer): give "
                           "a larger --budget", markup=False, highlight=False)
@@ -865,28 +899,24 @@ def cmd_explore(args) -> int:
 
 
 def cmd_results(args) -> int:
-    import csv
+    """``mapper results``: tables, ``--json`` (docs/cli-json.md), ``--csv``; mappings in
+    short codes, tuning values as columns or objects."""
     import json
 
     from mapper.explore import ResultStore
+    from mapper.explore import output as out
     from mapper.explore.display import best_table, counts_table
-    from mapper.explore.store import COLUMN_NAMES
 
     if args.compare:
         return _compare(args)
     with ResultStore(args.store, readonly=True) as st:
-        ctx, counts, rows = st.context(), st.counts(), st.rows()
-        best, runs = st.best(args.top), st.runs()
-        meta = st.meta()
+        ctx, counts, rows = st.context(), st.counts(), st.records()
+        best, runs = st.best_records(args.top), st.runs()
+        doc = out.results_json(st, args.top) if args.json else None
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(COLUMN_NAMES))
-            w.writeheader()
-            w.writerows(rows)
-    if args.json:
-        doc = {"store": args.store, "meta": meta, "counts": dict(counts), "runs": runs,
-               "best": best, "rows": rows}
-        sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+        out.write_csv(args.csv, rows)
+    if doc is not None:
+        emit_json("results", doc)
         return 0
     console.print(f"[bold]{escape(args.store)}[/bold]: "
                   + (escape(ctx.describe()) if ctx else "empty (no run has started)"))
@@ -916,7 +946,6 @@ def cmd_results(args) -> int:
 
 def _compare(args) -> int:
     """``mapper results STORE --compare solver,model``: replay without a device."""
-    import json
     import statistics
 
     from mapper.explore.replay import compare
@@ -929,10 +958,9 @@ def _compare(args) -> int:
     t0 = time.perf_counter()
     c = compare(args.store, names, seeds=args.seeds, fraction=args.target)
     if args.json:
-        sys.stdout.write(json.dumps({"best": c.best, "fraction": c.fraction,
-                                     "candidates": c.candidates,
-                                     "evaluations": c.evaluations,
-                                     "median": {n: c.median(n) for n in names}}) + "\n")
+        emit_json("results", {"store": args.store, "best": c.best, "fraction": c.fraction,
+                              "candidates": c.candidates, "evaluations": c.evaluations,
+                              "median": {n: c.median(n) for n in names}})
         return 0
     t = Table(title=f"Replay of {c.candidates} stored candidates: evaluations to reach "
                     f"{c.fraction:.0%} of the best ({c.best:.4g}), {args.seeds} seeds")
@@ -1110,8 +1138,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
                        "and a convolution on the OpenCL device")
     p.add_argument("--quick", action="store_true", help="smaller sizes")
+    class StrategyList(argparse.RawDescriptionHelpFormatter):
+        """Help whose epilog ``STRATEGIES`` becomes the registered strategies, one a line
+        (imported only when the help is printed)."""
+
+        def add_text(self, text: str | None) -> None:
+            if text == "STRATEGIES":
+                from mapper.explore.output import strategies_help
+
+                text = strategies_help()
+            super().add_text(text)
+
     p = sub.add_parser("explore", help="search mappings x tuning on the device, every "
-                       "candidate recorded in a resumable SQLite store")
+                       "candidate recorded in a resumable SQLite store",
+                       description="Search mappings x tuning values on the device; every "
+                       "candidate is recorded in a\nresumable SQLite store. On a terminal a live "
+                       "dashboard shows the progress; -v prints\na line per candidate on stderr, "
+                       "--json/--jsonl print JSON on stdout (docs/cli-json.md),\n-q only the "
+                       "answer.", epilog="STRATEGIES", formatter_class=StrategyList)
     p.add_argument("file", help="program file (examples/*.lift) or 'conv' (the GPGPU'20 "
                    "convolution pipeline, with --layer)")
     fusion(p)
@@ -1119,14 +1163,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "are tuned")
     p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
                    "(default 19/2)")
-    p.add_argument("--strategy", default="model", help="model (the default: analytic prior, "
-                   "learned cost model and local search around the best), solver (CC'22: "
-                   "uniform valid mapping, then uniform tuning), random (uniform codes until "
-                   "valid) or manual (one --mapping, every tuning)")
+    p.add_argument("--strategy", default="model", help="the search strategy (default model; "
+                   "every strategy is listed below)")
     p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
     p.add_argument("--budget", default="100", help="candidates (500) or time (90s, 10m)")
     p.add_argument("--store", help="SQLite results store (default results/<program>.sqlite)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the strategy (the same seed "
+                   "and store resume a run; default 0)")
     p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
                    "that builds)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds for one candidate's "
@@ -1142,12 +1185,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_positive_int, default=1, help="candidates lowered and "
                    "built in parallel worker processes; their timed runs still take turns on "
                    "the device (default 1)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON summary object at "
+                     "the end on stdout instead of the text (schema: docs/cli-json.md)")
+    fmt.add_argument("--jsonl", action="store_true", help="print one JSON object per "
+                     "candidate on stdout as each finishes, then the summary object")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true", help="print one line per "
+                      "candidate on stderr (also without a terminal; no dashboard)")
+    talk.add_argument("-q", "--quiet", action="store_true", help="print only the answer: "
+                      "the final mapping and tuning values (no dashboard, no summary)")
     p = sub.add_parser("results", help="what a results store holds: program, sizes, device, "
                        "outcome counts, best candidates")
     p.add_argument("store", help="the SQLite file written by mapper explore")
     p.add_argument("--top", type=int, default=10, help="show the N best (default 10)")
-    p.add_argument("--csv", help="also write every row to this CSV file")
-    p.add_argument("--json", action="store_true", help="print everything as JSON instead")
+    p.add_argument("--csv", help="also write every candidate to this CSV file (mapping in "
+                   "short codes, one column per tuning parameter)")
+    p.add_argument("--json", action="store_true", help="print everything as one JSON object "
+                   "instead (schema: docs/cli-json.md)")
     p.add_argument("--compare", help="replay these strategies (e.g. solver,random,model) on "
                    "the stored candidates, without a device")
     p.add_argument("--seeds", type=int, default=10, help="--compare: seeds per strategy")

@@ -24,14 +24,17 @@ several times slower than its best) or the lowering refused are counted, not fai
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from mapper.explore.record import Record
 
 
 def _conv_reference(x, w, stride, pad):
@@ -62,21 +65,13 @@ def _short(m) -> str:
     return " ".join(par) + " (rest seq.)" if par else "all sequential"
 
 
-def _outcome_of(r: dict):
-    """A results-store row as the ``Outcome`` the tables print."""
+def _outcome_of(r: Record):
+    """A search's record as the ``Outcome`` the tables print."""
     from codegen.program import Outcome
 
-    mem = r.get("memory_bytes")
-    return Outcome(r["status"], r.get("reason") or "", check=r.get("outcome_check"),
-                   time_s=r.get("time_s"), gflops=r.get("gflops"),
-                   memory={"global_total": mem} if mem else {})
-
-
-def _short_text(mapping: str) -> str:
-    """A stored mapping (``A=20 B=10``) in short codes (``A=W0 B=L0``)."""
-    from mapper.encoding import MapCodes
-
-    return _short(MapCodes.parse(mapping))
+    mem = r.memory_bytes
+    return Outcome(r.status, r.reason or "", check=r.check, time_s=r.time_s,
+                   gflops=r.gflops, memory={"global_total": mem} if mem else {})
 
 
 def _outcome_cell(o) -> str:
@@ -249,27 +244,24 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
                       f"the default search (`mapper explore conv`) for {budget}: "
                       f"{res.evaluated} candidates evaluated "
                       f"({', '.join(f'{k} {v}' for k, v in res.counts.most_common())})")
-        for r in res.rows:  # a valid candidate that fails is a bug, whoever proposed it
-            if r["status"] in ("wrong-result", "crash", "compile-error"):
-                judge(_outcome_of(r), f"search: {_short_text(r['mapping'])}; {r['tuning']}",
+        for r in res.records:  # a valid candidate that fails is a bug, whoever proposed it
+            if r.status in ("wrong-result", "crash", "compile-error"):
+                judge(_outcome_of(r), f"search: {_short(r.mapping)}; {r.tuning}",
                       required=False)
         final = res.final
-        ranked = sorted((r for r in res.rows if r["status"] == "ok"),
-                        key=lambda r: -(r["gflops"] or 0.0))[:4]
+        ranked = sorted((r for r in res.records if r.ok), key=lambda r: -(r.gflops or 0.0))[:4]
         for r in ranked:
-            tuning = json.loads(r["tuning"])
             label = ("search, re-timed winner: " if final is not None
-                     and r["key"] == final["key"] else "search: ") + \
-                f"{_short_text(r['mapping'])}; " + " ".join(
-                    f"{k}={v}" for k, v in sorted(tuning.items()))
+                     and r.key == final.key else "search: ") + \
+                f"{_short(r.mapping)}; {r.tuning}"
             row(label, _outcome_of(r))
         if final is None:
             refused.append(f"the default search found no candidate that runs ok in {budget}")
         else:
-            rt = res.retimed.get(final["key"])
-            if rt and rt["gflops"]:
-                console.print(f"search winner re-timed ({rt['n']} runs, interleaved with the "
-                              f"next best): median {rt['gflops']:.2f} GFLOP/s")
+            rt = res.retimed.get(final.key)
+            if rt and rt.gflops:
+                console.print(f"search winner re-timed ({rt.n} runs, interleaved with the "
+                              f"next best): median {rt.gflops:.2f} GFLOP/s")
         console.print(t)
 
     return _verdict(console, bad, refused, slow, t_start)

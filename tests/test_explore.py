@@ -85,8 +85,8 @@ def test_store_round_trip(tmp_path):
         assert st.has("k1") and not st.has("nope") and len(st) == 3
     with ResultStore(path, readonly=True) as st:
         assert st.context() == ctx
-        assert st.get("k1")["gflops"] == 2.0
-        assert [r["key"] for r in st.best(5)] == ["k2", "k1"]
+        assert st.record("k1").gflops == 2.0 and st.record("nope") is None
+        assert [r.key for r in st.best_records(5)] == ["k2", "k1"]
         assert st.counts() == {"ok": 2, "rejected:local-memory": 1}
         assert st.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with ResultStore(path) as st:
@@ -196,21 +196,21 @@ def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
     path = tmp_path / "r.sqlite"
     r1 = explore(L3, {"N": 1024}, strategy="solver", budget=2, store=path, seed=4, pool=pool)
     assert (r1.evaluated, r1.cached, r1.stopped_by) == (2, 0, "budget")
-    assert all(r["status"] for r in r1.rows) and r1.best is not None
+    assert all(r.status for r in r1.records) and r1.best is not None
     r2 = explore(L3, {"N": 1024}, strategy="solver", budget=3, store=path, seed=4, pool=pool)
     assert (r2.evaluated, r2.cached) == (1, 2)
-    assert [r["key"] for r in r2.rows[:2]] == [r["key"] for r in r1.rows]
+    assert [r.key for r in r2.records[:2]] == [r.key for r in r1.records]
+    assert [r.cached for r in r2.records] == [True, True, False]
     with ResultStore(path, readonly=True) as st:
-        rows = st.rows()
+        rows = st.records()
         assert len(rows) == 3
-        assert sum(r["run_id"] == r1.run_id for r in rows) == 2
+        assert sum(r.run_id == r1.run_id for r in rows) == 2
         assert {r["stopped_by"] for r in st.runs()} == {"budget"}
         for r in rows:
-            assert r["wall_s"] > 0 and r["search_s"] is not None
-            assert r["status"] != "ok" or (r["time_s"] and r["source_hash"]
-                                           and r["memory_bytes"])
+            assert r.wall_s > 0 and r.search_s is not None
+            assert not r.ok or (r.time_s and r.source_hash and r.memory_bytes)
     r3 = explore(L3, {"N": 1024}, strategy="random", budget=1, store=path, seed=1, pool=pool)
-    assert r3.draws >= 1 and all(r["draws"] for r in r3.rows if not r.get("cached"))
+    assert r3.draws >= 1 and all(r.draws for r in r3.records if not r.cached)
     with pytest.raises(StoreMismatchError, match="use another --store"):
         explore(L3, {"N": 2048}, strategy="solver", budget=1, store=path, pool=pool)
 
@@ -299,6 +299,9 @@ def test_cli_explore_and_results(tmp_path, capsys):
     doc = json.loads(out)
     assert rc == 0 and len(doc["rows"]) == 3 and sum(doc["counts"].values()) == 3
     assert doc["meta"]["program"] == "cc22_listing3.lift"
+    assert (doc["command"], doc["context"]["sizes"]) == ("results", {"N": 1024})
+    assert all(set(r["mapping"]) == set("ABCD") and isinstance(r["tuning"], dict)
+               for r in doc["rows"])
 
 
 def test_cli_explore_user_errors(tmp_path, capsys):
@@ -362,14 +365,14 @@ def test_split_search_time_heuristics_and_fusion_are_recorded(tmp_path):
                   heuristics=False, fusion="free", pool=FakePool(), count=False)
     assert (res.stopped_by, res.evaluated, res.total_candidates) == ("budget", 12, None)
     with ResultStore(path, readonly=True) as st:
-        meta, rows, (run,) = st.meta(), st.rows(), st.runs()
+        meta, rows, (run,) = st.meta(), st.records(), st.runs()
     assert (meta["fusion"], meta["heuristics"]) == ("free", "off")
     assert json.loads(run["options"])["heuristics"] == "off"
     assert run["mapping_s"] > 0  # the valid mappings' enumeration, before any candidate
     for r in rows:
-        assert r["mapping_s"] >= 0 and r["tuning_s"] > 0
-        assert r["search_s"] == pytest.approx(r["mapping_s"] + r["tuning_s"])
-    heuristic_only = [r for r in rows if check_mapping(L3_PROGRAM, r["mapping"], fusion="free")]
+        assert r.mapping_s >= 0 and r.tuning_s > 0
+        assert r.search_s == pytest.approx(r.mapping_s + r.tuning_s)
+    heuristic_only = [r for r in rows if check_mapping(L3_PROGRAM, r.mapping, fusion="free")]
     assert heuristic_only, "a seed whose candidates include heuristic-only mappings"
     counted = explore(L3, {"N": 1024}, strategy="solver", budget=1, pool=FakePool(),
                       count=True)
@@ -454,14 +457,14 @@ def test_old_stores_without_the_split_columns_still_read(tmp_path):
     db.commit()
     db.close()
     with ResultStore(path, readonly=True) as st:
-        (row,) = st.rows()
-        assert (row["search_s"], row["mapping_s"], row["tuning_s"]) == (0.5, None, None)
-        assert st.get("k0")["tuning_s"] is None and st.best()[0]["key"] == "k0"
+        (row,) = st.records()
+        assert (row.search_s, row.mapping_s, row.tuning_s) == (0.5, None, None)
+        assert st.record("k0").tuning_s is None and st.best_records()[0].key == "k0"
         assert st.runs()[0]["mapping_s"] is None
     with ResultStore(path) as st:
         assert st.add({**_row("k1"), "search_s": 0.3, "mapping_s": 0.1, "tuning_s": 0.2})
         st.finish_run("r0", "budget", 1, 0, None, 0.25)
-        assert st.get("k1")["tuning_s"] == 0.2 and st.runs()[0]["mapping_s"] == 0.25
+        assert st.record("k1").tuning_s == 0.2 and st.runs()[0]["mapping_s"] == 0.25
         assert st.meta()["schema_version"] == "2"
 
 
@@ -551,13 +554,13 @@ def test_replay_each_strategy_sees_each_stored_candidate_once(synthetic_store):
     for name, n in (("solver", 60), ("random", 25), ("manual", None)):
         opts = {"mapping": next(iter(space.mappings))} if name == "manual" else {}
         res = replay(space, name, seed=2, budget=n, **opts)
-        keys = [r["key"] for r in res.rows]
+        keys = [r.key for r in res.records]
         assert len(keys) == len(set(keys)) == (n or space.tuning(opts["mapping"]).count())
     assert replay(space, "random", seed=2, budget=5).draws >= 5
     timed = replay(space, "solver", seed=1, budget="3s")  # simulated: 0.5 s a candidate
     assert timed.stopped_by == "time" and timed.considered == 6
     c = compare(synthetic_store, ["solver", "random"], seeds=3)
-    assert c.best == max(r["gflops"] or 0 for r in space.rows.values())
+    assert c.best == max(r.gflops or 0 for r in space.records.values())
     assert all(len(v) == 3 and all(x is not None for x in v) for v in c.evaluations.values())
     later = compare(synthetic_store, ["solver"], seeds=2, first_seed=1)  # seeds 1 and 2
     assert later.evaluations["solver"] == c.evaluations["solver"][1:]
@@ -572,7 +575,7 @@ def test_replay_of_the_model_strategy_reads_kernel_features(synthetic_store):
     m = next(m for m in space.mappings if m["A"] >= 30)
     assert "work_items" in space.tuning(m).features
     res = replay(space, "model", seed=1, budget=30, n_init=5, batch=5)
-    assert len({r["key"] for r in res.rows}) == 30
+    assert len({r.key for r in res.records}) == 30
 
 
 def test_cli_results_compare(synthetic_store, capsys):
@@ -590,10 +593,10 @@ def test_early_cut_relative_to_the_best(tmp_path, pool):
     # millisecond a pipe's poll resolves
     res = explore(L3, {"N": 1 << 20}, strategy="solver", budget=2, seed=4, pool=pool,
                   cut=1e-6, cut_min_s=1e-6, retime=0)
-    first, second = res.rows
-    assert first["status"] == "ok"
-    assert (second["status"], second["outcome_check"]) == ("timeout", "early-cut")
-    assert "the best candidate's" in second["reason"]
+    first, second = res.records
+    assert first.ok
+    assert (second.status, second.check, second.label) == ("timeout", "early-cut", "timeout")
+    assert "the best candidate's" in second.reason
 
 
 @pytest.mark.opencl
@@ -614,8 +617,8 @@ def test_explore_with_parallel_workers_evaluates_each_candidate_once(tmp_path):
     replays them all from the cache."""
     path = tmp_path / "w.sqlite"
     r = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2, workers=2)
-    assert r.stopped_by == "budget" and len(r.rows) == 6 and r.evaluated == 6
-    assert len({row["key"] for row in r.rows}) == 6
+    assert r.stopped_by == "budget" and len(r.records) == 6 and r.evaluated == 6
+    assert len({row.key for row in r.records}) == 6
     again = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2)
     assert (again.evaluated, again.cached) == (0, 6)
     with pytest.raises(ValueError, match="workers must be at least 1"):

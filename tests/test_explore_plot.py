@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mapper.cli import main
@@ -31,7 +33,7 @@ def store(tmp_path):
 
 
 def test_progress_curves_track_the_best_so_far(store):
-    curves = progress_curves(store.rows())
+    curves = progress_curves(store.records())
     solver = next(v for k, v in curves.items() if k.startswith("solver"))
     assert [(round(t, 1), g, n) for t, g, n in solver] == [
         (1.8, 1.0, 1), (3.6, 3.0, 2), (9.0, 5.0, 5)]
@@ -40,7 +42,7 @@ def test_progress_curves_track_the_best_so_far(store):
 
 
 def test_time_breakdown_and_pareto_front(store):
-    br = time_breakdown(store.rows())
+    br = time_breakdown(store.records())
     assert br["solver"]["search_s"] == pytest.approx(2.5)
     assert br["model"]["run_s"] == pytest.approx(2.0)
     assert pareto_front([(1, 5), (2, 3), (3, 4), (4, 1)]) == [(1, 5), (2, 3), (4, 1)]
@@ -65,7 +67,7 @@ def test_mapper_plot_on_an_empty_or_missing_store_is_one_line(tmp_path, capsys):
 
 
 def test_without_flop_counts_the_curve_follows_the_kernel_time(store):
-    rows = [dict(r, gflops=None) for r in store.rows()]
+    rows = [replace(r, gflops=None) for r in store.records()]
     solver = next(v for k, v in progress_curves(rows, "time_ms").items()
                   if k.startswith("solver"))
     assert [round(v, 1) for _, v, _ in solver] == [1000.0, 333.3, 200.0]

@@ -38,9 +38,9 @@ def test_ray_and_local_evaluators_agree(tmp_path, ray_pool):
     local = explore(program, sizes, strategy="solver", budget=6, seed=3,
                     store=tmp_path / "local.sqlite")
     assert remote.evaluated == local.evaluated == 6
-    by_key = {r["key"]: r for r in local.rows}
-    assert {r["key"] for r in remote.rows} == set(by_key)  # same device, same candidates
-    for r in remote.rows:
-        assert r["status"] == by_key[r["key"]]["status"], r["mapping"]
+    by_key = {r.key: r for r in local.records}
+    assert {r.key for r in remote.records} == set(by_key)  # same device, same candidates
+    for r in remote.records:
+        assert r.status == by_key[r.key].status, r.short_mapping
     with ResultStore(tmp_path / "ray.sqlite", readonly=True) as st:
-        assert len(st.rows()) == 6  # written by the driver only
+        assert len(st.records()) == 6  # written by the driver only

@@ -17,6 +17,7 @@ import pytest
 
 from mapper.explore import Context, ResultStore, figures, paper
 from mapper.explore.paper import dataset_values, expectancy_curve, first_n_reaching
+from mapper.explore.record import Record
 
 pytest.importorskip("matplotlib")
 
@@ -63,8 +64,10 @@ def test_expectancy_curve_is_the_median_of_seeded_draws_without_replacement():
 
 
 def test_dataset_values_and_first_n_reaching():
-    rows = [{"status": "ok", "gflops": 2.5}, {"status": "timeout", "gflops": None},
-            {"status": "ok", "gflops": None}, {"status": "wrong-result", "gflops": 9.0}]
+    rows = [Record(key=f"k{i}", run_id="r", strategy="solver", mapping={"A": 20}, status=s,
+                   gflops=g)
+            for i, (s, g) in enumerate([("ok", 2.5), ("timeout", None), ("ok", None),
+                                        ("wrong-result", 9.0)])]
     assert dataset_values(rows) == [2.5, 0.0, 0.0, 0.0]
     curve = [(1, 1.0), (2, 3.0), (3, 4.0)]
     assert first_n_reaching(curve, 3.0) == 2
@@ -91,10 +94,10 @@ def test_figures_from_the_committed_stores(stores, tmp_path, capsys):
         with ResultStore(stores / f"fig5-{TAG}-{strategy}.sqlite", readonly=True) as st:
             assert int(r["candidates"]) == len(st)
             assert int(r["runs"]) == len(st.runs())
-            best = st.best()
+            best = st.best_records()
             if best:
-                assert float(r["best_gflops"]) == pytest.approx(best[0]["gflops"], rel=1e-5)
-                assert f"{best[0]['gflops']:.3g}" in md
+                assert float(r["best_gflops"]) == pytest.approx(best[0].gflops, rel=1e-5)
+                assert f"{best[0].gflops:.3g}" in md
             else:
                 assert r["best_gflops"] == ""
     assert "error: no valid assignment" in rows["random"]["stopped_by"]
@@ -106,7 +109,7 @@ def test_figures_from_the_committed_stores(stores, tmp_path, capsys):
     assert "fusion-never-heuristics-off" in labels and len(labels) == 4
     for lab in labels:
         with ResultStore(stores / f"fig6-{TAG}-{lab}.sqlite", readonly=True) as st:
-            vals = dataset_values(st.rows())
+            vals = dataset_values(st.records())
         last = [r for r in curves if r[lab]][-1]
         assert int(last["N"]) == len(vals)
         assert float(last[lab]) == pytest.approx(max(vals), rel=1e-5)
@@ -142,9 +145,9 @@ def test_missing_or_broken_stores_are_notes_not_tracebacks(tmp_path, capsys):
 def test_strategy_summary_of_an_older_store():
     """Rows without the split search in "other search"; runs without ``mapping_s``: a run
     stopped by a strategy error counts its time after the rows as finding mappings."""
-    rows = [dict(key=f"k{i}", run_id="r1", strategy="solver", seed=0, idx=i, status="ok",
-                 gflops=g, time_s=1.0, search_s=0.5, lower_s=0.1, build_s=0.2, run_s=1.0,
-                 wall_s=1.3, memory_bytes=None, created=float(i))
+    rows = [Record(key=f"k{i}", run_id="r1", strategy="solver", seed=0, idx=i, status="ok",
+                   mapping={"A": 20}, gflops=g, time_s=1.0, search_s=0.5, lower_s=0.1,
+                   build_s=0.2, run_s=1.0, wall_s=1.3, memory_bytes=None, created=float(i))
             for i, g in enumerate([1.0, 4.0, 2.0])]
     runs = [{"run_id": "r1", "started": 0.0, "finished": 6.0, "stopped_by": "budget"},
             {"run_id": "r2", "started": 10.0, "finished": 70.0, "stopped_by": "error: x"}]
@@ -206,9 +209,10 @@ def test_validity_breakdown_tabulates_reasons_largest_first():
 
 
 def test_pareto_points_keep_ok_rows_with_time_and_memory():
-    rows = [{"status": "ok", "time_s": 2e-3, "memory_bytes": 2 << 20},
-            {"status": "ok", "time_s": 1e-3, "memory_bytes": None},
-            {"status": "crash", "time_s": 1e-3, "memory_bytes": 1 << 20}]
+    rows = [Record(key=f"k{i}", run_id="r", strategy="solver", mapping={"A": 20}, status=s,
+                   time_s=t, memory_bytes=m)
+            for i, (s, t, m) in enumerate([("ok", 2e-3, 2 << 20), ("ok", 1e-3, None),
+                                           ("crash", 1e-3, 1 << 20)])]
     assert figures.pareto_points(rows) == [(2.0, 2.0)]
 
 

@@ -232,15 +232,18 @@ def test_initial_design_follows_the_transferred_knowledge(joint, tmp_path, monke
 
 def test_knowledge_rows_of_a_store(tmp_path):
     from mapper.explore.knowledge import store_rows
+    from mapper.explore.record import Record
 
-    rows = [{"status": "ok", "gflops": 10.0, "mapping": "A=21 B=11", "tuning": '{"s0": 4}',
-             "outcome_check": None},
-            {"status": "ok", "gflops": 5.0, "mapping": "A=0 B=21", "tuning": '{"s0": 8}',
-             "outcome_check": None},
-            {"status": "timeout", "gflops": None, "mapping": "A=0 B=0", "tuning": '{"s0": 2}',
-             "outcome_check": "early-cut"},
-            {"status": "crash", "gflops": None, "mapping": "A=0 B=0", "tuning": '{"s0": 1}',
-             "outcome_check": None}]
+    rows = [Record.from_row({"key": f"k{i}", "run_id": "r", "strategy": "solver", **r})
+            for i, r in enumerate([
+                {"status": "ok", "gflops": 10.0, "mapping": "A=21 B=11",
+                 "tuning": '{"s0": 4}', "outcome_check": None},
+                {"status": "ok", "gflops": 5.0, "mapping": "A=0 B=21", "tuning": '{"s0": 8}',
+                 "outcome_check": None},
+                {"status": "timeout", "gflops": None, "mapping": "A=0 B=0",
+                 "tuning": '{"s0": 2}', "outcome_check": "early-cut"},
+                {"status": "crash", "gflops": None, "mapping": "A=0 B=0",
+                 "tuning": '{"s0": 1}', "outcome_check": None}])]
     out = store_rows(rows, "prog", {"N": 8})
     assert [r["score"] for r in out] == [0.0, round(math.log(0.5), 4),
                                         round(math.log(0.5) - 1, 4)]
@@ -263,15 +266,15 @@ def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
     path = tmp_path / "r.sqlite"
     res = explore(L3, {"N": 4096}, strategy="solver", budget=5, store=path, seed=1,
                   count=False, retime=2, retime_rounds=2, repeats=2)
-    ok = [r for r in res.rows if r["status"] == "ok"]
+    ok = [r for r in res.records if r.ok]
     assert len(res.retimed) == min(2, len(ok)) >= 1
     from mapper.explore.store import ResultStore
 
     with ResultStore(path) as st:
         for key, r in res.retimed.items():
-            assert len(st.retimes(key)) == r["n"] == 4  # 2 rounds x 2 runs
-            assert r["min_s"] <= r["median_s"]
-    assert res.final["key"] in res.retimed
+            assert len(st.retimes(key)) == r.n == 4  # 2 rounds x 2 runs
+            assert r.min_s <= r.median_s and r.record.key == key
+    assert res.final.key in res.retimed and res.final_retimed.record == res.final
     assert "re-timed" in res.summary()
 
 
@@ -303,9 +306,12 @@ def test_explore_help_lists_every_strategy(capsys):
 
     with pytest.raises(SystemExit):
         main(["explore", "--help"])
-    out = " ".join(capsys.readouterr().out.split())
-    assert all(name in out for name in STRATEGIES)
-    assert "model (the default" in out
+    raw = capsys.readouterr().out
+    lines = raw.splitlines()
+    for name, cls in STRATEGIES.items():  # one line each, with its summary
+        assert cls.summary, name
+        assert sum(ln.split()[:1] == [name] and cls.summary in ln for ln in lines) == 1, name
+    assert "model (the default" in " ".join(raw.split())
 
 
 @pytest.mark.opencl

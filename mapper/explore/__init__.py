@@ -5,8 +5,10 @@ device and a resumable SQLite results store (see ``docs/exploration.md``).
     res = explore("examples/cc22_listing3.lift", {"N": 4096}, strategy="solver",
                   budget=50, store="results/listing3.sqlite")
     print(res.summary())
+    print(res.final.short_mapping, dict(res.final.tuning))  # a Record: A=W0 B=L0 ...
 """
 
+from mapper.explore.record import Record, Retimed, Tuning
 from mapper.explore.replay import Comparison, compare, replay
 from mapper.explore.run import Budget, BudgetError, Results, explore, parse_budget
 from mapper.explore.store import (
@@ -31,5 +33,6 @@ __all__ = [
     "Budget", "BudgetError", "Results", "explore", "parse_budget", "Context", "ResultStore",
     "StoreError", "StoreMismatchError", "candidate_key", "STRATEGIES", "Candidate",
     "Strategy", "StrategyError", "get_strategy", "make_strategy", "register", "Task",
-    "conv_reference", "parse_layer", "Comparison", "compare", "replay",
+    "conv_reference", "parse_layer", "Comparison", "compare", "replay", "Record", "Retimed",
+    "Tuning",
 ]

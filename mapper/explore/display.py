@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from typing import Any
@@ -13,7 +12,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from mapper.explore.run import Results, describe_row, label
+from mapper.explore.record import Record
+from mapper.explore.run import Results
 
 
 def _fmt_s(s: float | None) -> str:
@@ -29,18 +29,19 @@ def outcome_style(lab: str) -> str:
 
 class Dashboard:
     """A renderable over a running ``Results``: progress over the budget with ETA, the best
-    candidate so far with its mapping, the outcome counts. Rendered on every refresh."""
+    candidate so far with its mapping (short codes), the outcome counts. Rendered on every
+    refresh."""
 
     def __init__(self) -> None:
         self.res: Results | None = None
         self.t0 = time.perf_counter()
-        self.last: dict[str, Any] | None = None
+        self.last: Record | None = None
 
     def start(self, res: Results) -> None:
         self.res, self.t0 = res, time.perf_counter()
 
-    def update(self, row: dict[str, Any], res: Results) -> None:
-        self.res, self.last = res, row
+    def update(self, rec: Record, res: Results) -> None:
+        self.res, self.last = res, rec
 
     def __rich__(self):
         res = self.res
@@ -69,29 +70,27 @@ class Dashboard:
             head]
         best = res.best
         lines.append(Text.from_markup("[bold]best so far:[/bold] " + (
-            escape(describe_row(best)) if best else "none ok yet")))
+            escape(best.describe()) if best else "none ok yet")))
         counts = res.counts
         if counts:
             lines.append(Text.from_markup("outcomes: " + "  ".join(
                 f"[{outcome_style(k)}]{escape(k)}[/{outcome_style(k)}] {v}"
                 for k, v in counts.most_common())))
         if self.last is not None:
-            lines.append(Text(f"last: {label(self.last)} {describe_row(self.last)}",
+            lines.append(Text(f"last: {self.last.label} {self.last.describe()}",
                               overflow="ellipsis", no_wrap=True))
         return Group(*lines)
 
 
-def best_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """The best rows as a table."""
+def best_table(records: list[Record], title: str) -> Table:
+    """The best records as a table (mappings in short codes)."""
     t = Table(title=title)
     for col in ("#", "GFLOP/s", "time (ms)", "mapping", "tuning", "memory (KiB)", "strategy"):
         t.add_column(col, overflow="fold")
-    for i, r in enumerate(rows, 1):
-        tun = " ".join(f"{k}={v}" for k, v in json.loads(r["tuning"]).items())
-        t.add_row(str(i), f"{r['gflops']:.3g}" if r["gflops"] else "",
-                  f"{r['time_s'] * 1e3:.4g}" if r["time_s"] else "", r["mapping"], tun,
-                  f"{r['memory_bytes'] / 1024:.0f}" if r["memory_bytes"] else "",
-                  r["strategy"])
+    for i, r in enumerate(records, 1):
+        t.add_row(str(i), f"{r.gflops:.3g}" if r.gflops else "",
+                  f"{r.time_s * 1e3:.4g}" if r.time_s else "", r.short_mapping, str(r.tuning),
+                  f"{r.memory_bytes / 1024:.0f}" if r.memory_bytes else "", r.strategy)
     return t
 
 

@@ -1,21 +1,21 @@
-"""The evaluator: one candidate -> one stored row, through ``codegen.worker.WorkerPool``.
+"""The evaluator: one candidate -> one ``Record``, through ``codegen.worker.WorkerPool``.
 
 Lowering, building and running happen in a worker process with a time limit (a crash or
 a hang costs a worker, not the explorer); the pool has one worker, so candidates are timed
 one at a time on the device. A candidate whose key is already in the store is not
-evaluated again: its stored row is returned (resume). Every outcome, failures included,
-becomes a row (typed: ``status`` + ``outcome_check`` + ``reason``).
+evaluated again: its stored record is returned (resume). Every outcome, failures included,
+becomes a record (typed: ``status`` + ``check`` + ``reason``).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from typing import Any
 
 from codegen.errors import Check
 from codegen.program import Outcome
+from mapper.explore.record import Record
 from mapper.explore.store import Context, ResultStore, candidate_key, library_version
 from mapper.explore.strategies import Candidate
 from mapper.explore.task import Task
@@ -67,9 +67,9 @@ class Evaluator:
         return candidate_key(self.task.text, self.task.sizes, cand.mapping, cand.tuning,
                              self.device, self.version)
 
-    def lookup(self, cand: Candidate) -> dict[str, Any] | None:
-        """The stored row of ``cand``, if it was evaluated before."""
-        return self.store.get(self.key(cand))
+    def lookup(self, cand: Candidate) -> Record | None:
+        """The stored record of ``cand``, if it was evaluated before."""
+        return self.store.record(self.key(cand))
 
     def run_limit(self, best_run_s: float | None) -> float | None:
         """The limit of the next candidate's run part: ``cut`` times the best candidate's
@@ -80,8 +80,8 @@ class Evaluator:
 
     def run(self, cand: Candidate, idx: int, best_run_s: float | None = None,
             left_s: float | None = None, cap_s: float | None = None
-            ) -> dict[str, Any] | None:
-        """Evaluates ``cand`` in a worker; returns its row (not yet stored).
+            ) -> Record | None:
+        """Evaluates ``cand`` in a worker; returns its record (not yet stored).
         ``best_run_s``: the best candidate's run time, for the early cut. ``left_s``: the
         seconds left in the run's time budget; both limits end there, and a candidate
         stopped by the end of the budget gives ``None`` (its outcome is unknown: it is not
@@ -110,7 +110,7 @@ class Evaluator:
                 o = replace(o, check=Check.EARLY_CUT,
                             reason=f"cut after {run_limit:.3g} s of runs: over {self.cut:g}x "
                                    f"the best candidate's {best_run_s:.3g} s ({o.reason})")
-        return self.row(cand, idx, o, wall)
+        return self.record(cand, idx, o, wall)
 
     def retime(self, cand: Candidate, repeats: int) -> Outcome:
         """One re-timing round of ``cand``: lowered, run ``repeats`` times after a warm-up
@@ -120,24 +120,19 @@ class Evaluator:
             t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
             timeout_s=self.timeout_s, repeats=repeats, flops=t.flops, **t.tolerance)
 
-    def row(self, cand: Candidate, idx: int, o: Outcome, wall_s: float) -> dict[str, Any]:
-        """The store row of an outcome."""
+    def record(self, cand: Candidate, idx: int, o: Outcome, wall_s: float) -> Record:
+        """The record of an outcome."""
         lower, build = o.lower_s or 0.0, o.build_s or 0.0
-        return {
-            "key": self.key(cand), "run_id": self.run_id, "strategy": self.strategy,
-            "seed": self.seed, "idx": idx,
-            "mapping": " ".join(f"{k}={v}" for k, v in cand.mapping.items()),
-            "tuning": json.dumps({k: int(v) for k, v in sorted(cand.tuning.items())}),
-            "status": o.status, "outcome_check": o.check,
-            "reason": (o.reason or "")[:REASON_CHARS],
-            "search_s": cand.search_s, "mapping_s": cand.mapping_s,
-            "tuning_s": cand.tuning_s, "lower_s": o.lower_s, "build_s": o.build_s,
-            "run_s": max(0.0, wall_s - lower - build), "wall_s": wall_s,
-            "gflops": o.gflops, "time_s": o.time_s,
-            "memory_bytes": (o.memory or {}).get("global_total"),
-            "max_abs_error": o.max_abs_error, "source_hash": o.source_hash,
-            "draws": cand.draws, "created": time.time(),
-        }
+        return Record(
+            key=self.key(cand), run_id=self.run_id, strategy=self.strategy, seed=self.seed,
+            idx=idx, mapping=cand.mapping, tuning=cand.tuning, status=o.status,
+            check=o.check, reason=(o.reason or "")[:REASON_CHARS],
+            search_s=cand.search_s, mapping_s=cand.mapping_s, tuning_s=cand.tuning_s,
+            lower_s=o.lower_s, build_s=o.build_s, run_s=max(0.0, wall_s - lower - build),
+            wall_s=wall_s, gflops=o.gflops, time_s=o.time_s,
+            memory_bytes=(o.memory or {}).get("global_total"),
+            max_abs_error=o.max_abs_error, source_hash=o.source_hash, draws=cand.draws,
+            created=time.time())
 
     def close(self) -> None:
         if self._own_pool:

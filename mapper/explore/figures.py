@@ -45,6 +45,7 @@ from mapper.explore.paper import (
     first_n_reaching,
 )
 from mapper.explore.plot import STAGES, pareto_front, progress_curves, time_breakdown
+from mapper.explore.record import Record
 from mapper.explore.store import Context, ResultStore, StoreError
 
 FIG5_RE = re.compile(r"^fig5-(?P<tag>.+)-(?P<label>[a-z][a-z0-9_]*)\.sqlite$")
@@ -77,14 +78,14 @@ class StoreData:
     label: str  # the strategy (Fig. 5) or the data set (Fig. 6)
     context: Context | None
     meta: dict[str, str]
-    rows: list[dict[str, Any]]
+    records: list[Record]
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_store(path: str, label: str) -> StoreData:
     """Reads a store (read-only); ``StoreError`` if it is not one."""
     with ResultStore(path, readonly=True) as st:
-        return StoreData(path, label, st.context(), st.meta(), st.rows(), st.runs())
+        return StoreData(path, label, st.context(), st.meta(), st.records(), st.runs())
 
 
 def find_stores(folder: str, pattern: re.Pattern) -> dict[str, list[tuple[str, str]]]:
@@ -152,8 +153,8 @@ def strategy_summary(data: StoreData) -> dict[str, Any]:
     the search stages together). The runs' mapping search in no row (the enumeration of
     the valid mappings, a search the end of a run cut short) counts as finding a
     mapping."""
-    rows = data.rows
-    ok = [r for r in rows if r["status"] == "ok" and r["gflops"]]
+    rows = data.records
+    ok = [r for r in rows if r.ok and r.gflops]
     per = time_breakdown(rows).values()
     stages = {k: sum(s[k] for s in per) for k, _ in STAGES}
     stages["mapping_s"] += run_mapping_s(data)
@@ -183,8 +184,8 @@ def run_mapping_s(data: StoreData) -> float:
             continue
         if not str(run["stopped_by"] or "").startswith("error") or not run["finished"]:
             continue
-        rows = [r for r in data.rows if r["run_id"] == run["run_id"]]
-        spent = sum((r["search_s"] or 0.0) + (r["wall_s"] or 0.0) for r in rows)
+        rows = [r for r in data.records if r.run_id == run["run_id"]]
+        spent = sum((r.search_s or 0.0) + (r.wall_s or 0.0) for r in rows)
         extra += max(0.0, run["finished"] - run["started"] - spent)
     return extra
 
@@ -214,7 +215,7 @@ def plot_fig5(plt, data: Sequence[StoreData], baseline: dict | None,
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (d, s) in enumerate(zip(data, summary)):
         color = colors[i % len(colors)]
-        curves = [pts for pts in progress_curves(d.rows).values() if pts]
+        curves = [pts for pts in progress_curves(d.records).values() if pts]
         if not curves:
             ax.plot([], [], color=color, label=f"{d.label}: no candidate ran ok "
                     f"({s['candidates']} evaluated, {s['exploration_s']:.0f} s)")
@@ -310,11 +311,11 @@ def fig6(plt, folder: str, out: str, notes: list[str], trials: int = 100) -> lis
     md: list[str] = []
     for tag, entries in stores_by_layer(folder, FIG6_RE, notes, "Fig. 6",
                                         "fig6-<layer>-fusion-<f>-heuristics-<h>", "fig_fusion"):
-        data = sorted((d for d in read_group(entries, notes) if d.rows),
+        data = sorted((d for d in read_group(entries, notes) if d.records),
                       key=lambda d: dataset_order(d.label))
         if not data:
             continue
-        curves = {d.label: expectancy_curve(dataset_values(d.rows), trials=trials)
+        curves = {d.label: expectancy_curve(dataset_values(d.records), trials=trials)
                   for d in data}
         write_expectancy_csv(os.path.join(out, f"fig6-{tag}.csv"), curves)
         if plt is not None:
@@ -341,7 +342,7 @@ def plot_fig6(plt, data: Sequence[StoreData], curves: dict, path: str) -> str:
     fig, ax = plt.subplots(figsize=(8, 5))
     for d in data:
         ns, vs = zip(*curves[d.label])
-        ax.plot(ns, vs, label=f"{dataset_label(d.label)} ({len(d.rows)} candidates)")
+        ax.plot(ns, vs, label=f"{dataset_label(d.label)} ({len(d.records)} candidates)")
     ax.set_xlabel("candidates evaluated (N)")
     ax.set_ylabel("throughput expectancy (GFLOP/s): median of 100 draws' best")
     ax.set_title(f"{layer_title(data)}\ndevice {device_name(data)}", fontsize=9)
@@ -355,7 +356,7 @@ def fig6_markdown(tag: str, data: Sequence[StoreData], curves: dict) -> list[str
           "| data set | candidates | ok | best GFLOP/s | expectancy at N=10 | N to reach 90% "
           "of best | N to reach best |", "|---|---:|---:|---:|---:|---:|---:|"]
     for d in data:
-        vals, c = dataset_values(d.rows), curves[d.label]
+        vals, c = dataset_values(d.records), curves[d.label]
         best = max(vals)
         e10 = c[min(10, len(c)) - 1][1]
         n90 = first_n_reaching(c, 0.9 * best) if best else None
@@ -368,10 +369,10 @@ def fig6_markdown(tag: str, data: Sequence[StoreData], curves: dict) -> list[str
 # ---------------------------------------------------------------------- Pareto (GPGPU'20 Fig. 6)
 
 
-def pareto_points(rows: Iterable[dict[str, Any]]) -> list[tuple[float, float]]:
-    """``(kernel time ms, device memory MiB)`` of the ``ok`` rows that record both."""
-    return [(r["time_s"] * 1e3, r["memory_bytes"] / 2**20) for r in rows
-            if r["status"] == "ok" and r["time_s"] and r["memory_bytes"]]
+def pareto_points(records: Iterable[Record]) -> list[tuple[float, float]]:
+    """``(kernel time ms, device memory MiB)`` of the ``ok`` records that hold both."""
+    return [(r.time_s * 1e3, r.memory_bytes / 2**20) for r in records
+            if r.ok and r.time_s and r.memory_bytes]
 
 
 def pareto(plt, folder: str, out: str, notes: list[str]) -> list[str]:
@@ -388,7 +389,7 @@ def pareto(plt, folder: str, out: str, notes: list[str]) -> list[str]:
         if len(ctx) > 1:
             notes.append(f"Pareto {tag}: stores of other sizes or devices; not merged")
             continue
-        rows = [r for d in data for r in d.rows]
+        rows = [r for d in data for r in d.records]
         pts = pareto_points(rows)
         if not pts:
             notes.append(f"Pareto {tag}: no ok candidate records device memory")

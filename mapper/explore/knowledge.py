@@ -29,7 +29,10 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mapper.explore.record import Record
 
 HERE = Path(__file__).with_name("knowledge")
 MIN_ROWS = 20  # fewer rows than this transfer nothing
@@ -68,27 +71,26 @@ def read_rows(dirs: Iterable[Path] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def store_rows(rows: Sequence[Mapping[str, Any]], program: str,
+def store_rows(records: Sequence[Record], program: str,
                sizes: Mapping[str, int]) -> list[dict[str, Any]]:
-    """Knowledge rows of one store's result rows (its ``ok`` and early-cut ones);
+    """Knowledge rows of one store's records (its ``ok`` and early-cut ones);
     ``program`` is the store's explored program text, ``sizes`` its fixed sizes."""
-    ok = [r for r in rows if r["status"] == "ok" and r.get("gflops")]
+    ok = [r.gflops for r in records if r.ok and r.gflops]
     if not ok:
         return []
-    best = max(r["gflops"] for r in ok)
-    slow = math.log(min(r["gflops"] for r in ok) / best) - 1.0
+    best = max(ok)
+    slow = math.log(min(ok) / best) - 1.0
     key = program_key(program)
     out = []
-    for r in rows:
-        if r["status"] == "ok" and r.get("gflops"):
-            score = math.log(r["gflops"] / best)
-        elif r["status"] == "timeout" and r.get("outcome_check") == "early-cut":
+    for r in records:
+        if r.ok and r.gflops:
+            score = math.log(r.gflops / best)
+        elif r.status == "timeout" and r.check == "early-cut":
             score = slow
         else:
             continue
-        codes = {k: int(v) for k, v in (x.split("=") for x in r["mapping"].split())}
         out.append({"program": key, "sizes": {k: int(v) for k, v in sizes.items()},
-                    "mapping": codes, "tuning": json.loads(r["tuning"]),
+                    "mapping": dict(r.mapping), "tuning": dict(r.tuning),
                     "score": round(score, 4)})
     return out
 
@@ -102,7 +104,7 @@ def from_store(path: str | os.PathLike) -> list[dict[str, Any]]:
         program = meta.get("explored_program")
         if not program:
             return []
-        return store_rows(st.rows(), program, json.loads(meta["sizes"]))
+        return store_rows(st.records(), program, json.loads(meta["sizes"]))
 
 
 def mapping_features(labels: Sequence[str], codes: Mapping[str, int]) -> list[float]:

@@ -58,6 +58,7 @@ class ModelStrategy(Strategy):
     docstring)."""
 
     name = "model"
+    summary = "analytic prior, learned cost model, local search near the best"
     FIRST_POOL = 128  # samples drawn before the first proposal
     GROW = 128  # samples added before each later batch, up to pool_size
 

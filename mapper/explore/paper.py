@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.explore.record import Record
 
 STRATEGY_ORDER = ("manual", "solver", "random", "model")
 FUSIONS = ("always", "never", "free")
@@ -60,9 +61,9 @@ def expectancy_curve(values: Sequence[float], ns: Sequence[int] | None = None, *
     return out
 
 
-def dataset_values(rows: Sequence[dict[str, Any]]) -> list[float]:
+def dataset_values(records: Sequence[Record]) -> list[float]:
     """Each candidate's throughput: GFLOP/s when it ran ``ok``, else 0."""
-    return [float(r["gflops"] or 0.0) if r["status"] == "ok" else 0.0 for r in rows]
+    return [float(r.gflops or 0.0) if r.ok else 0.0 for r in records]
 
 
 def first_n_reaching(curve: Sequence[tuple[int, float]], target: float) -> int | None:
@@ -200,16 +201,15 @@ def load_note() -> str:
     return f"load average {load:.1f} on {cores} core(s){warn}"
 
 
-def _progress_line(tag: str) -> Callable[[dict, Any], None]:
+def _progress_line(tag: str) -> Callable[[Record, Any], None]:
     """An ``on_result`` callback printing one line per candidate (for piped output)."""
-    from mapper.explore.run import label
 
-    def show(row: dict, res) -> None:
-        perf = f" {row['gflops']:.3g} GFLOP/s" if row.get("gflops") else ""
+    def show(rec: Record, res) -> None:
+        perf = f" {rec.gflops:.3g} GFLOP/s" if rec.gflops else ""
         best = res.best
-        top = f", best {best['gflops']:.3g}" if best and best.get("gflops") else ""
+        top = f", best {best.gflops:.3g}" if best and best.gflops else ""
         print(f"  {tag} {res.strategy} seed {res.seed} #{res.considered} "
-              f"{res.elapsed_s:.0f} s: {label(row)}{perf}{top}", flush=True)
+              f"{res.elapsed_s:.0f} s: {rec.label}{perf}{top}", flush=True)
 
     return show
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.explore.record import Record
 from mapper.explore.store import ResultStore
 
 SEARCH_STAGES = (("mapping_s", "finding a mapping"), ("tuning_s", "choosing tuning values"),
@@ -49,22 +49,22 @@ def _pyplot():
     return plt
 
 
-def progress_curves(rows: Iterable[dict[str, Any]], metric: str = "gflops"
+def progress_curves(records: Iterable[Record], metric: str = "gflops"
                     ) -> dict[str, list[tuple[float, float, int]]]:
     """Per run (``strategy seed run-id``): ``(elapsed s, best so far, evaluated)`` at every
     candidate that improved the best, plus the run's last candidate. ``metric`` is
     ``"gflops"`` (higher is better) or ``"time_ms"`` (kernel time, lower is better: for
     programs without a FLOP count)."""
-    by_run: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        by_run[f"{r['strategy']} (seed {r['seed']}, run {r['run_id'][:6]})"].append(r)
+    by_run: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        by_run[f"{r.strategy} (seed {r.seed}, run {r.run_id[:6]})"].append(r)
     sign = 1.0 if metric == "gflops" else -1.0
     out: dict[str, list[tuple[float, float, int]]] = {}
     for label, rs in by_run.items():
-        rs.sort(key=lambda r: (r["idx"] if r["idx"] is not None else 0, r["created"]))
+        rs.sort(key=lambda r: (r.idx if r.idx is not None else 0, r.created or 0.0))
         t, best, pts = 0.0, None, []
         for i, r in enumerate(rs, 1):
-            t += (r["search_s"] or 0.0) + (r["wall_s"] or 0.0)
+            t += (r.search_s or 0.0) + (r.wall_s or 0.0)
             v = _value(r, metric)
             if v is not None and (best is None or sign * v > sign * best):
                 best = v
@@ -75,36 +75,36 @@ def progress_curves(rows: Iterable[dict[str, Any]], metric: str = "gflops"
     return out
 
 
-def _value(r: dict[str, Any], metric: str) -> float | None:
-    if r["status"] != "ok":
+def _value(r: Record, metric: str) -> float | None:
+    if not r.ok:
         return None
     if metric == "gflops":
-        return r["gflops"] or None
-    return r["time_s"] * 1e3 if r["time_s"] else None
+        return r.gflops or None
+    return r.time_s * 1e3 if r.time_s else None
 
 
-def search_split(row: dict[str, Any]) -> tuple[float, float, float]:
-    """A row's search seconds: finding the mapping, choosing the tuning values, the rest of
-    ``search_s`` (the model strategy's own work; all of it in rows of older stores, which
-    do not split it)."""
-    m, t = row.get("mapping_s") or 0.0, row.get("tuning_s") or 0.0
-    total = row.get("search_s")
+def search_split(rec: Record) -> tuple[float, float, float]:
+    """A record's search seconds: finding the mapping, choosing the tuning values, the rest
+    of ``search_s`` (the model strategy's own work; all of it in records of older stores,
+    which do not split it)."""
+    m, t = rec.mapping_s or 0.0, rec.tuning_s or 0.0
+    total = rec.search_s
     total = m + t if total is None else total
     return m, t, max(0.0, total - m - t)
 
 
-def time_breakdown(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def time_breakdown(records: Iterable[Record]) -> dict[str, dict[str, float]]:
     """Per strategy: seconds spent in each stage of ``STAGES``, and ``search_s`` (the three
     search stages together)."""
     out: dict[str, dict[str, float]] = defaultdict(
         lambda: {"search_s": 0.0, **{k: 0.0 for k, _ in STAGES}})
-    for r in rows:
-        d = out[r["strategy"]]
+    for r in records:
+        d = out[r.strategy]
         for (k, _), v in zip(SEARCH_STAGES, search_split(r)):
             d[k] += v
             d["search_s"] += v
         for k, _ in STAGES[len(SEARCH_STAGES):]:
-            d[k] += r.get(k) or 0.0
+            d[k] += getattr(r, k) or 0.0
     return dict(out)
 
 
@@ -121,7 +121,7 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
                title: str | None = None) -> list[str]:
     """Writes the three PNGs of the module docstring into ``out_dir``; returns their paths.
     Raises ``PlotError`` when the store holds no candidate."""
-    rows = store.rows()
+    rows = store.records()
     if not rows:
         raise PlotError(f"store {store.path} holds no candidate yet; run mapper explore first")
     plt = _pyplot()
@@ -130,7 +130,7 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     head = title or (ctx.describe() if ctx else store.path)
     paths = []
 
-    metric = "gflops" if any(r["gflops"] for r in rows) else "time_ms"
+    metric = "gflops" if any(r.gflops for r in rows) else "time_ms"
     fig, ax = plt.subplots(figsize=(8, 5))
     for label, pts in sorted(progress_curves(rows, metric).items()):
         if not pts:
@@ -169,8 +169,8 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     paths.append(_save(fig, plt, out_dir, "breakdown.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    points = [(r["time_s"] * 1e3, r["memory_bytes"] / 2**20) for r in rows
-              if r["status"] == "ok" and r["time_s"] and r["memory_bytes"]]
+    points = [(r.time_s * 1e3, r.memory_bytes / 2**20) for r in rows
+              if r.ok and r.time_s and r.memory_bytes]
     if points:
         ax.scatter(*zip(*points), s=10, alpha=0.5, label="ok candidates")
         front = pareto_front(points)

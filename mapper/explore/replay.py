@@ -2,7 +2,7 @@
 
 The strategy sees a joint space restricted to the candidates the store holds (the same
 mappings, each with the tuning configurations stored for it), and "evaluating" a candidate
-returns its stored row. A run therefore costs no device time, which makes comparing
+returns its stored record. A run therefore costs no device time, which makes comparing
 strategies over many seeds cheap (Kernel Tuner's cache-file replay). A time budget is
 simulated: each candidate costs its stored ``search_s + wall_s``.
 
@@ -13,14 +13,14 @@ evaluations it needed to reach a fraction (default 90%) of the data set's best t
 from __future__ import annotations
 
 import functools
-import json
 import random
 import statistics
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mapper.encoding import MapCodes
+from mapper.explore.record import Record
 from mapper.explore.run import MAX_REPEATS, Budget, Results, parse_budget
 from mapper.explore.store import ResultStore, StoreError
 from mapper.explore.strategies import get_strategy
@@ -71,17 +71,17 @@ class _StoredConfigs:
 class ReplaySpace:
     """A ``JointSpace`` look-alike over the candidates of a store."""
 
-    def __init__(self, problem, rows: Iterable[Mapping[str, Any]],
+    def __init__(self, problem, records: Iterable[Record],
                  sizes: Mapping[str, int] | None = None):
         self.problem = problem
         by_map: dict[MapCodes, list[dict[str, int]]] = {}
-        self.rows: dict[tuple, dict[str, Any]] = {}
-        for r in rows:
-            m = problem.mapping(r["mapping"])
-            cfg = {k: int(v) for k, v in json.loads(r["tuning"]).items()}
+        self.records: dict[tuple, Record] = {}
+        for r in records:
+            m = problem.mapping(r.mapping)
+            cfg = dict(r.tuning)
             key = (m, _cfg_key(cfg))
-            if key not in self.rows:
-                self.rows[key] = dict(r)
+            if key not in self.records:
+                self.records[key] = r
                 by_map.setdefault(m, []).append(cfg)
         self.mappings = list(by_map)
         self._tuning = {m: _StoredConfigs(c, functools.partial(_features, problem, m, sizes))
@@ -94,10 +94,11 @@ class ReplaySpace:
             raise KeyError(f"the store holds no candidate with mapping {mapping}") from None
 
     def count(self) -> int:
-        return len(self.rows)
+        return len(self.records)
 
-    def row(self, mapping, tuning) -> dict[str, Any]:
-        return self.rows[(MapCodes(dict(mapping)), _cfg_key(tuning))]
+    def record(self, mapping, tuning) -> Record:
+        """The stored record of one candidate."""
+        return self.records[(MapCodes(dict(mapping)), _cfg_key(tuning))]
 
 
 def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
@@ -113,7 +114,7 @@ def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
     prob = problem(parse(meta["explored_program"]), fusion=meta.get("fusion") or "always",
                    heuristics=meta.get("heuristics", "on") != "off")
     ctx = st.context()
-    return ReplaySpace(prob, st.rows(), ctx.sizes if ctx is not None else None), st
+    return ReplaySpace(prob, st.records(), ctx.sizes if ctx is not None else None), st
 
 
 def _features(problem, mapping, sizes: Mapping[str, int] | None) -> dict:
@@ -157,13 +158,13 @@ def replay(store: str | ResultStore | ReplaySpace, strategy: str = "solver", *,
             continue
         repeats = 0
         seen.add(key)
-        row = dict(space.row(cand.mapping, cand.tuning), cached=True)
-        res.rows.append(row)
+        rec = replace(space.record(cand.mapping, cand.tuning), cached=True)
+        res.records.append(rec)
         res.cached += 1
-        spent += (row.get("search_s") or 0.0) + (row.get("wall_s") or 0.0)
+        spent += (rec.search_s or 0.0) + (rec.wall_s or 0.0)
         res.elapsed_s = spent
-        strat.observe(cand, row)
-        if stop_at is not None and _perf(row) >= stop_at:
+        strat.observe(cand, rec.to_row())
+        if stop_at is not None and _perf(rec) >= stop_at:
             res.stopped_by = "target"
             break
         if bud.candidates is not None and res.considered >= bud.candidates:
@@ -180,17 +181,17 @@ def replay(store: str | ResultStore | ReplaySpace, strategy: str = "solver", *,
     return res
 
 
-def _perf(row: Mapping[str, Any]) -> float:
-    if row["status"] != "ok":
+def _perf(rec: Record) -> float:
+    if not rec.ok:
         return 0.0
-    if row.get("gflops"):
-        return float(row["gflops"])
-    return 1.0 / row["time_s"] if row.get("time_s") else 0.0
+    if rec.gflops:
+        return float(rec.gflops)
+    return 1.0 / rec.time_s if rec.time_s else 0.0
 
 
 def evaluations_to_reach(res: Results, target: float) -> int | None:
     """How many candidates ``res`` took until one reached ``target`` (GFLOP/s, or 1/time)."""
-    for i, r in enumerate(res.rows, 1):
+    for i, r in enumerate(res.records, 1):
         if _perf(r) >= target:
             return i
     return None
@@ -218,7 +219,7 @@ def compare(store: str | ResultStore, strategies: Iterable[str], *, seeds: int =
     """Replays each strategy with seeds ``first_seed`` .. ``first_seed + seeds - 1`` on the
     store's candidates."""
     space, _ = load_space(store)
-    best = max((_perf(r) for r in space.rows.values()), default=0.0)
+    best = max((_perf(r) for r in space.records.values()), default=0.0)
     if best <= 0:
         raise StoreError("the store has no ok candidate: nothing to reach")
     out: dict[str, list[int | None]] = {}

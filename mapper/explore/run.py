@@ -19,10 +19,11 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.explore.record import Record, Retimed
 from mapper.explore.store import ResultStore
 from mapper.explore.strategies import Candidate, Manual, get_strategy
 from mapper.explore.task import Task
@@ -80,8 +81,8 @@ def parse_budget(budget: int | float | str | Budget) -> Budget:
 
 @dataclass
 class Results:
-    """What one ``explore`` call did: its rows (evaluated now or found in the store, in the
-    order the strategy proposed them), counts and the best candidate."""
+    """What one ``explore`` call did: its records (evaluated now or found in the store, in
+    the order the strategy proposed them), counts and the best candidate."""
 
     run_id: str
     strategy: str
@@ -89,7 +90,7 @@ class Results:
     store_path: str
     context: Any
     budget: Budget
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     evaluated: int = 0  # evaluated in this run
     cached: int = 0  # found in the store
     stopped_by: str = ""  # budget | time | exhausted[: why] | interrupted
@@ -99,36 +100,41 @@ class Results:
     # mapping search in no row: the valid mappings' enumeration (strategies drawing from
     # them) and a search the end of the run cut short (random: its last, fruitless draws)
     mapping_s: float = 0.0
-    # the winners re-timed at the end: key -> {"median_s", "min_s", "n", "gflops", "row"}
-    retimed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the winners re-timed at the end, by key
+    retimed: dict[str, Retimed] = field(default_factory=dict)
     candidates: dict[str, Candidate] = field(default_factory=dict, repr=False)
 
     @property
     def considered(self) -> int:
-        return len(self.rows)
+        """Candidates considered: evaluated now or found in the store."""
+        return len(self.records)
 
     @property
     def counts(self) -> Counter:
-        """Outcome labels of this run's rows."""
-        return Counter(label(r) for r in self.rows)
+        """Outcome labels (``Record.label``) of this run's records."""
+        return Counter(r.label for r in self.records)
 
     @property
-    def best(self) -> dict[str, Any] | None:
-        """The ``ok`` row with the highest GFLOP/s (or the lowest time)."""
-        ok = [r for r in self.rows if r["status"] == "ok"]
+    def best(self) -> Record | None:
+        """The ``ok`` record with the highest GFLOP/s (or the lowest time)."""
+        ok = [r for r in self.records if r.ok]
         if not ok:
             return None
-        return max(ok, key=lambda r: (r["gflops"] or 0.0, -(r["time_s"] or math.inf)))
+        return max(ok, key=lambda r: (r.gflops or 0.0, -(r.time_s or math.inf)))
 
     @property
-    def final(self) -> dict[str, Any] | None:
-        """The run's answer: the winner of the end-of-run re-timing (highest GFLOP/s, or
-        lowest time, of the re-timed medians), else ``best``."""
+    def final_retimed(self) -> Retimed | None:
+        """The winner of the end-of-run re-timing (highest GFLOP/s, or lowest time, of the
+        re-timed medians), or ``None`` when nothing was re-timed."""
         if not self.retimed:
-            return self.best
-        win = max(self.retimed.values(),
-                  key=lambda r: (r["gflops"] or 0.0, -r["median_s"]))
-        return win["row"]
+            return None
+        return max(self.retimed.values(), key=lambda r: (r.gflops or 0.0, -r.median_s))
+
+    @property
+    def final(self) -> Record | None:
+        """The run's answer: the winner of the end-of-run re-timing, else ``best``."""
+        win = self.final_retimed
+        return win.record if win is not None else self.best
 
     def summary(self) -> str:
         """Some lines in words."""
@@ -141,33 +147,16 @@ class Results:
                                  or "none")]
         if self.strategy == "random":
             lines.append(f"random code assignments drawn: {self.draws}")
-        lines.append(f"best: {describe_row(b)}" if b else "best: no candidate ran ok")
-        if self.retimed:
-            f = self.final
-            assert f is not None
-            r = self.retimed[f["key"]]
-            perf = f"{r['gflops']:.3g} GFLOP/s, " if r["gflops"] else ""
+        lines.append(f"best: {b.describe()}" if b else "best: no candidate ran ok")
+        r = self.final_retimed
+        if r is not None:
+            f = r.record
+            perf = f"{r.gflops:.3g} GFLOP/s, " if r.gflops else ""
             lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
-                         f"{r['median_s'] * 1e3:.4g} ms, min {r['min_s'] * 1e3:.4g} ms over "
-                         f"{r['n']} runs: {f['mapping']}; {f['tuning']}")
+                         f"{r.median_s * 1e3:.4g} ms, min {r.min_s * 1e3:.4g} ms over "
+                         f"{r.n} runs: {f.short_mapping}"
+                         + (f"; {f.tuning}" if f.tuning else ""))
         return "\n".join(lines)
-
-
-def label(row: Mapping[str, Any]) -> str:
-    """``ok``, ``rejected:<check>``, ``compile-error``, ... of a row."""
-    if row["status"] == "rejected" and row.get("outcome_check"):
-        return f"rejected:{row['outcome_check']}"
-    return row["status"]
-
-
-def describe_row(row: Mapping[str, Any]) -> str:
-    """``12.3 GFLOP/s (0.045 ms): A=20 B=10 ...; s0=64 s1=4``."""
-    import json
-
-    tun = " ".join(f"{k}={v}" for k, v in json.loads(row["tuning"]).items())
-    perf = f"{row['gflops']:.3g} GFLOP/s " if row.get("gflops") else ""
-    t = f"({row['time_s'] * 1e3:.4g} ms)" if row.get("time_s") else ""
-    return f"{perf}{t}: {row['mapping']}" + (f"; {tun}" if tun else "")
 
 
 def _task(program, sizes, *, fusion, heuristics, inputs, reference, flops, max_value,
@@ -197,7 +186,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             max_value: int | None = None, pool=None, workers: int = 1, count: bool = False,
             retime: int = 3, retime_rounds: int = 3,
             on_start: Callable[[Results], None] | None = None,
-            on_result: Callable[[dict[str, Any], Results], None] | None = None,
+            on_result: Callable[[Record, Results], None] | None = None,
             **strategy_options: Any) -> Results:
     """Explores ``program`` (a ``Task``, a program ``Lambda``, its text, a ``.lift`` path,
     or a ``Pipeline`` with ``inputs``/``reference``) for ``sizes`` with ``strategy`` until
@@ -227,10 +216,10 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     time is stored (``ResultStore.retimes``) and ``Results.final`` is the winner by its
     re-timed median (a single noisy first measurement does not decide). With a time
     budget, the search stops early enough to leave room for it. 0: no re-timing.
-    ``on_result(row, results)`` is called after each candidate. Ctrl-C stops the run
-    cleanly (``stopped_by == "interrupted"``); the candidates in flight are not recorded.
-    A strategy that gives up (``random`` after its draw limit) ends the run with its
-    reason as ``stopped_by`` (``"exhausted: ..."``).
+    ``on_result(record, results)`` is called after each candidate (a ``Record``). Ctrl-C
+    stops the run cleanly (``stopped_by == "interrupted"``); the candidates in flight are
+    not recorded. A strategy that gives up (``random`` after its draw limit) ends the run
+    with its reason as ``stopped_by`` (``"exhausted: ..."``).
     """
     t_call = time.perf_counter()  # a time budget counts from here: start-up included
     if workers < 1:
@@ -296,43 +285,41 @@ def _retime_reserve(res: Results, n: int, rounds: int) -> float:
     best = res.best
     if best is None:
         return 0.0
-    return n * rounds * (float(best.get("run_s") or 0.0) + float(best.get("lower_s") or 0.0)
-                         + 0.2)
+    return n * rounds * (float(best.run_s or 0.0) + float(best.lower_s or 0.0) + 0.2)
 
 
 def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             repeats: int) -> None:
-    """Re-times the ``n`` best ``ok`` rows of ``res``, interleaved, and records every
+    """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, and records every
     execution (see ``explore``'s ``retime``)."""
     import statistics
 
-    ok = [r for r in res.rows if r["status"] == "ok" and r["key"] in res.candidates]
-    ok.sort(key=lambda r: (-(r["gflops"] or 0.0), r["time_s"] or math.inf))
+    ok = [r for r in res.records if r.ok and r.key in res.candidates]
+    ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
     top = ok[:n]
     if len(top) < 1:
         return
-    times: dict[str, list[float]] = {r["key"]: [] for r in top}
+    times: dict[str, list[float]] = {r.key: [] for r in top}
     try:
         for rnd in range(rounds):
             for r in top:
-                o = evaluator.retime(res.candidates[r["key"]], repeats)
+                o = evaluator.retime(res.candidates[r.key], repeats)
                 if o.status != "ok" or not o.times_s:
-                    times.pop(r["key"], None)  # not reproducible: not a winner
+                    times.pop(r.key, None)  # not reproducible: not a winner
                     continue
-                if r["key"] in times:
-                    times[r["key"]] += list(o.times_s)
-                    st.add_retime(r["key"], res.run_id, rnd, list(o.times_s))
-            top = [r for r in top if r["key"] in times]
+                if r.key in times:
+                    times[r.key] += list(o.times_s)
+                    st.add_retime(r.key, res.run_id, rnd, list(o.times_s))
+            top = [r for r in top if r.key in times]
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
     flops = getattr(evaluator.task, "flops", None)
     for r in top:
-        ts = times.get(r["key"])
+        ts = times.get(r.key)
         if ts:
             med = statistics.median(ts)
-            res.retimed[r["key"]] = {"median_s": med, "min_s": min(ts), "n": len(ts),
-                                     "gflops": flops / med / 1e9 if flops else None,
-                                     "row": r}
+            res.retimed[r.key] = Retimed(r, med, min(ts), len(ts),
+                                         flops / med / 1e9 if flops else None)
 
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,
@@ -363,22 +350,22 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
     ex = ThreadPoolExecutor(workers) if workers > 1 else None
     pending: dict[Future, tuple[Candidate, str]] = {}
 
-    def record(cand: Candidate, key: str, row: dict[str, Any], cached: bool) -> None:
+    def record(cand: Candidate, key: str, rec: Record, cached: bool) -> None:
         if cached:
             res.cached += 1
-            row["cached"] = True
-        elif not st.add(row):  # another writer stored it meanwhile
-            row = st.get(key) or row
+            rec = replace(rec, cached=True)
+        elif not st.add(rec):  # another writer stored it meanwhile
+            rec = st.record(key) or rec
             res.cached += 1
         else:
             res.evaluated += 1
-        res.rows.append(row)
-        res.candidates[row["key"]] = cand
+        res.records.append(rec)
+        res.candidates[rec.key] = cand
         res.draws = strat.draws_total
         res.elapsed_s = time.perf_counter() - t_start
-        strat.observe(cand, row)
+        strat.observe(cand, rec.to_row())  # strategies read the store's row form
         if on_result:
-            on_result(row, res)
+            on_result(rec, res)
 
     try:
         while True:
@@ -408,24 +395,24 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     continue
                 repeats = 0
                 seen.add(key)
-                row = st.get(key)
-                if row is not None:
-                    record(cand, key, row, True)
+                stored = st.record(key)
+                if stored is not None:
+                    record(cand, key, stored, True)
                     continue
                 best = res.best
                 idx = res.considered + len(pending)
-                best_s = best.get("run_s") if best else None
+                best_s = best.run_s if best else None
                 left = None if bud.seconds is None else \
                     t_start + bud.seconds - (reserve() if reserve else 0.0) \
                     - time.perf_counter()
                 if ex is None:
-                    row = evaluator.run(cand, idx, best_s, left, cap)
+                    rec = evaluator.run(cand, idx, best_s, left, cap)
                     if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
                         raise KeyboardInterrupt
-                    if row is None:  # stopped by the end of the time budget
+                    if rec is None:  # stopped by the end of the time budget
                         stop = "time"
                         break
-                    record(cand, key, row, False)
+                    record(cand, key, rec, False)
                 else:
                     pending[ex.submit(evaluator.run, cand, idx, best_s, left, cap)] = \
                         (cand, key)
@@ -437,9 +424,9 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 raise KeyboardInterrupt
             for f in done:
                 cand, key = pending.pop(f)
-                row = f.result()
-                if row is not None:  # None: stopped by the end of the time budget
-                    record(cand, key, row, False)
+                done_rec = f.result()
+                if done_rec is not None:  # None: stopped by the end of the time budget
+                    record(cand, key, done_rec, False)
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
         if searching is not None:  # interrupted while the strategy searched

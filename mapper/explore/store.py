@@ -11,6 +11,9 @@ One store holds one *context*: the program, its fixed sizes and the device, writ
 ``meta`` table by the first run. Opening it for another context raises
 ``StoreMismatchError`` (one line naming what the store holds); use another file.
 
+Rows are read as ``mapper.explore.record.Record`` values (``records``, ``best_records``,
+``record``); the file keeps the form of ``COLUMNS`` (``Record.to_row``).
+
 Stores written before a column existed still open: opened for writing, the missing
 columns are added (``NULL`` in the old rows); read-only, they read as ``None``.
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.explore.record import Record
 
 SCHEMA_VERSION = 2  # 2: results.mapping_s, results.tuning_s, runs.mapping_s
 CONTEXT_KEYS = ("program_hash", "sizes", "device")
@@ -247,13 +251,17 @@ class ResultStore:
         return self.db.execute("SELECT 1 FROM results WHERE key=?", (key,)).fetchone() \
             is not None
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def record(self, key: str) -> Record | None:
+        """The record of candidate ``key``, or ``None``."""
         cur = self.db.execute(f"SELECT {self._select()} FROM results WHERE key=?", (key,))
         r = cur.fetchone()
-        return dict(zip(COLUMN_NAMES, r)) if r else None
+        return Record.from_row(dict(zip(COLUMN_NAMES, r))) if r else None
 
-    def add(self, row: Mapping[str, Any]) -> bool:
-        """Inserts one row and commits it; ``False`` if its key was already there."""
+    def add(self, row: Record | Mapping[str, Any]) -> bool:
+        """Inserts one record (or a row in the store's form, ``Record.to_row``) and commits
+        it; ``False`` if its key was already there."""
+        if isinstance(row, Record):
+            row = row.to_row()
         values = {c: row.get(c) for c in COLUMN_NAMES}
         if values["created"] is None:
             values["created"] = time.time()
@@ -262,8 +270,8 @@ class ResultStore:
             f"VALUES ({', '.join('?' * len(COLUMN_NAMES))})", tuple(values.values()))
         return cur.rowcount == 1
 
-    def rows(self, *, run_id: str | None = None, order: str = "created") -> list[dict]:
-        """Every row (of one run), oldest first (``order="gflops"``: fastest first)."""
+    def records(self, *, run_id: str | None = None, order: str = "created") -> list[Record]:
+        """Every record (of one run), oldest first (``order="gflops"``: fastest first)."""
         sql = f"SELECT {self._select()} FROM results"
         args: tuple = ()
         if run_id is not None:
@@ -271,14 +279,16 @@ class ResultStore:
             args = (run_id,)
         sql += (" ORDER BY gflops IS NULL, gflops DESC, created" if order == "gflops"
                 else " ORDER BY created, idx")
-        return [dict(zip(COLUMN_NAMES, r)) for r in self.db.execute(sql, args).fetchall()]
+        return [Record.from_row(dict(zip(COLUMN_NAMES, r)))
+                for r in self.db.execute(sql, args).fetchall()]
 
-    def best(self, n: int = 1) -> list[dict]:
-        """The ``n`` ``ok`` rows with the highest GFLOP/s (lowest time when no FLOP count)."""
+    def best_records(self, n: int = 1) -> list[Record]:
+        """The ``n`` ``ok`` records with the highest GFLOP/s (lowest time when no FLOP
+        count)."""
         cur = self.db.execute(
             f"SELECT {self._select()} FROM results WHERE status='ok' "
             "ORDER BY gflops IS NULL, gflops DESC, time_s ASC LIMIT ?", (n,))
-        return [dict(zip(COLUMN_NAMES, r)) for r in cur.fetchall()]
+        return [Record.from_row(dict(zip(COLUMN_NAMES, r))) for r in cur.fetchall()]
 
     def counts(self) -> Counter:
         """Outcome labels (``ok``, ``rejected:<check>``, ...) and how many rows have each."""

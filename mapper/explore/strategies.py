@@ -105,9 +105,11 @@ class Strategy:
     strategy that ends for a reason of its own sets ``stopped_by`` before returning
     (``"time"``, ``"exhausted: ..."``). ``uses_mappings``: the strategy draws from the
     joint space's enumerated valid mappings, so their enumeration is part of its search.
+    ``summary``: what it does in one line (``mapper explore --help`` lists it).
     """
 
     name = "base"
+    summary = ""
     uses_mappings = True
 
     def __init__(self, joint: SearchSpace, *, seed: int = 0, **options: Any):
@@ -150,6 +152,7 @@ class Manual(Strategy):
     seeded random order."""
 
     name = "manual"
+    summary = "one fixed --mapping, every tuning configuration once (seeded order)"
     uses_mappings = False
 
     def __init__(self, joint: SearchSpace, *, seed: int = 0, mapping=None, **options: Any):
@@ -189,6 +192,7 @@ class Solver(Strategy):
     random configuration of its tuning space."""
 
     name = "solver"
+    summary = "CC'22: a uniformly random valid mapping, then uniformly random tuning"
 
     def candidates(self) -> Iterator[Candidate]:
         pool = list(self.joint.mappings)
@@ -217,6 +221,7 @@ class RandomAssignment(Strategy):
     "exhausted: no valid candidate in N draws"``); ``draws_total`` counts every draw."""
 
     name = "random"
+    summary = "CC'22's baseline: uniformly random codes until valid, then random tuning"
     uses_mappings = False
     max_draws = 10_000_000
     memo_size = 1_000_000
