@@ -699,24 +699,26 @@ def cmd_run(args) -> int:
     doc: dict = {"file": args.file, "mapping": mapping_json(p.mapping(args.mapping)),
                  "sizes": sizes, "fusion": args.fusion, "heuristics": args.heuristics,
                  "forced": args.force}
+    m = p.mapping(args.mapping)
+    overridden = p.check(m) if args.force and len(m) == len(p.labels) else []
+    doc["overridden"] = [instance_json(c) for c in overridden]
+    if overridden:
+        rules = ", ".join(f"{r} ({rule_kind(r)})"
+                          for r in sorted({c.rule for c in overridden}))
+        err_console.print(f"[yellow]warning:[/yellow] --force overrides "
+                          f"{len(overridden)} constraint instance(s) of {rules}; only "
+                          "the lowering's checks and the run judge this mapping",
+                          soft_wrap=True)
     try:
-        k = p.build(args.mapping, sizes, force=args.force, flops=args.flops)
+        k = p.build(m, sizes, force=args.force, flops=args.flops)
     except LoweringError as e:
         if args.json:
-            emit_json("run", {**doc, "overridden": [], "status": "rejected",
+            emit_json("run", {**doc, "status": "rejected",
                               "label": f"rejected:{e.check}", "check": e.check,
                               "reason": str(e), "ok": False})
             return 1
         console.print(f"[yellow]rejected:{e.check}[/yellow] {escape(str(e))}")
         return 1
-    doc["overridden"] = [instance_json(c) for c in k.overridden]
-    if k.overridden:
-        rules = ", ".join(f"{r} ({rule_kind(r)})"
-                          for r in sorted({c.rule for c in k.overridden}))
-        err_console.print(f"[yellow]warning:[/yellow] --force overrides "
-                          f"{len(k.overridden)} constraint instance(s) of {rules}; only "
-                          "the lowering's checks and the run judge this mapping",
-                          soft_wrap=True)
     if args.source_out:
         try:
             with open(args.source_out, "w", encoding="utf-8") as f:
