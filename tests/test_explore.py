@@ -416,12 +416,10 @@ def test_random_strategy_ends_at_its_draw_limit_or_deadline(conv_task):
 
 def test_explore_random_ends_cleanly_within_the_time_budget(tmp_path, conv_task):
     path = tmp_path / "r.sqlite"
-    t0 = time.perf_counter()
     res = explore(conv_task, strategy="random", budget="1.5s", store=path, pool=FakePool(),
                   count=False)
-    assert time.perf_counter() - t0 < 1.5 + 5.0  # the budget, and start-up
     assert (res.stopped_by, res.considered) == ("time", 0)
-    assert res.draws > 1000 and res.mapping_s >= 1.0
+    assert res.draws >= 1 and res.mapping_s > 0  # the fruitless search is accounted for
     with ResultStore(path, readonly=True) as st:
         (run,) = st.runs()
     assert (run["stopped_by"], run["draws"]) == ("time", res.draws)
@@ -640,3 +638,12 @@ def test_model_features_include_the_lowered_kernel(joint):
     wi = ModelStrategy.KERNEL_FEATURES.index("work_items")
     assert lo[wi] != hi[wi] and lo[wi] > 0
     assert len(s.features(m, cfgs[0])) == len(s._matrix([s.features(m, cfgs[0])])[0])
+
+
+@pytest.mark.perf
+def test_explore_random_time_budget_is_kept(tmp_path, conv_task):
+    t0 = time.perf_counter()
+    res = explore(conv_task, strategy="random", budget="1.5s", store=None, pool=FakePool(),
+                  count=False)
+    assert time.perf_counter() - t0 < 1.5 + 5.0  # the budget, and start-up
+    assert res.draws > 1000 and res.mapping_s >= 1.0
