@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from constraints.errors import (
     ConstraintError,
@@ -45,12 +45,19 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Constraint:
-    """A predicate produced by a rule (e.g. ``private-memory``) about some `subjects` (maps)."""
+    """A predicate produced by a rule (e.g. ``private-memory``) about some `subjects` (maps).
+
+    `formatter`, when given, is how the constraint prints (``str``): a layer above this
+    one names its parameters' values its own way (``mapper.rules`` sets
+    ``mapper.text.show_constraint``). It takes no part in comparisons, hashing or ``repr``.
+    """
 
     rule: str
     predicate: Pred
     description: str
     subjects: tuple[str, ...] = ()
+    formatter: Callable[[Constraint], str] | None = field(
+        default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.predicate, Pred):
@@ -69,6 +76,8 @@ class Constraint:
         return bool(self.predicate.evaluate(assignment))
 
     def __str__(self) -> str:
+        if self.formatter is not None:
+            return self.formatter(self)
         return f"[{self.rule}] {self.description}: {self.predicate}"
 
 
@@ -153,7 +162,8 @@ class Model:
             if len(parts) == 1 and parts[0] is c.predicate:
                 out.append(c)
             else:
-                out.extend(Constraint(c.rule, p, c.description, c.subjects) for p in parts)
+                out.extend(Constraint(c.rule, p, c.description, c.subjects, c.formatter)
+                           for p in parts)
         return Model(self.parameters, out)
 
     def with_constraints(self, constraints: Iterable[Constraint]) -> Model:

@@ -8,8 +8,8 @@ and ask what remains possible and why not::
     mapper> count
     mapper> why C=G0
 
-Predicates are shown with code names (``A != mapWrg(0)``, ``level(B) < mapLcl``); ``codes``
-lists the codes.
+Predicates are shown simplified, with code names (``A != mapWrg(0)``, ``level(B) < mapLcl``,
+``mapper.text``); ``codes`` lists the codes.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from constraints.expr import BinOp, BoolConst, Cmp, Const, Implies, In, Not, Param, Pred, Term
 from mapper.cli import CliError, library_errors
-from mapper.encoding import CODES, code_name
+from mapper.text import show_constraint, show_predicate, show_predicate_short, why_violated
 
 if TYPE_CHECKING:
     from mapper.api import MappingProblem
 
-_LEVEL_NAMES = {0: "seq", 1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
+__all__ = ["CODES_HELP", "MapperShell", "run_repl", "show_predicate"]
 
 CODES_HELP = """\
 Map codes (CC'22 Table 2); any form is accepted where a code is asked for:
@@ -39,51 +38,9 @@ Map codes (CC'22 Table 2); any form is accepted where a code is asked for:
   W0-W2  20-22  mapWrg(d)  work-groups, dimension d
   G0-G2  30-32  mapGlb(d)  global work-items, dimension d
 In predicates level(A) is code/10: seq (mapSeq or fused) < mapLcl < mapWrg
-< mapGlb; dim(A) is code%10; A < mapWrg(0) compares the codes themselves."""
-
-
-def _term(t: Term) -> str:
-    """``level(A)`` for ``A/10``, ``dim(A)`` for ``A%10``, else the term as printed."""
-    if isinstance(t, BinOp) and isinstance(t.left, Param) and t.right == Const(10):
-        if t.op == "//":
-            return f"level({t.left.name})"
-        if t.op == "%":
-            return f"dim({t.left.name})"
-    return str(t)
-
-
-def _const(c: Const, other: Term) -> str:
-    """A constant compared with ``other``: a code name next to a map, a level name next to
-    ``level(map)``, else the number."""
-    v = c.value
-    if isinstance(other, Param) and v in CODES:
-        return code_name(v)
-    if isinstance(other, BinOp) and _term(other).startswith("level(") and v in _LEVEL_NAMES:
-        return _LEVEL_NAMES[v]
-    return str(v)
-
-
-def show_predicate(p: Pred) -> str:
-    """A mapping predicate with code names: ``A != mapWrg(0)``, ``level(A) < mapLcl``."""
-    if isinstance(p, BoolConst):
-        return str(p)
-    if isinstance(p, Cmp):
-        left = _const(p.left, p.right) if isinstance(p.left, Const) else _term(p.left)
-        right = _const(p.right, p.left) if isinstance(p.right, Const) else _term(p.right)
-        return f"{left} {p.op} {right}"
-    if isinstance(p, In):
-        vals = [_const(Const(v), p.term) for v in p.values]
-        return f"{_term(p.term)} in {{{', '.join(vals)}}}"
-    if isinstance(p, Not):
-        return f"not ({show_predicate(p.arg)})"
-    parts = getattr(p, "parts", None)
-    if parts is not None:  # And, Or
-        word = " and " if type(p).__name__ == "And" else " or "
-        return word.join(f"({show_predicate(q)})" if hasattr(q, "parts") or
-                         type(q).__name__ == "Implies" else show_predicate(q) for q in parts)
-    if isinstance(p, Implies):
-        return f"({show_predicate(p.lhs)}) => ({show_predicate(p.rhs)})"
-    return str(p)
+< mapGlb; dim(A) is code%10; A < mapWrg(0) compares the codes themselves;
+"none of A, B is mapWrg(0)": A != mapWrg(0) and B != mapWrg(0); "any of A, B in
+{mapLcl(0), mapGlb(0)}": A or B (or both) is one of them."""
 
 
 class MapperShell(cmd.Cmd):
@@ -175,7 +132,8 @@ class MapperShell(cmd.Cmd):
         key = arg.strip()
         for c in p.constraints:
             if not key or c.rule == key or key in c.subjects:
-                self.say(f"  [{c.rule}] {c.description}\n      {show_predicate(c.predicate)}")
+                self.say(f"  [{c.rule}] {c.description}\n      "
+                         f"{show_predicate_short(c.predicate, domains=_domains(p))}")
 
     def do_codes(self, arg: str) -> None:
         """codes: the map codes (S, F, L0-L2, W0-W2, G0-G2) and how predicates name them."""
@@ -225,12 +183,16 @@ class MapperShell(cmd.Cmd):
             self.say(f"  {i:3d}  {m}")
 
     def do_check(self, arg: str) -> None:
-        """check A=W0 B=L0 C=L0 D=S: a full mapping's violated rule instances."""
+        """check A=W0 B=L0 C=L0 D=S: a full mapping's violated rule instances, and what
+        the mapping does that each forbids."""
         from mapper.api import check_mapping
 
-        bad = check_mapping(self.need(), arg, fusion=self.fusion)
-        self.say("valid" if not bad else "\n".join(f"  [{c.rule}] {c.description}"
-                                                   for c in bad))
+        p = self.need()
+        bad = check_mapping(p, arg, fusion=self.fusion)
+        mapping = dict(p.mapping(arg))
+        self.say("valid" if not bad else "\n".join(
+            f"  [{c.rule}] {c.description}\n      {why_violated(c, mapping, _domains(p))}"
+            for c in bad))
 
     def do_why(self, arg: str) -> None:
         """why C=G0: why can't this hold together with the pins? (a minimal set of rules)"""
@@ -243,12 +205,9 @@ class MapperShell(cmd.Cmd):
         if e.possible:
             self.say(str(e))
             return
-        from mapper.rules import rule_kind
-
         self.say(str(e).splitlines()[0])
         for c in e.core:
-            self.say(f"  [{rule_kind(c.rule)}: {c.rule}] {c.description}: "
-                     f"{show_predicate(c.predicate)}")
+            self.say(f"  {show_constraint(c, domains=_domains(p))}")
 
     def do_quit(self, arg: str) -> bool:
         """quit: leave the shell."""
@@ -256,6 +215,11 @@ class MapperShell(cmd.Cmd):
 
     do_exit = do_quit
     do_EOF = do_quit  # noqa: N815  (cmd's name for end of input)
+
+
+def _domains(p: MappingProblem) -> dict[str, tuple[int, ...]]:
+    """Each map's possible codes in ``p``."""
+    return {m: p.model.param(m).domain for m in p.labels}
 
 
 def _words(arg: str) -> list[str]:

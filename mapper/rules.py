@@ -7,16 +7,23 @@ with a one-line description that names the maps it is about.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
 
 from constraints.expr import FALSE, TRUE, And, Not, Or, Param, Pred, eq, ne
 from constraints.model import Constraint
 from mapper.nesting import MapNestingTree
+from mapper.text import register_rule_kinds, show_constraint
 
 FUSION_STRATEGIES = ("always", "never", "free")
 _DOMAINS = {1: "local", 2: "work-group", 3: "global"}
+
+
+def _instance(rule: str, predicate: Pred, description: str,
+              subjects: Iterable[str]) -> Constraint:
+    """A rule instance; it prints with code names, simplified (``show_constraint``)."""
+    return Constraint(rule, predicate, description, tuple(subjects), show_constraint)
 
 
 def c(m: str) -> Param:
@@ -145,15 +152,15 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
         whole = _whole(t, prod)
         cons_of = [m for m in t.siblings(prod) if prod in t.maps[m].depends_on]
         if t.maps[prod].read_by_code or not cons_of:
-            yield Constraint("private-memory", whole,
-                             f"map {prod} writes private memory that other code reads, so it "
-                             "and the maps inside it must be sequential or fused",
-                             (prod, *t.nested(prod)))
+            yield _instance("private-memory", whole,
+                            f"map {prod} writes private memory that other code reads, so it "
+                            "and the maps inside it must be sequential or fused",
+                            (prod, *t.nested(prod)))
             continue
         for cons in cons_of:
             inner = t.nested(prod)
             own = And(reads_own(t, prod, cons), *(level(x) < 1 for x in inner))
-            yield Constraint(
+            yield _instance(
                 "private-memory", Or(own, whole),
                 f"map {cons} reads the private memory map {prod} writes: each work-item reads "
                 f"only what it wrote, or map {prod} runs whole (sequential) in every work-item",
@@ -197,7 +204,7 @@ def local_memory(t: MapNestingTree) -> Iterator[Constraint]:
     wrote to local memory reads only what it wrote itself, or both nests run within one
     work-group (no mapWrg, no mapGlb over several work-groups among their maps)."""
     for prod, cons in _exchanges(t, "local"):
-        yield Constraint(
+        yield _instance(
             "local-memory", _exchange(t, prod, cons, (2, 3)),
             f"map {cons} reads the local memory map {prod} writes: each work-item reads only "
             "what it wrote, or both run within one work-group", _subjects(t, prod, cons))
@@ -218,7 +225,7 @@ def local_in_groups(t: MapNestingTree) -> Iterator[Constraint]:
             parts = [level(m) < 2]
             for w in range(3):
                 parts.append(Or(_none_is(chain, 20 + w), _any_is(outer, 20 + w)))
-            yield Constraint(
+            yield _instance(
                 "local-in-groups", And(*parts),
                 f"map {m} uses local memory: it must not be mapWrg/mapGlb and must sit under a "
                 f"mapWrg of each work-group dimension used in chain {_chain_text(chain)}",
@@ -230,7 +237,7 @@ def duplicate_scheduling(t: MapNestingTree) -> Iterator[Constraint]:
     """(3) Nested maps are not parallelised in the same domain and dimension."""
     for m in t.concrete():
         for inner in t.nested(m):
-            yield Constraint(
+            yield _instance(
                 "duplicate-scheduling", Or(level(m) < 1, ne(c(m), c(inner))),
                 f"maps {m} and {inner} (nested in {m}) are not parallel in the same domain "
                 "and dimension", (m, inner))
@@ -240,11 +247,11 @@ def local_dimensionality(t: MapNestingTree) -> Iterator[Constraint]:
     """(4)-(5) In a chain, mapLcl(d) is used exactly when mapWrg(d) is."""
     for chain in t.chains():
         for d in range(3):
-            yield Constraint(
+            yield _instance(
                 "local-dimensionality", Or(_none_is(chain, 10 + d), _any_is(chain, 20 + d)),
                 f"chain {_chain_text(chain)}: mapLcl({d}) needs a mapWrg({d}) in the chain",
                 tuple(chain))
-            yield Constraint(
+            yield _instance(
                 "local-dimensionality", Or(_none_is(chain, 20 + d), _any_is(chain, 10 + d)),
                 f"chain {_chain_text(chain)}: mapWrg({d}) needs a mapLcl({d}) in the chain",
                 tuple(chain))
@@ -254,7 +261,7 @@ def local_hierarchy(t: MapNestingTree) -> Iterator[Constraint]:
     """(6) No mapWrg(d) inside mapLcl(d)."""
     for m in t.concrete():
         for inner in t.nested(m):
-            yield Constraint(
+            yield _instance(
                 "local-hierarchy",
                 Not(And(eq(level(m), 1), eq(level(inner), 2), eq(dim(inner), dim(m)))),
                 f"map {inner} must not be mapWrg(d) inside map {m} as mapLcl(d)", (m, inner))
@@ -266,7 +273,7 @@ def local_in_group(t: MapNestingTree) -> Iterator[Constraint]:
     for m in t.concrete():
         outer = t.outer(m)
         for d in range(3):
-            yield Constraint(
+            yield _instance(
                 "local-in-group", Or(ne(c(m), 10 + d), _any_is(outer, 20 + d)),
                 f"map {m} as mapLcl({d}) must be nested in a mapWrg({d})", (m, *outer))
 
@@ -304,7 +311,7 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
                     parts.append(Or(_none_is(only_a, wrg), _any_is(b, wrg), _any_is(b, glb)))
                     parts.append(Or(_none_is(only_a, glb), _any_is(b, glb), _any_is(b, wrg),
                                     _any_is(b, lcl)))
-                yield Constraint(
+                yield _instance(
                     "exhaustive-indexing", And(*parts),
                     f"dimension {d} distributed in chain {_chain_text(a)} is also distributed "
                     f"in chain {_chain_text(b)} (mapLcl({d}) by mapLcl/mapGlb, mapWrg({d}) by "
@@ -329,7 +336,7 @@ def shared_dimension(t: MapNestingTree) -> Iterator[Constraint]:
     parallel maps use different dimensions, except mapLcl(d) inside mapWrg(d)."""
     for m in t.concrete():
         for inner in t.nested(m):
-            yield Constraint(
+            yield _instance(
                 "shared-dimension",
                 Or(level(m) < 1, level(inner) < 1, ne(dim(m), dim(inner)),
                    And(eq(level(m), 2), eq(level(inner), 1))),
@@ -342,7 +349,7 @@ def sequential_fusion(t: MapNestingTree) -> Iterator[Constraint]:
     for m in t.concrete():
         for inner in t.maps[m].children:
             if t.perfectly_nested_in(inner, m):
-                yield Constraint(
+                yield _instance(
                     "sequential-fusion", Not(And(eq(c(m), 0), eq(c(inner), 0))),
                     f"map {inner} is perfectly nested in map {m}: they are not both "
                     "sequential (fuse them instead)", (m, inner))
@@ -354,7 +361,7 @@ def no_global_with_groups(t: MapNestingTree) -> Iterator[Constraint]:
     for a, b in combinations(t.concrete(), 2):
         if not t.same_kernel(a, b):
             continue
-        yield Constraint(
+        yield _instance(
             "global-xor-groups",
             And(Not(And(eq(level(a), 3), level(b) >= 1, level(b) <= 2)),
                 Not(And(eq(level(b), 3), level(a) >= 1, level(a) <= 2))),
@@ -375,13 +382,13 @@ def cross_thread_dependency(t: MapNestingTree) -> Iterator[Constraint]:
     them in consecutive kernels, and the kernel boundary is the global barrier.
     """
     for prod, cons in _exchanges(t, "global"):
-        yield Constraint(
+        yield _instance(
             "cross-thread-dependency", _exchange(t, prod, cons, (2, 3)),
             f"map {cons} reads what map {prod} wrote: each work-item reads only what it "
             "wrote, or both run within one work-group (no barrier exists across "
             "work-groups)", _subjects(t, prod, cons))
     for prod, cons in _exchanges(t, "local"):
-        yield Constraint(
+        yield _instance(
             "cross-thread-dependency", _exchange(t, prod, cons, (3,)),
             f"map {cons} reads the local memory map {prod} writes: each work-item reads only "
             "what it wrote, or no mapGlb of the two nests spans several work-groups (no "
@@ -415,6 +422,7 @@ RULES: tuple[Rule, ...] = (
 )
 RULE_NAMES = tuple(r.name for r in RULES)
 RULE_KIND = {r.name: r.kind for r in RULES}
+register_rule_kinds(RULE_KIND)
 VALIDITY_RULES = tuple(r.name for r in RULES if r.kind == "validity")
 HEURISTIC_RULES = tuple(r.name for r in RULES if r.kind == "heuristic")
 

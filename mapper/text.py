@@ -1,0 +1,847 @@
+"""One text form for mapping predicates and constraint instances.
+
+Predicates print with code names (``A != mapWrg(0)``, ``level(A) < mapLcl``, ``dim(A)``)
+after a sound simplification over the finite domains of the map codes
+(:func:`simplify`); a constraint instance prints as ``[validity rule R] description:
+predicate``, the predicate abridged when even simplified it is long
+(:func:`show_constraint`); and :func:`why_violated` says what a full mapping does that an
+instance forbids: the fewest maps whose codes alone break it, and what the rule needs of
+them.
+
+``level(A)`` is ``A/10`` (seq < mapLcl < mapWrg < mapGlb), ``dim(A)`` is ``A%10``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from constraints.expr import (
+    FALSE,
+    TRUE,
+    And,
+    BinOp,
+    BoolConst,
+    Cmp,
+    Const,
+    Implies,
+    In,
+    Node,
+    Not,
+    Or,
+    Param,
+    Pred,
+    Term,
+)
+from constraints.model import Constraint
+from mapper.encoding import CODES, FUSED, PARALLEL_CODES, SEQ, code_name
+
+__all__ = [
+    "SHOW_LIMIT",
+    "WHY_LIMIT",
+    "Violation",
+    "blame",
+    "show_constraint",
+    "show_predicate",
+    "register_rule_kinds",
+    "show_predicate_short",
+    "simplify",
+    "substitute",
+    "why_violated",
+]
+
+SHOW_LIMIT = 280
+"""Characters of predicate :func:`show_constraint` prints in full, a longer one abridged
+to about this length: three 100-column lines, which every simplified instance of the
+examples fits but those of the rules about data exchanged between sibling maps
+(cross-thread-dependency, local-memory: 500 to 1,800 characters even simplified)."""
+
+WHY_LIMIT = 200
+"""The most characters :func:`why_violated` prints (the maps and the rule's name are never
+cut: with very many maps, more)."""
+
+Domains = Mapping[str, Iterable[int]]
+"""Each map's possible codes (a map not named ranges over every code, ``CODES``)."""
+
+_LEVEL_NAMES = {0: "seq", 1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
+
+# ------------------------------------------------------------------------------ naming
+
+
+def _term(t: Term) -> str:
+    """``level(A)`` for ``A/10``, ``dim(A)`` for ``A%10``, else the term as printed."""
+    if isinstance(t, BinOp) and isinstance(t.left, Param) and t.right == Const(10):
+        if t.op == "//":
+            return f"level({t.left.name})"
+        if t.op == "%":
+            return f"dim({t.left.name})"
+    return str(t)
+
+
+def _const(c: Const, other: Term) -> str:
+    """A constant compared with ``other``: a code name next to a map, a level name next to
+    ``level(map)``, else the number."""
+    v = c.value
+    if isinstance(other, Param) and v in CODES:
+        return code_name(v)
+    if isinstance(other, BinOp) and _term(other).startswith("level(") and v in _LEVEL_NAMES:
+        return _LEVEL_NAMES[v]
+    return str(v)
+
+
+def _in(p: In, word: str) -> str:
+    vals = [_const(Const(v), p.term) for v in p.values]
+    return f"{_term(p.term)} {word} {{{', '.join(vals)}}}"
+
+
+def show_predicate(p: Pred) -> str:
+    """A mapping predicate with code names: ``A != mapWrg(0)``, ``level(A) < mapLcl``,
+    ``B not in {mapSeq, fused}`` (as built; :func:`simplify` first for a short form)."""
+    if isinstance(p, BoolConst):
+        return str(p)
+    if isinstance(p, Cmp):
+        left = _const(p.left, p.right) if isinstance(p.left, Const) else _term(p.left)
+        right = _const(p.right, p.left) if isinstance(p.right, Const) else _term(p.right)
+        return f"{left} {p.op} {right}"
+    if isinstance(p, In):
+        return _in(p, "in")
+    if isinstance(p, Not):
+        if isinstance(p.arg, In):
+            return _in(p.arg, "not in")
+        return f"not ({show_predicate(p.arg)})"
+    if isinstance(p, (And, Or)):
+        word = " and " if isinstance(p, And) else " or "
+        return word.join(_grouped(p))
+    if isinstance(p, Implies):
+        return f"({show_predicate(p.lhs)}) => ({show_predicate(p.rhs)})"
+    return str(p)
+
+
+def _group_key(q: Pred, conj: bool) -> tuple[str, str] | None:
+    """(map, what) when ``q`` tests one map against codes the way a group prints: in a
+    conjunction ``A != c`` ("is c") or ``A not in S`` ("in S"), in a disjunction ``A == c``
+    or ``A in S``."""
+    if conj and isinstance(q, Not):
+        q, conj = q.arg, False
+        if not isinstance(q, In):
+            return None
+    elif isinstance(q, In) and conj:
+        return None
+    if isinstance(q, Cmp) and q.op == ("!=" if conj else "==") and isinstance(q.left, Param) \
+            and isinstance(q.right, Const) and q.right.value in CODES:
+        return q.left.name, f"is {code_name(q.right.value)}"
+    if isinstance(q, In) and isinstance(q.term, Param):
+        return q.term.name, _in(q, "in").split(" ", 1)[1]
+    return None
+
+
+def _grouped(p: And | Or) -> list[str]:
+    """The texts of the parts of ``p``; several maps tested against the same codes read
+    together: ``none of A, B is mapWrg(0)``, ``none of A, B in {...}`` (a conjunction of
+    ``!=``, ``not in``), ``any of A, B is mapLcl(0)``, ``any of A, B in {...}`` (a
+    disjunction of ``==``, ``in``)."""
+    conj = isinstance(p, And)
+    words = "none of" if conj else "any of"
+    maps: dict[str, list[str]] = {}
+    for q in p.parts:
+        got = _group_key(q, conj)
+        if got is not None:
+            maps.setdefault(got[1], []).append(got[0])
+    out: list[str] = []
+    done: set[str] = set()
+    for q in p.parts:
+        got = _group_key(q, conj)
+        if got is not None and len(maps[got[1]]) > 1:
+            if got[1] not in done:
+                done.add(got[1])
+                out.append(f"{words} {', '.join(sorted(maps[got[1]]))} {got[1]}")
+            continue
+        out.append(_operand(q))
+    return out
+
+
+def _operand(q: Pred) -> str:
+    """``q`` as a part of a conjunction or disjunction (in parentheses if compound)."""
+    if isinstance(q, (And, Or)):
+        items = _grouped(q)
+        text = (" and " if isinstance(q, And) else " or ").join(items)
+        return text if len(items) == 1 else f"({text})"
+    text = show_predicate(q)
+    return f"({text})" if isinstance(q, Implies) else text
+
+
+def _short(code: int) -> str:
+    """``S``, ``F``, ``L0``-``L2``, ``W0``-``W2``, ``G0``-``G2`` (the number otherwise)."""
+    if code in PARALLEL_CODES:
+        return "?LWG"[code // 10] + str(code % 10)
+    return {SEQ: "S", FUSED: "F"}.get(code, str(code))
+
+
+# --------------------------------------------------------------------- substitution
+
+
+def substitute(node: Node, values: Mapping[str, int]) -> Node:
+    """``node`` with each parameter named in ``values`` replaced by its value (the
+    constructors fold what becomes constant: a predicate may become TRUE or FALSE)."""
+    if not node.params() & values.keys():
+        return node
+    if isinstance(node, Param):
+        return Const(values[node.name])
+    args = (substitute(a, values) if isinstance(a, Node) else a for a in node._args())
+    return type(node)(*args)
+
+
+# ------------------------------------------------------------------- simplification
+# Internal form: negation normal form over
+#   bool                     a constant,
+#   _Lit(param, values)      a condition on one map: its code is one of `values`,
+#   Pred                     an atom on several maps (``C == B``, ``dim(A) != dim(B)``),
+#   _Op("and"|"or", parts)   a conjunction or disjunction of two parts or more.
+# Every rewrite replaces a part by one equivalent to it *given its context*: the other
+# parts of the conjunctions around it hold, those of the disjunctions around it do not.
+# The context is kept as the codes each map may still have (`ctx`) and the atoms and
+# parts known true or false (`facts`).
+
+
+@dataclass(frozen=True)
+class _Lit:
+    param: str
+    values: frozenset[int]
+
+
+@dataclass(frozen=True)
+class _Op:
+    op: str
+    parts: tuple[_N, ...]
+
+
+_N = bool | _Lit | Pred | _Op
+_Ctx = dict[str, frozenset[int]]
+_FLIP = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+_PRODUCT_LIMIT = 1331  # atoms on maps with at most this many joint codes are tabulated
+
+
+def _dual(op: str) -> str:
+    return "or" if op == "and" else "and"
+
+
+def _negate_atom(a: Pred) -> Pred:
+    if isinstance(a, Cmp):
+        return Cmp(_FLIP[a.op], a.left, a.right)
+    return a.arg if isinstance(a, Not) else Not(a)
+
+
+@functools.lru_cache(maxsize=65536)
+def _params(n: _N) -> frozenset[str]:
+    if isinstance(n, bool):
+        return frozenset()
+    if isinstance(n, _Lit):
+        return frozenset((n.param,))
+    if isinstance(n, _Op):
+        return frozenset().union(*(_params(p) for p in n.parts))
+    return n.params()
+
+
+def _ev(n: _N, a: Mapping[str, int]) -> bool:
+    if isinstance(n, bool):
+        return n
+    if isinstance(n, _Lit):
+        return a[n.param] in n.values
+    if isinstance(n, _Op):
+        parts = (_ev(p, a) for p in n.parts)
+        return all(parts) if n.op == "and" else any(parts)
+    return bool(n.evaluate(a))
+
+
+def _size(n: _N) -> int:
+    return sum(_size(p) for p in n.parts) if isinstance(n, _Op) else 1
+
+
+class _Simplifier:
+    """Simplification of predicates over maps whose codes range over ``domains``."""
+
+    def __init__(self, domains: Mapping[str, frozenset[int]]):
+        self.domains = domains
+        self.memo: dict[tuple, _N] = {}
+        self.implied_memo: dict[tuple[_N, bool], dict[str, frozenset[int]]] = {}
+
+    def dom(self, p: str) -> frozenset[int]:
+        return self.domains.get(p, _ALL)
+
+    def lit(self, p: str, values: Iterable[int]) -> _N:
+        vals = frozenset(values) & self.dom(p)
+        if not vals:
+            return False
+        return True if vals == self.dom(p) else _Lit(p, vals)
+
+    def tabulate(self, n: _N, p: str) -> _N:
+        """A node on the one map ``p`` as a condition on its code."""
+        return self.lit(p, (v for v in self.dom(p) if _ev(n, {p: v})))
+
+    # negation normal form
+    def nnf(self, p: Pred, positive: bool = True) -> _N:
+        if isinstance(p, BoolConst):
+            return p.value == positive
+        if isinstance(p, (And, Or)):
+            op = "and" if isinstance(p, And) == positive else "or"
+            return self.mk(op, [self.nnf(q, positive) for q in p.parts])
+        if isinstance(p, Not):
+            return self.nnf(p.arg, not positive)
+        if isinstance(p, Implies):
+            if positive:
+                return self.mk("or", [self.nnf(p.lhs, False), self.nnf(p.rhs, True)])
+            return self.mk("and", [self.nnf(p.lhs, True), self.nnf(p.rhs, False)])
+        ps = p.params()
+        if not ps:
+            return bool(p.evaluate({})) == positive
+        if len(ps) == 1:
+            (name,) = ps
+            return self.lit(name, (v for v in self.dom(name)
+                                   if bool(p.evaluate({name: v})) == positive))
+        return p if positive else _negate_atom(p)
+
+    def mk(self, op: str, parts: Iterable[_N]) -> _N:
+        """``op`` of ``parts``: flattened, constants folded, conditions on one map merged
+        (intersected under ``and``, united under ``or``), duplicates dropped."""
+        unit, zero = (True, False) if op == "and" else (False, True)
+        flat: list[_N] = []
+        for q in parts:
+            sub = q.parts if isinstance(q, _Op) and q.op == op else (q,)
+            for r in sub:
+                if r is zero:
+                    return zero
+                if r is not unit:
+                    flat.append(r)
+        out: list[_N] = []
+        where: dict[str, int] = {}
+        for r in flat:
+            if isinstance(r, _Lit):
+                if r.param in where:
+                    i = where[r.param]
+                    old = out[i]
+                    assert isinstance(old, _Lit)
+                    vals = old.values & r.values if op == "and" else old.values | r.values
+                    merged = self.lit(r.param, vals)
+                    if merged is zero:
+                        return zero
+                    out[i] = merged
+                    continue
+                where[r.param] = len(out)
+            if r not in out:
+                out.append(r)
+        out = [r for r in out if r is not unit]
+        if not out:
+            return unit
+        return out[0] if len(out) == 1 else _Op(op, tuple(out))
+
+    # what a part known true (or false) says about single maps
+    def implied(self, n: _N, true: bool) -> dict[str, frozenset[int]]:
+        key = (n, true)
+        if key not in self.implied_memo:
+            self.implied_memo[key] = self._implied(n, true)
+        return self.implied_memo[key]
+
+    def _implied(self, n: _N, true: bool) -> dict[str, frozenset[int]]:
+        if isinstance(n, _Lit):
+            return {n.param: n.values if true else self.dom(n.param) - n.values}
+        if not isinstance(n, _Op):
+            return {}
+        subs = [self.implied(p, true) for p in n.parts]
+        if (n.op == "and") == true:  # every part holds (fails): intersect
+            out: dict[str, frozenset[int]] = {}
+            for s in subs:
+                for k, v in s.items():
+                    out[k] = out[k] & v if k in out else v
+            return out
+        common = set.intersection(*(set(s) for s in subs))  # one part holds: unite
+        return {k: frozenset().union(*(s[k] for s in subs)) for k in common}
+
+    def context(self, op: str, others: Sequence[_N], ctx: _Ctx,
+                facts: dict[_N, bool]) -> tuple[_Ctx, dict[_N, bool]] | None:
+        """The context of a part of ``op`` whose siblings are ``others`` (None when it is
+        impossible: the part's value does not matter there)."""
+        true = op == "and"
+        ctx2 = dict(ctx)
+        facts2 = dict(facts)
+        for o in others:
+            if isinstance(o, bool):
+                continue
+            for k, v in self.implied(o, true).items():
+                ctx2[k] = ctx2.get(k, self.dom(k)) & v
+                if not ctx2[k]:
+                    return None
+            if not isinstance(o, _Lit):
+                facts2[o] = true
+        return ctx2, facts2
+
+    def simp(self, n: _N, ctx: _Ctx, facts: dict[_N, bool], depth: int = 0) -> _N:
+        if isinstance(n, bool):
+            return n
+        if isinstance(n, _Lit):
+            care = ctx.get(n.param, self.dom(n.param))
+            vals = n.values & care
+            if not vals:
+                return False
+            return True if vals == care else n
+        ps = _params(n)  # the result depends on the context of these maps only
+        key = (n, frozenset((k, v) for k, v in ctx.items() if k in ps and v != self.dom(k)),
+               frozenset((f, b) for f, b in facts.items() if _params(f) <= ps))
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = self._simp(n, ctx, facts, depth)
+        return got
+
+    def _simp(self, n: _Op | Pred, ctx: _Ctx, facts: dict[_N, bool], depth: int) -> _N:
+        if n in facts:
+            return facts[n]
+        if isinstance(n, _Op):
+            return self.simp_op(n, ctx, facts, depth)
+        neg = _negate_atom(n)
+        if neg in facts:
+            return not facts[neg]
+        return self.simp_atom(n, ctx)
+
+    def simp_atom(self, a: Pred, ctx: _Ctx) -> _N:
+        names = sorted(a.params())
+        cares = [ctx.get(p, self.dom(p)) for p in names]
+        pinned = {p: next(iter(c)) for p, c in zip(names, cares) if len(c) == 1}
+        if pinned:
+            got = substitute(a, pinned)
+            assert isinstance(got, Pred)
+            return self.simp(self.nnf(got), ctx, {})
+        size = 1
+        for c in cares:
+            size *= len(c)
+        if size <= _PRODUCT_LIMIT:
+            seen = {bool(a.evaluate(dict(zip(names, vs)))) for vs in itertools.product(*cares)}
+            if len(seen) == 1:
+                return seen.pop()
+        return a
+
+    def simp_op(self, n: _Op, ctx: _Ctx, facts: dict[_N, bool], depth: int) -> _N:
+        op = n.op
+        zero = op == "or"
+        cur: _N = n
+        for _ in range(4):
+            if not isinstance(cur, _Op) or cur.op != op:
+                break
+            parts = list(cur.parts)
+            for i in range(len(parts)):
+                got = self.context(op, parts[:i] + parts[i + 1:], ctx, facts)
+                if got is None:
+                    continue
+                parts[i] = self.simp(parts[i], got[0], got[1], depth + 1)
+                if parts[i] is zero:
+                    return zero
+            new = self.mk(op, parts)
+            if new == cur:
+                break
+            cur = new
+        if isinstance(cur, _Op):
+            ps = _params(cur)
+            if len(ps) == 1:
+                return self.simp(self.tabulate(cur, next(iter(ps))), ctx, facts)
+            if cur.op == op and depth < 40:
+                factored = self.factor(cur)
+                if factored != cur:
+                    return self.simp(factored, ctx, facts, depth + 1)
+        return cur
+
+    def factor(self, n: _Op) -> _N:
+        """Factor a part common to several parts: ``(x and y) or (x and z)`` is
+        ``x and (y or z)``, ``x or (x and y)`` is ``x`` (and the same with and/or swapped)."""
+        op, dual = n.op, _dual(n.op)
+
+        def members(q: _N) -> tuple[_N, ...]:
+            return q.parts if isinstance(q, _Op) and q.op == dual else (q,)
+
+        counts: dict[_N, int] = {}
+        for q in n.parts:
+            for m in set(members(q)):
+                counts[m] = counts.get(m, 0) + 1
+        best = max(counts.items(), key=lambda kv: (kv[1], _size(kv[0])), default=None)
+        if best is None or best[1] < 2:
+            return n
+        x = best[0]
+        group = [q for q in n.parts if x in members(q)]
+        rest = [self.mk(dual, [m for m in members(q) if m != x]) for q in group]
+        factored = self.mk(dual, [x, self.mk(op, rest)])
+        first = n.parts.index(group[0])
+        others = [q for q in n.parts if q not in group]
+        return self.mk(op, [*others[:first], factored, *others[first:]])
+
+    def relax(self, n: _N, ctx: _Ctx) -> _N:
+        """``n`` with each condition on one map widened to the codes of its shortest named
+        form, where the codes it gains are impossible in its context (one part after the
+        other, as in :meth:`simp`)."""
+        if isinstance(n, _Lit):
+            care = ctx.get(n.param, self.dom(n.param))
+            named = _describe(n.param, n.values & care, care)
+            return self.lit(n.param, (v for v in self.dom(n.param)
+                                      if named.evaluate({n.param: v})))
+        if not isinstance(n, _Op):
+            return n
+        parts = list(n.parts)
+        for i in range(len(parts)):
+            got = self.context(n.op, parts[:i] + parts[i + 1:], ctx, {})
+            if got is not None:
+                parts[i] = self.relax(parts[i], got[0])
+        return self.mk(n.op, parts)
+
+    def to_pred(self, n: _N) -> Pred:
+        """The predicate of ``n``, each condition on one map in its shortest named form."""
+        if isinstance(n, bool):
+            return TRUE if n else FALSE
+        if isinstance(n, _Lit):
+            return _describe(n.param, n.values, self.dom(n.param))
+        if isinstance(n, _Op):
+            parts = [self.to_pred(q) for q in n.parts]
+            return And(*parts) if n.op == "and" else Or(*parts)
+        return n
+
+
+_ALL = frozenset(CODES)
+
+
+def _level_sets() -> list[tuple[Pred, frozenset[int]]]:
+    """Conditions on the level of a map ``_`` (as predicates) and the levels they admit."""
+    out: list[tuple[Pred, frozenset[int]]] = []
+    lev = Param("_") // 10
+    for L in range(4):
+        out.append((Cmp("==", lev, L), frozenset((L,))))
+        out.append((Cmp("!=", lev, L), frozenset(range(4)) - {L}))
+    for k in range(1, 4):
+        out.append((lev < k, frozenset(range(k))))
+        out.append((lev >= k, frozenset(range(k, 4))))
+    for r in (2, 3):
+        for ls in itertools.combinations(range(4), r):
+            out.append((In(lev, ls), frozenset(ls)))
+            out.append((Not(In(lev, ls)), frozenset(range(4)) - set(ls)))
+    return out
+
+
+_LEVELS = _level_sets()
+
+
+@functools.lru_cache(maxsize=16384)
+def _describe(p: str, target: frozenset[int], care: frozenset[int]) -> Pred:
+    """The shortest named condition on map ``p`` that admits exactly the codes ``target``
+    among the codes ``care`` it can have (the others do not matter)."""
+    A = Param(p)
+    cands: list[Pred] = []
+    if len(target) == 1:
+        cands.append(Cmp("==", A, next(iter(target))))
+    if len(care - target) == 1:
+        cands.append(Cmp("!=", A, next(iter(care - target))))
+    cands.append(In(A, target))
+    cands.append(Not(In(A, care - target)))
+    for pred, levels in _LEVELS:
+        got = frozenset(v for v in care if v // 10 in levels)
+        named = _rename(pred, p)
+        if got == target:
+            cands.append(named)
+        elif got > target and len(got - target) <= 2:
+            extra = sorted(got - target)
+            cands.append(And(named, *(Cmp("!=", A, v) for v in extra)))
+        elif got < target and len(target - got) <= 2:
+            cands.append(Or(named, *(Cmp("==", A, v) for v in sorted(target - got))))
+    return min(cands, key=_cost)
+
+
+def _cost(q: Pred) -> int:
+    """How long ``q`` reads: its length, an order comparison one more than an equality."""
+    return len(show_predicate(q)) + (isinstance(q, Cmp) and q.op in ("<", "<=", ">", ">="))
+
+
+def _rename(pred: Pred, p: str) -> Pred:
+    """A condition on map ``_`` as one on map ``p``."""
+
+    def go(n: Node) -> Node:
+        if isinstance(n, Param):
+            return Param(p)
+        if not n.params():
+            return n
+        return type(n)(*(go(a) if isinstance(a, Node) else a for a in n._args()))
+
+    got = go(pred)
+    assert isinstance(got, Pred)
+    return got
+
+
+def _frozen(domains: Domains | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    if not domains:
+        return ()
+    return tuple(sorted((k, tuple(sorted(set(v)))) for k, v in domains.items()))
+
+
+@functools.lru_cache(maxsize=8192)
+def _simplify(pred: Pred, domains: tuple[tuple[str, tuple[int, ...]], ...]) -> Pred:
+    s = _Simplifier({k: frozenset(v) for k, v in domains})
+    return s.to_pred(s.relax(s.simp(s.nnf(pred), {}, {}), {}))
+
+
+def simplify(pred: Pred, domains: Domains | None = None) -> Pred:
+    """A predicate equivalent to ``pred`` for every assignment of codes from ``domains``
+    (each map not named there ranges over all the codes, ``CODES``), usually much shorter:
+    negations pushed to the atoms, nested and/or flattened, duplicates and constants
+    dropped, the conditions on one map merged into one, in its shortest named form
+    (``A in {mapLcl(0), mapGlb(0)}``, ``level(A) == seq``: codes impossible where it
+    stands do not matter), parts made true or false by the conditions around them
+    dropped, common parts factored out. Meant for the mapper's predicates: any map named
+    in ``pred`` takes a code."""
+    return _simplify(pred, _frozen(domains))
+
+
+# ------------------------------------------------------------------- instances
+
+
+def _abridge(p: Pred, budget: int, depth: int = 0) -> str:
+    """``p`` in at most about ``budget`` characters: the parts of a long conjunction or
+    disjunction that fit (the shorter first, shown in their order; at the top, a long
+    compound part abridged in its share of the room), then ``…`` for the rest; ``…``
+    alone when nothing fits."""
+    full = show_predicate(p)
+    if len(full) <= budget:
+        return full
+    if not isinstance(p, (And, Or)):
+        return "…"
+    sep = " and " if isinstance(p, And) else " or "
+    items = _items(p)
+    order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
+    shown: dict[int, str] = {}
+    left = budget - len(sep) - 1  # room for the final "…"
+    for n, i in enumerate(order):
+        text, q = items[i]
+        if len(text) + len(sep) <= left:
+            shown[i] = text
+        elif q is not None and depth < 2:  # abridged within its share of what is left
+            share = left if n == len(order) - 1 else left // (len(order) - n)
+            inner = _abridge(q, share - len(sep) - 2, depth + 1)
+            if inner != "…":
+                shown[i] = f"({inner})"
+        if i in shown:
+            left -= len(shown[i]) + len(sep)
+    if not shown:
+        return "…"
+    parts = [shown[i] for i in sorted(shown)]
+    if len(shown) < len(items):
+        parts.append("…")
+    return sep.join(parts)
+
+
+def _items(p: And | Or) -> list[tuple[str, Pred | None]]:
+    """The parts of ``p`` as printed (:func:`_grouped`), each with its predicate when it is
+    a compound part (None for a test or a group of tests)."""
+    texts = _grouped(p)
+    compound = [q for q in p.parts if isinstance(q, (And, Or))]
+    out: list[tuple[str, Pred | None]] = []
+    for t in texts:
+        q = next((q for q in compound if _operand(q) == t), None)
+        out.append((t, q))
+    return out
+
+
+_RULE_KINDS: dict[str, str] = {}
+
+
+def register_rule_kinds(kinds: Mapping[str, str]) -> None:
+    """Say which rules are ``validity`` rules and which ``heuristic`` (``mapper.rules``
+    does, for its rules: this module does not import it, which prints its instances)."""
+    _RULE_KINDS.update(kinds)
+
+
+def _head(c: Constraint) -> str:
+    kind = _RULE_KINDS.get(c.rule)
+    if kind is None:
+        return f"[{c.rule}]"
+    return f"[{'validity rule' if kind == 'validity' else 'heuristic'} {c.rule}]"
+
+
+def show_predicate_short(p: Pred, limit: int = SHOW_LIMIT,
+                         domains: Domains | None = None) -> str:
+    """``p`` simplified (:func:`simplify`) with code names, abridged to about ``limit``
+    characters when it is longer, saying so: ``... (abridged from 1,182 characters)``."""
+    text = show_predicate(simplify(p, domains))
+    if len(text) <= limit:
+        return text
+    return f"{_abridge(simplify(p, domains), limit)} (abridged from {len(text):,} characters)"
+
+
+def show_constraint(c: Constraint, limit: int = SHOW_LIMIT,
+                    domains: Domains | None = None) -> str:
+    """``[validity rule R] description: predicate`` (``[heuristic R] ...`` for a
+    heuristic rule), the predicate simplified, with code names, abridged past ``limit``
+    characters (see :func:`show_predicate_short`)."""
+    return f"{_head(c)} {c.description}: {show_predicate_short(c.predicate, limit, domains)}"
+
+
+# ------------------------------------------------------------------ violations
+
+
+def _order(p: Pred) -> list[str]:
+    """The maps of ``p``, those in the most atoms on several maps first (the order the
+    exhaustive searches branch in: they decide the most)."""
+    score: dict[str, int] = {}
+
+    def walk(q: Pred) -> None:
+        if isinstance(q, (And, Or)):
+            for r in q.parts:
+                walk(r)
+        elif isinstance(q, Not):
+            walk(q.arg)
+        elif isinstance(q, Implies):
+            walk(q.lhs)
+            walk(q.rhs)
+        else:
+            ps = q.params()
+            for x in ps:
+                score[x] = score.get(x, 0) + (10 if len(ps) > 1 else 1)
+
+    walk(p)
+    return sorted(p.params(), key=lambda x: (-score.get(x, 0), x))
+
+
+class _Search:
+    """Exhaustive searches over the codes of maps (from ``doms``) in one predicate's
+    family: substitutions and the predicates found (un)satisfiable are kept across them."""
+
+    def __init__(self, p: Pred, doms: Mapping[str, Sequence[int]]):
+        self.doms = doms
+        self.order = _order(p)
+        self.memo: dict[tuple[Node, str, int], Node] = {}
+        self.known: dict[Pred, bool] = {}
+
+    def assign(self, node: Node, name: str, value: int) -> Node:
+        """``node`` with map ``name`` given code ``value``."""
+        if name not in node.params():
+            return node
+        if isinstance(node, Param):
+            return Const(value)
+        key = (node, name, value)
+        got = self.memo.get(key)
+        if got is None:
+            args = (self.assign(a, name, value) if isinstance(a, Node) else a
+                    for a in node._args())
+            got = self.memo[key] = type(node)(*args)
+        return got
+
+    def fixed(self, p: Pred, values: Iterable[tuple[str, int]]) -> Pred:
+        """``p`` with the maps named in ``values`` given their codes."""
+        q: Node = p
+        for name, v in values:
+            q = self.assign(q, name, v)
+        assert isinstance(q, Pred)
+        return q
+
+    def satisfiable(self, q: Pred) -> bool:
+        """Whether some codes of the maps of ``q`` make it true (map by map, each predicate
+        left decided once)."""
+        if isinstance(q, BoolConst):
+            return q.value
+        got = self.known.get(q)
+        if got is None:
+            x = next(x for x in self.order if x in q.params())
+            got = any(self.satisfiable(self.fixed(q, [(x, v)])) for v in self.doms[x])
+            self.known[q] = got
+        return got
+
+
+def _only(p: Pred, maps: frozenset[str]) -> Pred:
+    """A consequence of ``p`` (negations only on atoms, as :func:`simplify` leaves them)
+    about ``maps`` only: each test of another map made true."""
+    if isinstance(p, (And, Or)):
+        parts = [_only(q, maps) for q in p.parts]
+        return And(*parts) if isinstance(p, And) else Or(*parts)
+    return p if p.params() <= maps else TRUE
+
+
+def _weaken(p: Pred, mapping: Mapping[str, int]) -> Pred:
+    """A consequence of ``p``, false under ``mapping`` as ``p`` is: each false conjunction
+    replaced by its false part that prints shortest (its own consequence, false too)."""
+    if isinstance(p, Or):
+        return Or(*(_weaken(q, mapping) for q in p.parts))
+    if isinstance(p, And):
+        false = [_weaken(q, mapping) for q in p.parts if not q.evaluate(mapping)]
+        return min(false, key=lambda q: len(show_predicate(q)))
+    return p
+
+
+@dataclass(frozen=True)
+class Violation:
+    """What a full mapping does that a constraint instance forbids.
+
+    ``maps``: the fewest maps (in the instance's order) whose codes in the mapping break
+    it whatever codes the other maps have, with those codes. ``needs``: a condition that
+    the instance implies and the mapping breaks, short: on those maps only, whatever the
+    other maps are; or, where the other maps' codes decide it (``given_rest``), the
+    instance with them as the mapping has them (or a condition it implies)."""
+
+    constraint: Constraint
+    maps: tuple[tuple[str, int], ...]
+    needs: Pred
+    given_rest: bool
+
+    def __str__(self) -> str:
+        rule = self.constraint.rule
+        codes = [f"{m}={_short(v)}" for m, v in self.maps]
+        if not codes:
+            return f"({rule}: it can never hold)"
+        who = codes[0] + (f" with {', '.join(codes[1:])}" if len(codes) > 1 else "")
+        room = WHY_LIMIT - len(who) - len(rule) - len(" (: needs )")
+        return f"{who} ({rule}: needs {_abridge(self.needs, room)})"
+
+
+def blame(c: Constraint, mapping: Mapping[str, int],
+          domains: Domains | None = None) -> Violation:
+    """Why the full ``mapping`` (codes of at least the instance's maps) violates ``c``: the
+    fewest maps whose codes alone break it (the smallest sets tried first, in the order of
+    ``c.subjects``; each by an exhaustive search over the other maps' codes, from
+    ``domains``, every code by default) and what ``c`` needs of them."""
+    p = c.predicate
+    missing = sorted(m for m in p.params() if m not in mapping)
+    if missing:
+        raise ValueError(f"the mapping gives no code for map(s) {', '.join(missing)}")
+    if p.evaluate(mapping):
+        raise ValueError(f"the mapping satisfies the constraint instance {c}")
+    codes = tuple(sorted((m, mapping[m]) for m in p.params()))
+    return _blame(c, codes, _frozen({m: v for m, v in (domains or {}).items()
+                                     if m in p.params()}))
+
+
+@functools.lru_cache(maxsize=1024)
+def _blame(c: Constraint, codes: tuple[tuple[str, int], ...],
+           frozen: tuple[tuple[str, tuple[int, ...]], ...]) -> Violation:
+    p = c.predicate
+    mapping = dict(codes)
+    domains = dict(frozen)
+    names = [m for m in c.subjects if m in p.params()]
+    names += sorted(p.params() - set(names))
+    doms = {m: tuple(domains.get(m, CODES)) for m in names}
+    search = _Search(p, doms)
+    chosen: tuple[str, ...] = tuple(names)
+    for k in range(len(names) + 1):
+        found = next((s for s in itertools.combinations(names, k) if not search.satisfiable(
+            search.fixed(p, ((m, mapping[m]) for m in s)))), None)
+        if found is not None:
+            chosen = found
+            break
+    simple = simplify(p, domains)
+    needs = simplify(_only(simple, frozenset(chosen)), domains)
+    given_rest = bool(needs.evaluate(mapping))
+    if given_rest:  # the tests of the others decide: with them as the mapping has them
+        rest = [(m, mapping[m]) for m in names if m not in chosen]
+        needs = simplify(search.fixed(p, rest), domains)
+    if len(show_predicate(needs)) > WHY_LIMIT // 2 or needs is FALSE:
+        needs = simplify(_weaken(simple if needs is FALSE else needs, mapping), domains)
+    return Violation(c, tuple((m, mapping[m]) for m in chosen), needs, given_rest)
+
+
+def why_violated(c: Constraint, mapping: Mapping[str, int],
+                 domains: Domains | None = None) -> str:
+    """What the full ``mapping`` does that ``c`` forbids, in at most about ``WHY_LIMIT``
+    characters: ``C=G0 with B=G0 (cross-thread-dependency: needs ...)``, the fewest maps
+    whose codes alone break ``c`` and a condition on them that ``c`` needs and the
+    mapping breaks (see :func:`blame`)."""
+    return str(blame(c, mapping, domains))

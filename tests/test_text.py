@@ -1,0 +1,399 @@
+"""mapper.text: simplified, named predicates; one text form for constraint instances; what a
+mapping does that an instance forbids.
+
+Every check of meaning is exhaustive over the codes (an independent brute force below:
+map by map, each value substituted through the constructors, identical residual pairs
+decided once), on every constraint instance of every example program.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import itertools
+import os
+import pickle
+import random
+import re
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from constraints.expr import (
+    FALSE,
+    TRUE,
+    And,
+    BoolConst,
+    Cmp,
+    Const,
+    Implies,
+    In,
+    Node,
+    Not,
+    Or,
+    Param,
+    Pred,
+    eq,
+    ne,
+)
+from constraints.model import Constraint, Model, Parameter
+from ir.syntax import parse_file
+from mapper.api import check_mapping, problem
+from mapper.encoding import CODES
+from mapper.rules import dim, level
+from mapper.text import (
+    SHOW_LIMIT,
+    WHY_LIMIT,
+    blame,
+    show_constraint,
+    show_predicate,
+    show_predicate_short,
+    simplify,
+    why_violated,
+)
+
+EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples",
+                                         "*.lift")))
+L3 = next(f for f in EXAMPLES if f.endswith("cc22_listing3.lift"))
+Doms = Mapping[str, Sequence[int]]
+
+
+# ------------------------------------------------------------------ brute force
+
+
+def _assign(node: Node, name: str, value: int, memo: dict | None = None) -> Node:
+    """``node`` with parameter ``name`` replaced by ``value`` (constructors fold; ``memo``
+    keeps the subtrees done)."""
+    if name not in node.params():
+        return node
+    if isinstance(node, Param):
+        return Const(value)
+    key = (node, name, value)
+    if memo is not None and key in memo:
+        return memo[key]
+    out = type(node)(*(_assign(a, name, value, memo) if isinstance(a, Node) else a
+                       for a in node._args()))
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def _order(*ps: Pred) -> list[str]:
+    """Maps in atoms on several maps first: the search decides them early."""
+    score: dict[str, int] = {}
+
+    def walk(n: Node) -> None:
+        if isinstance(n, (Cmp, In)):
+            for x in n.params():
+                score[x] = score.get(x, 0) + (10 if len(n.params()) > 1 else 1)
+            return
+        for a in n._args():
+            if isinstance(a, Node):
+                walk(a)
+            elif isinstance(a, tuple):
+                for b in a:
+                    if isinstance(b, Node):
+                        walk(b)
+
+    for p in ps:
+        walk(p)
+    return sorted(score, key=lambda x: (-score[x], x))
+
+
+def _table(p: Pred, names: tuple[str, ...], doms: Doms) -> list[bool]:
+    """``p``'s value on every assignment of codes to ``names`` (in product order)."""
+    fn = p.compile(names)
+    return [fn(*vs) for vs in itertools.product(*(doms.get(x, CODES) for x in names))]
+
+
+def equivalent(p: Pred, q: Pred, doms: Doms) -> bool:
+    """Whether ``p`` and ``q`` agree on every assignment of codes from ``doms``: every
+    assignment evaluated once four maps or fewer are left."""
+    order = _order(p, q)
+    same: set[tuple[Pred, Pred]] = set()
+    memo: dict = {}
+
+    def go(p: Pred, q: Pred) -> bool:
+        if p == q or (p, q) in same:
+            return True
+        names = tuple(x for x in order if x in p.params() | q.params())
+        if len(names) <= 3:
+            ok = _table(p, names, doms) == _table(q, names, doms)
+        else:
+            ok = all(go(_assign(p, names[0], v, memo), _assign(q, names[0], v, memo))
+                     for v in doms.get(names[0], CODES))
+        if ok:
+            same.add((p, q))
+        return ok
+
+    return go(p, q)
+
+
+def satisfiable(p: Pred, doms: Doms) -> bool:
+    """Whether some assignment of codes from ``doms`` makes ``p`` true."""
+    order = _order(p)
+    no: set[Pred] = set()
+    memo: dict = {}
+
+    def go(p: Pred) -> bool:
+        if isinstance(p, BoolConst):
+            return p.value
+        if p in no:
+            return False
+        x = next(x for x in order if x in p.params())
+        if any(go(_assign(p, x, v, memo)) for v in doms.get(x, CODES)):
+            return True
+        no.add(p)
+        return False
+
+    return go(p)
+
+
+# ---------------------------------------------------------------- the instances
+
+
+@functools.cache
+def instances() -> list[tuple[str, Constraint, dict[str, tuple[int, ...]]]]:
+    """(example, instance, its maps' codes) for every instance of every example, fusion
+    'always' and 'free', heuristics on and off (each predicate and codes once)."""
+    out = []
+    seen = set()
+    for f in EXAMPLES:
+        for fusion in ("always", "free"):
+            for heuristics in (True, False):
+                p = problem(parse_file(f), fusion=fusion, heuristics=heuristics)
+                for c in p.constraints:
+                    doms = {m: p.model.param(m).domain for m in sorted(c.params)}
+                    key = (c.predicate, tuple(doms.items()))
+                    if key not in seen:
+                        seen.add(key)
+                        out.append((os.path.basename(f), c, doms))
+    return out
+
+
+def test_the_instances_cover_every_rule():
+    from mapper.rules import RULE_NAMES
+
+    assert {c.rule for _, c, _ in instances()} == set(RULE_NAMES)
+
+
+# ------------------------------------------------------------------- simplify
+
+
+def test_simplify_is_equivalent_on_every_instance():
+    """Over every code (the default) and over the model's domains."""
+    for name, c, doms in instances():
+        assert equivalent(c.predicate, simplify(c.predicate), {}), (name, c.rule)
+        assert equivalent(c.predicate, simplify(c.predicate, doms), doms), (name, c.rule)
+
+
+def test_simplify_shortens():
+    """No instance prints much longer simplified; all together a fifth shorter or more."""
+    total_before = total_after = 0
+    for _, c, doms in instances():
+        before = len(show_predicate(c.predicate))
+        after = len(show_predicate(simplify(c.predicate, doms)))
+        assert after <= before + 10
+        total_before += before
+        total_after += after
+    assert total_after < 0.8 * total_before
+
+
+def _random_pred(rng: random.Random, depth: int) -> Pred:
+    """A random predicate on maps A, B, C of the kinds the rules build, and more."""
+    maps = ["A", "B", "C"]
+    if depth == 0 or rng.random() < 0.25:
+        a, b = rng.sample(maps, 2)
+        kind = rng.randrange(6)
+        if kind == 0:
+            return Cmp(rng.choice(["==", "!="]), Param(a), rng.choice(CODES))
+        if kind == 1:
+            return Cmp(rng.choice(["<", ">=", "==", "!="]), level(a), rng.randrange(4))
+        if kind == 2:
+            return In(Param(a), rng.sample(CODES, rng.randint(1, 4)))
+        if kind == 3:
+            return Cmp(rng.choice(["==", "!="]), Param(a), Param(b))
+        if kind == 4:
+            return Cmp(rng.choice(["==", "!="]), dim(a), dim(b))
+        return Cmp(rng.choice(["<", "=="]), level(a), level(b))
+    kind = rng.randrange(4)
+    parts = [_random_pred(rng, depth - 1) for _ in range(rng.randint(2, 4))]
+    if kind == 0:
+        return And(*parts)
+    if kind == 1:
+        return Or(*parts)
+    if kind == 2:
+        return Not(Or(*parts) if rng.random() < 0.5 else And(*parts))
+    return Implies(parts[0], parts[1])
+
+
+def test_simplify_is_equivalent_on_random_predicates():
+    rng = random.Random(7)
+    doms = {"A": tuple(c for c in CODES if c != 1), "B": CODES, "C": (0, 10, 20, 30)}
+    for _ in range(250):
+        p = _random_pred(rng, 4)
+        assert equivalent(p, simplify(p), {}), show_predicate(p)
+        assert equivalent(p, simplify(p, doms), doms), show_predicate(p)
+
+
+def test_simplify_rewrites():
+    A, B, C = Param("A"), Param("B"), Param("C")
+    x, y, z = eq(A, B), ne(B, C), eq(dim("A"), dim("C"))
+    assert simplify(Or(eq(A, 10), eq(A, 30))) == In(A, [10, 30])
+    assert show_predicate(simplify(Or(eq(A, 0), eq(A, 1)))) == "level(A) == seq"
+    assert simplify(And(x, Or(x, y))) == x  # absorption
+    assert simplify(Or(And(x, y), And(x, z))) == And(x, Or(y, z))  # factoring
+    assert simplify(And(Or(x, y), Or(x, z))) == Or(x, And(y, z))
+    assert simplify(And(eq(A, 10), ne(A, 10))) is FALSE
+    assert simplify(Or(level("A") < 2, level("A") >= 2)) is TRUE
+    assert simplify(Not(And(eq(A, 10), eq(B, 20), x))) is TRUE  # A == B is false there
+    assert show_predicate(simplify(And(ne(A, 20), ne(B, 20), ne(C, 20)))) == \
+        "none of A, B, C is mapWrg(0)"
+    # codes outside the domains do not matter
+    assert simplify(eq(A, 0), {"A": (0, 10)}) == simplify(level("A") < 1, {"A": (0, 10)})
+    assert simplify(ne(A, 1), {"A": (0, 10)}) is TRUE
+
+
+def test_show_predicate_names():
+    A = Param("A")
+    assert show_predicate(Not(In(A, [0, 1]))) == "A not in {mapSeq, fused}"
+    assert show_predicate(In(level("A"), [0, 3])) == "level(A) in {seq, mapGlb}"
+    assert show_predicate(Or(eq(A, 10), eq(Param("B"), 10), ne(A, Param("B")))) == \
+        "any of A, B is mapLcl(0) or A != B"
+    assert show_predicate(And(Not(In(A, [10, 30])), Not(In(Param("B"), [10, 30])))) == \
+        "none of A, B in {mapLcl(0), mapGlb(0)}"
+
+
+# ------------------------------------------------------------- show_constraint
+
+RAW = [
+    re.compile(r"\b[A-Z][A-Z0-9]*\s*(==|!=|<=|>=|<|>)\s*-?\d"),  # a map against a number
+    re.compile(r"(?<![\w)])-?\d+\s*(==|!=|<=|>=|<|>)\s*[A-Z]"),
+    re.compile(r"level\([^)]*\)\s*(==|!=|<=|>=|<|>)\s*\d"),  # a level against a number
+    re.compile(r"\bin \{-?\d"),
+    re.compile(r"[/%]\s*10\b"),  # A/10, A%10
+    re.compile(r"\bis -?\d"),
+]
+# the predicate part of show_constraint: the limit, and the words saying it is abridged
+BOUND = SHOW_LIMIT + len(" (abridged from 99,999 characters)")
+
+
+def test_show_constraint_is_named_and_short():
+    """Every instance prints with code names, never a raw code, and its predicate in at
+    most about SHOW_LIMIT characters: in full when simplified it fits, else abridged with
+    the words saying so."""
+    for name, c, doms in instances():
+        for domains in (None, doms):
+            text = show_constraint(c, domains=domains)
+            head, _, pred = text.partition(f" {c.description}: ")
+            assert head in (f"[validity rule {c.rule}]", f"[heuristic {c.rule}]")
+            for raw in RAW:
+                assert not raw.search(pred), (name, c.rule, pred)
+            assert len(pred) <= BOUND, (name, c.rule, len(pred))
+            full = show_predicate(simplify(c.predicate, domains))
+            if len(full) <= SHOW_LIMIT:
+                assert pred == full
+            else:
+                assert pred.endswith(f" (abridged from {len(full):,} characters)")
+                assert "…" in pred
+
+
+def test_the_issue_22_instance_comes_out_short():
+    """The cross-thread-dependency instance of issue 22 (2,600 characters as built)."""
+    (c,) = check_mapping(parse_file(L3), "A=G1 B=G0 C=G0 D=S")
+    assert c.rule == "cross-thread-dependency" and len(str(c.predicate)) > 1600
+    text = str(c)
+    assert text == show_constraint(c) and len(text) < 480
+    assert text.startswith("[validity rule cross-thread-dependency] map B reads what map C "
+                           "wrote")
+    assert "D == fused and (C == B or" in text and "abridged" in text
+    why = why_violated(c, {"A": 31, "B": 30, "C": 30, "D": 0})
+    assert why == ("C=G0 with B=G0, D=S, A=G1 (cross-thread-dependency: needs D in "
+                   "{fused, mapLcl(0)} or C != mapGlb(0) or any of A, B is mapLcl(0))")
+
+
+def test_str_of_an_instance_is_the_named_form():
+    p = problem(parse_file(L3))
+    c = p.constraints[0]
+    assert str(c) == show_constraint(c) and str(c).endswith(": level(A) == seq or A != B")
+    plain = Constraint(c.rule, c.predicate, c.description, c.subjects)
+    assert plain == c and hash(plain) == hash(c)  # the printer is no part of the value
+    assert str(plain) == f"[{c.rule}] {c.description}: {c.predicate}"
+    assert "formatter" not in repr(c)
+    assert str(pickle.loads(pickle.dumps(c))) == str(c)
+    model = Model([Parameter(m, CODES) for m in p.labels], p.constraints)
+    assert all(d.formatter is show_constraint for d in model.decomposed().constraints)
+    assert str(model).splitlines()[1] == str(c)
+
+
+def test_show_predicate_short_abridges_in_words():
+    p = Or(*(And(eq(Param(f"M{i}"), 10), ne(Param(f"N{i}"), Param(f"O{i}")))
+             for i in range(12)))
+    text = show_predicate_short(p, limit=60)
+    assert len(text) <= 60 + len(" (abridged from 999 characters)")
+    assert text.endswith(f" (abridged from {len(show_predicate(simplify(p))):,} characters)")
+
+
+# ---------------------------------------------------------------- why_violated
+
+
+def _invalid_mappings(path: str, rng: random.Random, n: int):
+    """``n`` random full mappings of the example that violate some instance."""
+    p = problem(parse_file(path))
+    doms = {m: p.model.param(m).domain for m in p.labels}
+    out = []
+    while len(out) < n:
+        m = {k: rng.choice(d) for k, d in doms.items()}
+        bad = check_mapping(p, m)
+        if bad:
+            out.append((m, bad))
+    return doms, out
+
+
+def _fixed(p: Pred, mapping: Mapping[str, int], maps) -> Pred:
+    """``p`` with ``maps`` given their codes in ``mapping``."""
+    q: Node = p
+    for k in maps:
+        q = _assign(q, k, mapping[k])
+    assert isinstance(q, Pred)
+    return q
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_why_violated(path):
+    """For sampled invalid mappings, each violated instance: the text is short and names
+    the maps involved; their codes alone break the instance (whatever the others are), no
+    one of them can be left out; what it says the instance needs, the instance implies
+    (on those maps, or given the others) and the mapping breaks."""
+    rng = random.Random(os.path.basename(path))
+    doms, cases = _invalid_mappings(path, rng, 6)
+    for m, bad in cases:
+        for c in bad:
+            b = blame(c, m, doms)
+            text = why_violated(c, m, doms)
+            assert text == str(b) and len(text) <= WHY_LIMIT, text
+            maps = dict(b.maps)
+            assert maps and set(maps) <= c.params and all(m[k] == v for k, v in maps.items())
+            for k in maps:
+                assert re.search(rf"\b{k}=", text), text
+            assert f"({c.rule}: needs " in text
+            assert not b.needs.evaluate(m)  # the mapping breaks it
+            rest = {k: d for k, d in doms.items() if k not in maps}
+
+            assert not satisfiable(_fixed(c.predicate, m, maps), rest)  # these codes alone break it
+            for k in maps:  # and each of them is needed
+                assert satisfiable(_fixed(c.predicate, m, set(maps) - {k}), doms)
+            # what it needs follows from the instance
+            base = _fixed(c.predicate, m, c.params - set(maps)) if b.given_rest else c.predicate
+            assert not satisfiable(And(base, Not(b.needs)), doms), text
+            if not b.given_rest:
+                assert b.needs.params() <= set(maps)
+
+
+def test_why_violated_refuses_a_satisfied_instance():
+    p = problem(parse_file(L3))
+    c = p.constraints[0]
+    with pytest.raises(ValueError, match="satisfies"):
+        why_violated(c, {m: 0 for m in p.labels})
+    with pytest.raises(ValueError, match="no code"):
+        why_violated(c, {})
