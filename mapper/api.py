@@ -25,6 +25,7 @@ from mapper.errors import (
 )
 from mapper.nesting import MapNestingTree, label_maps
 from mapper.rules import FUSION_STRATEGIES, RULES, generate, rule_kind
+from mapper.text import show_constraint
 
 if TYPE_CHECKING:
     from codegen.target import Device
@@ -287,8 +288,7 @@ class Explanation:
         what = ("a validity rule rejects it" if self.kind == "validity" else
                 "only heuristics reject it (heuristics=False admits it)")
         lines = [f"{self.partial} is impossible ({what}) because of these rule instances:"]
-        lines += [f"  [{rule_kind(c.rule)}: {c.rule}] {c.description}: {c.predicate}"
-                  for c in self.core]
+        lines += [f"  {show_constraint(c)}" for c in self.core]
         return "\n".join(lines)
 
 

@@ -80,15 +80,20 @@ def mapping_json(m) -> dict[str, str]:
     return MapCodes(m).to_json()
 
 
-def instance_json(c) -> dict:
-    """A constraint instance as JSON: rule, kind, maps, description, predicate (over the
-    code numbers) and the same with code names."""
-    from mapper.repl import show_predicate
+def instance_json(c, mapping=None, domains=None) -> dict:
+    """A constraint instance as JSON: rule, kind, maps, description, the predicate over
+    the code numbers (``predicate``) and simplified with code names (``predicate_named``,
+    abridged past ``mapper.text.SHOW_LIMIT`` characters); given the ``mapping`` that
+    violates it, ``why``: what that mapping does that the rule forbids."""
     from mapper.rules import rule_kind
+    from mapper.text import show_predicate_short, why_violated
 
-    return {"rule": c.rule, "kind": rule_kind(c.rule), "maps": list(c.subjects),
-            "description": c.description, "predicate": str(c.predicate),
-            "predicate_named": show_predicate(c.predicate)}
+    doc = {"rule": c.rule, "kind": rule_kind(c.rule), "maps": list(c.subjects),
+           "description": c.description, "predicate": str(c.predicate),
+           "predicate_named": show_predicate_short(c.predicate, domains=domains)}
+    if mapping is not None:
+        doc["why"] = why_violated(c, mapping, domains)
+    return doc
 
 
 def _json_default(x):
@@ -257,9 +262,12 @@ def cmd_constraints(args) -> int:
         lst.add_column("maps")
         lst.add_column("description")
         lst.add_column("predicate")
+        from mapper.text import show_predicate_short
+
+        doms = {x: p.model.param(x).domain for x in p.labels}
         for c in p.constraints:
             lst.add_row(c.rule, ",".join(c.subjects), escape(c.description),
-                        escape(str(c.predicate)))
+                        escape(show_predicate_short(c.predicate, domains=doms)))
         console.print(lst)
     return 0
 
@@ -359,16 +367,18 @@ def cmd_enumerate(args) -> int:
 def cmd_check(args) -> int:
     from mapper.api import check_mapping, problem, rejected_by
     from mapper.rules import rule_kind
+    from mapper.text import why_violated
 
     p = problem(load(args.file), fusion=args.fusion,
                 heuristics=args.heuristics)
     m = p.mapping(args.mapping)
-    bad = check_mapping(p, m, fusion=args.fusion)
+    bad = check_mapping(p, m)
+    doms = {x: p.model.param(x).domain for x in p.labels}
     if args.json:
         emit_json("check", {"file": args.file, "fusion": args.fusion,
                             "heuristics": args.heuristics, "mapping": mapping_json(m),
                             "valid": not bad, "rejected_by": rejected_by(bad),
-                            "violations": [instance_json(c) for c in bad]})
+                            "violations": [instance_json(c, dict(m), doms) for c in bad]})
         return 1 if bad else 0
     if not bad:
         console.print(f"[green]valid[/green]: {escape(str(m))}")
@@ -378,15 +388,13 @@ def cmd_check(args) -> int:
     else:
         verdict = ("[yellow]pruned by heuristics only[/yellow] (it would lower and run; "
                    "--no-heuristics admits it)")
-    console.print(f"{verdict}: {escape(str(m))} violates {len(bad)} constraint instance(s):")
-    t = Table()
-    t.add_column("rule")
-    t.add_column("kind")
-    t.add_column("maps")
-    t.add_column("why")
+    console.print(f"{verdict}: {escape(str(m))} violates {len(bad)} constraint instance(s):",
+                  soft_wrap=True)
     for c in bad:
-        t.add_row(c.rule, rule_kind(c.rule), ",".join(c.subjects), escape(c.description))
-    console.print(t)
+        kind = "validity rule" if rule_kind(c.rule) == "validity" else "heuristic"
+        console.print(f"  [{kind} {c.rule}] maps {','.join(c.subjects)}: "
+                      f"{c.description}", soft_wrap=True, markup=False)
+        console.print(f"    here: {escape(why_violated(c, dict(m), doms))}", soft_wrap=True)
     return 1
 
 
