@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 import re
 
-from codegen.emit import Decl, Loop, Store, leaves_of
 from codegen.memory import Buf
+from codegen.stmt import Decl, Loop, Store, leaves_of
 from codegen.views import Call, Const, Mem
 from ir.nodes import UserFun
 from ir.sym import Cst, Expr

@@ -29,9 +29,8 @@ work-items executing a store must be recoverable from the written index
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from codegen.emit import Barrier, Loop, Store, leaves_of, walk_stmts
+from codegen.buffers import Buf
 from codegen.errors import (
     CrossGroupDependencyError,
     DataRaceError,
@@ -40,11 +39,9 @@ from codegen.errors import (
     SynchronizabilityError,
 )
 from codegen.launch import LaunchConfig, uniform_in_group
+from codegen.stmt import Barrier, Loop, Store, leaves_of, walk_stmts
 from codegen.views import VecMem, lane_var
 from ir.sym import Cst, Expr, Var
-
-if TYPE_CHECKING:  # type-only: keeps the run-time imports as they are
-    from codegen.memory import Buf
 
 # ----------------------------------------------------------------- thread substitution
 

@@ -24,7 +24,7 @@ import itertools
 from collections.abc import Mapping
 
 from codegen import views as vw
-from codegen.emit import Decl, Loop, Store, c_type, user_fun_source
+from codegen.emit import c_type, user_fun_source
 from codegen.errors import ParallelNestingError, UnmappedMapError, UnsupportedError
 from codegen.memory import (
     Buf,
@@ -36,6 +36,7 @@ from codegen.memory import (
     size_of,
     size_of_sym,
 )
+from codegen.stmt import Decl, Loop, Store
 from codegen.views import ArrV, Leaf, TupV, View
 from codegen.write_through import LAYOUT, Thunk, single_spine_use
 from ir.computes import computes

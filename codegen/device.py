@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from codegen.device_description import Device
 from codegen.errors import Check
 from ir.errors import LiftmapError
 
@@ -650,14 +651,12 @@ def device_spec(device) -> str:
 
 def device_limits(device) -> dict[str, Any]:
     """Limits of ``device`` that become constraints and launch checks (sizes in bytes): its
-    ``codegen.target.Device`` description as a dict, plus the version strings.
+    ``codegen.device_description.Device`` description as a dict, plus the version strings.
 
     The memory sizes (``max_mem_alloc_size``, ``global_mem_size``) are the device's own
     reports, for the runner's launch checks; ``Device.from_limits`` rounds them down to a
-    power of two for the space and the lowering (``codegen.target.stable_memory_size``:
+    power of two for the space and the lowering (``codegen.device_description.stable_memory_size``:
     PoCL reports them from the momentary free memory)."""
-    from codegen.target import Device
-
     return {
         **Device.from_opencl(device).to_dict(),
         "max_mem_alloc_size": int(device.max_mem_alloc_size),

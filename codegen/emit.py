@@ -1,9 +1,8 @@
-"""The statement tree of a kernel and its OpenCL C printer.
+"""The OpenCL C printer of a kernel's statement tree.
 
-Lowering builds a small tree per kernel: :class:`Loop` (``seq`` for mapSeq, reduce and
-copies; ``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg/mapLcl),
-:class:`Store` (a leaf written into memory), :class:`Decl` (a private array),
-:class:`Barrier`. The printer turns it into OpenCL C:
+The tree (:class:`Loop`, :class:`Store`, :class:`Decl`, :class:`Barrier`) is
+:mod:`codegen.stmt`'s; its names are importable from here as well. The printer turns it
+into OpenCL C:
 
 * a distributed loop is ``for (int i = get_local_id(0); i < n; i += get_local_size(0))``,
   an ``if (i < n)`` when each work-item has at most one iteration, and a plain declaration
@@ -22,19 +21,22 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from codegen.errors import UnsupportedError
 from codegen.private_arrays import independent_nest, vector_private_arrays
+from codegen.stmt import Barrier, Decl, Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Const, Lanes, Leaf, Mem, Sel, VecMem, build_expr
 from ir.nodes import UserFun
 from ir.sym import Cst, Expr, Rel, Var
 from ir.types import ScalarType, Type, VectorType
 
-if TYPE_CHECKING:  # codegen.memory is not needed at run time here
-    from codegen.memory import Buf
+# the statement tree's names, for the code that imports them from the printer
+__all__ = [
+    "INTERCHANGE_MAX", "THREAD_FUNS", "UNROLL_BUDGET", "UNROLL_MAX", "Barrier", "Decl",
+    "Loop", "Printer", "Store", "c_literal", "c_type", "kernel_source", "leaves_of",
+    "split_invariant", "touches_private_array", "unrolled_size", "user_fun_source",
+    "walk_stmts",
+]
 
 UNROLL_MAX = 64  # most iterations of one unrolled loop
 UNROLL_BUDGET = 1024  # most statements an unrolled loop nest may print
@@ -47,70 +49,6 @@ THREAD_FUNS = {
     "wrg": ("get_group_id", "get_num_groups"),
     "lcl": ("get_local_id", "get_local_size"),
 }
-
-
-# ------------------------------------------------------------------------ statements
-
-
-@dataclass(eq=False)
-class Loop:
-    """A loop: ``kind`` is seq, glb, wrg or lcl; ``threads`` is set by the launch."""
-
-    kind: str
-    dim: int | None
-    var: Expr
-    n: int
-    label: str
-    what: str
-    is_map: bool = False
-    body: list = field(default_factory=list)
-    parent: Loop | None = None
-    threads: int | None = None
-    n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
-
-    @property
-    def par_dim(self) -> int:
-        """The dimension of a parallel (glb, wrg or lcl) loop: the mapping gives it one."""
-        assert self.dim is not None, f"{self.what} distributes no dimension"
-        return self.dim
-
-    @property
-    def name(self) -> str:
-        return self.var.name
-
-
-@dataclass(eq=False)
-class Store:
-    """``dest = value`` (a scalar or a vector store)."""
-
-    dest: Mem | VecMem
-    value: Leaf
-    parent: Loop | None = None
-
-
-@dataclass(eq=False)
-class Decl:
-    """Declaration of a private buffer at this point."""
-
-    buf: Buf
-    parent: Loop | None = None
-
-
-@dataclass(eq=False)
-class Barrier:
-    """``barrier(fences)``; ``why`` becomes a comment."""
-
-    fences: frozenset
-    why: str = ""
-    parent: Loop | None = None
-
-
-def walk_stmts(stmts: list):
-    """Every statement, pre-order."""
-    for s in stmts:
-        yield s
-        if isinstance(s, Loop):
-            yield from walk_stmts(s.body)
 
 
 # ------------------------------------------------------------------------- C text
@@ -497,18 +435,6 @@ def touches_private_array(lp: Loop) -> bool:
                         and not leaf.buf.scalar and name in leaf.idx.free_vars():
                     return True
     return False
-
-
-def leaves_of(v: Leaf) -> Iterator[Mem | VecMem]:
-    """Every memory leaf read by a value."""
-    if isinstance(v, (Mem, VecMem)):
-        yield v
-    elif isinstance(v, Call):
-        for a in v.args:
-            yield from leaves_of(a)
-    elif isinstance(v, Sel):
-        yield from leaves_of(v.then)
-        yield from leaves_of(v.other)
 
 
 def kernel_source(

@@ -21,9 +21,9 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from codegen.emit import Loop
+from codegen.device_description import Device
 from codegen.errors import LoweringError, MemoryScopeError, WorkGroupSizeError
-from codegen.target import Device
+from codegen.stmt import Loop
 
 
 @dataclass

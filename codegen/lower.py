@@ -29,7 +29,8 @@ from codegen import barriers as bar
 from codegen import views as vw
 from codegen.accumulate import vector_accumulate
 from codegen.builder import C_RESERVED, Builder
-from codegen.emit import Decl, Loop, Store, kernel_source, leaves_of, walk_stmts
+from codegen.device_description import DEFAULT_DEVICE, Device
+from codegen.emit import kernel_source
 from codegen.errors import (
     LocalMemoryError,
     LoweringError,
@@ -48,7 +49,7 @@ from codegen.resources import (
     kernel_resources,
     program_features,
 )
-from codegen.target import DEFAULT_DEVICE, Device
+from codegen.stmt import Decl, Loop, Store, leaves_of, walk_stmts
 from ir.nodes import Lambda, Map, Node, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo

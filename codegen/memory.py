@@ -12,12 +12,15 @@ Sizes follow from the types and from where the temporary is allocated (CC'22 5.1
 iteration of the loops around it; a local one is replicated for every iteration of the
 enclosing ``mapLcl`` loops (one work-group's worth); a global one for every iteration of
 all enclosing loops (so that concurrent iterations never share it).
+
+The buffer record itself, :class:`Buf`, is :mod:`codegen.buffers`' (this module's
+``Buf`` and ``ITEM_BYTES`` are those): views address buffers and are used here, so the
+record sits below both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from codegen.buffers import ITEM_BYTES, Buf
 from codegen.errors import UnsupportedError
 from codegen.views import ArrV, Mem, TupV, VecMem, View
 from ir.nodes import (
@@ -40,43 +43,6 @@ from ir.nodes import (
 )
 from ir.sym import Expr, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType, base_scalar
-
-ITEM_BYTES = {"float": 4, "int": 4}
-
-
-@dataclass(eq=False)
-class Buf:
-    """A buffer of scalars: ``count`` items of ``dtype`` in ``space``.
-
-    ``role`` is input, output, temp or acc (a reduce accumulator). ``alloc_loops`` are the
-    loops around the allocation point; ``expanded_by`` those the buffer is replicated for.
-    """
-
-    name: str
-    space: str
-    dtype: str
-    count: int
-    role: str = "temp"
-    label: str = ""
-    scalar: bool = False  # a private single value, printed as a plain variable
-    alloc_loops: tuple = ()
-    expanded_by: tuple = ()
-    glb_dims: frozenset = field(default_factory=frozenset)  # mapGlb dims around a local buffer
-    c_name: str = ""  # its name in OpenCL C when ``name`` is not usable there
-    # ``count`` in the program's symbolic sizes (None: not known symbolically); the
-    # resource constraints of the tuning space are built from it (codegen.resources)
-    sym_count: Expr | None = None
-
-    @property
-    def cname(self) -> str:
-        return self.c_name or self.name
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the buffer (``dtype`` may be a vector type such as ``float8``)."""
-        base = self.dtype.rstrip("0123456789")
-        width = int(self.dtype[len(base):] or 1)
-        return self.count * width * ITEM_BYTES[base]
 
 
 def size_of_sym(t: Type) -> Expr:

@@ -19,21 +19,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from codegen.stmt import Loop, Store, leaves_of
 from codegen.views import Mem, VecMem
 from ir.errors import SymbolicError
-
-if TYPE_CHECKING:
-    from codegen.emit import Loop
 
 SCALAR_DTYPES = ("float", "int")
 
 
 def _accesses(stmts: Iterable) -> Iterable[Mem | VecMem]:
     """Every memory leaf a statement list writes or reads (conditions included)."""
-    from codegen.emit import Loop, Store, leaves_of
-
     for s in stmts:
         if isinstance(s, Loop):
             yield from _accesses(s.body)
@@ -77,8 +72,6 @@ def independent_nest(outer: Loop, env: dict) -> Loop | None:
     independent: no iteration reads or writes an element another iteration writes. Else
     None. Checked by evaluating every index of every iteration (the nest is unrolled, so
     it is small)."""
-    from codegen.emit import Loop, Store, leaves_of
-
     if len(outer.body) != 1 or not isinstance(outer.body[0], Loop):
         return None
     inner = outer.body[0]

@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from codegen.emit import Loop
+from codegen.device_description import Device
 from codegen.launch import LaunchConfig
 from codegen.memory import Buf
-from codegen.target import Device
+from codegen.stmt import Loop
 from ir.sym import Cst, Expr, Rel, smax, smin
 
 

@@ -22,12 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
+from codegen.buffers import Buf
 from codegen.errors import UnsupportedError, UnvectorizableError
-from ir.sym import Expr, Rel, Var, sym
+from ir.sym import Expr, Rel, Var, smax, smin, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
-
-if TYPE_CHECKING:  # codegen.memory imports this module
-    from codegen.memory import Buf
 
 OPENCL_VECTOR_WIDTHS = (1, 2, 3, 4, 8, 16)  # width 1 is printed as a scalar
 
@@ -316,8 +314,6 @@ def _build(t: tuple) -> Expr:
     if tag == "div":
         return _build(t[1]) / _build(t[2])
     if tag in ("min", "max"):
-        from ir.sym import smax, smin
-
         return (smin if tag == "min" else smax)(_build(t[1]), _build(t[2]))
     q = _build(t[2])
     if q.is_const and q.as_int() > 1:

@@ -1,0 +1,93 @@
+"""The statement tree of a kernel, as the lowering builds it and the printer prints it.
+
+One small tree per kernel: :class:`Loop` (``seq`` for mapSeq, reduce and copies;
+``glb``/``wrg``/``lcl`` for the work-distribution loops of mapGlb/mapWrg/mapLcl),
+:class:`Store` (a leaf written into memory), :class:`Decl` (a private array),
+:class:`Barrier`. The builder (:mod:`codegen.builder`) makes it; the passes over it
+(barriers, vector accumulators, private arrays, launch, resources) read and rewrite it;
+:mod:`codegen.emit` prints it as OpenCL C. It depends on the views and buffers its leaves
+refer to, and on nothing that reads it (issue 23: it lived in the printer, which the
+passes it serves are imported by).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from codegen.buffers import Buf
+from codegen.views import Call, Leaf, Mem, Sel, VecMem
+from ir.sym import Expr
+
+
+@dataclass(eq=False)
+class Loop:
+    """A loop: ``kind`` is seq, glb, wrg or lcl; ``threads`` is set by the launch."""
+
+    kind: str
+    dim: int | None
+    var: Expr
+    n: int
+    label: str
+    what: str
+    is_map: bool = False
+    body: list = field(default_factory=list)
+    parent: Loop | None = None
+    threads: int | None = None
+    n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
+
+    @property
+    def par_dim(self) -> int:
+        """The dimension of a parallel (glb, wrg or lcl) loop: the mapping gives it one."""
+        assert self.dim is not None, f"{self.what} distributes no dimension"
+        return self.dim
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+
+@dataclass(eq=False)
+class Store:
+    """``dest = value`` (a scalar or a vector store)."""
+
+    dest: Mem | VecMem
+    value: Leaf
+    parent: Loop | None = None
+
+
+@dataclass(eq=False)
+class Decl:
+    """Declaration of a private buffer at this point."""
+
+    buf: Buf
+    parent: Loop | None = None
+
+
+@dataclass(eq=False)
+class Barrier:
+    """``barrier(fences)``; ``why`` becomes a comment."""
+
+    fences: frozenset
+    why: str = ""
+    parent: Loop | None = None
+
+
+def walk_stmts(stmts: list):
+    """Every statement, pre-order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, Loop):
+            yield from walk_stmts(s.body)
+
+
+def leaves_of(v: Leaf) -> Iterator[Mem | VecMem]:
+    """Every memory leaf read by a value."""
+    if isinstance(v, (Mem, VecMem)):
+        yield v
+    elif isinstance(v, Call):
+        for a in v.args:
+            yield from leaves_of(a)
+    elif isinstance(v, Sel):
+        yield from leaves_of(v.then)
+        yield from leaves_of(v.other)
