@@ -22,57 +22,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ir.errors import LiftmapError
 from mapper.encoding import MapCodes, short_code
-from mapper.sizes import check_sizes, size_names
+from mapper.errors import UsageError, library_errors
+from mapper.sizes import check_sizes, parse_sizes, size_names
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
-MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
 MAX_RANGE = 1 << 22  # the most values an inferred or given tuning range may list
 JSON_SCHEMA_VERSION = 1
 
 
-class CliError(LiftmapError, ValueError):
+class CliError(UsageError):
     """An argument given on the command line is wrong; the message says what to do."""
-
-
-def library_errors() -> tuple[type[BaseException], ...]:
-    """The exception classes whose messages are meant for the user: the library's error
-    root (``ir.errors.LiftmapError``: every error it raises on purpose, the CLI's own
-    included) and file errors. Anything else is a bug and propagates."""
-    return (LiftmapError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
-            PermissionError)
-
-
-def parse_sizes(text: str | None, minimum: int = 1) -> dict[str, int]:
-    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``; names once each, values
-    ``minimum``..2^31-1."""
-    out: dict[str, int] = {}
-    if not text:
-        return out
-    for part in text.replace(" ", ",").split(","):
-        if not part:
-            continue
-        if "=" not in part:
-            raise CliError(f"sizes are NAME=VALUE pairs separated by commas, got {part!r}")
-        k, v = (x.strip() for x in part.split("=", 1))
-        if not k.isidentifier() or not k.isascii():
-            raise CliError(f"size name {k!r} in {part!r} is not a name (e.g. N=64)")
-        if k in out:
-            raise CliError(f"size {k} is given twice ({k}={out[k]} and {part})")
-        if not re.fullmatch(r"[+-]?[0-9]+", v):
-            raise CliError(f"size {k} must be an integer, got {v!r}")
-        digits = v.lstrip("+-").lstrip("0")
-        if v.startswith("-") or len(digits) > len(str(MAX_SIZE)) or int(v) > MAX_SIZE \
-                or int(v) < minimum:
-            shown = v if len(v) <= 20 else f"{v[:8]}...({len(digits)} digits)"
-            raise CliError(f"size {k}={shown} is out of range: a size must be an integer in "
-                           f"{minimum}..{MAX_SIZE}")
-        out[k] = int(v)
-    return out
 
 
 def mapping_json(m) -> dict[str, str]:

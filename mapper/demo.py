@@ -33,6 +33,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mapper.encoding import MapCodes, short_code
+
 if TYPE_CHECKING:
     from mapper.explore.record import Record
 
@@ -52,15 +54,11 @@ def _conv_reference(x, w, stride, pad):
 
 def _codes(m) -> str:
     """A mapping in short codes: ``A=W0 B=L0 C=L0 D=S``."""
-    from mapper.cli import short_code
-
-    return " ".join(f"{k}={short_code(v)}" for k, v in m.items())
+    return MapCodes(m).short()
 
 
 def _short(m) -> str:
     """The parallel maps of a mapping in short codes (the rest is sequential or fused)."""
-    from mapper.cli import short_code
-
     par = [f"{k}={short_code(v)}" for k, v in m.items() if v >= 10]
     return " ".join(par) + " (rest seq.)" if par else "all sequential"
 
@@ -149,7 +147,6 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         console.print(t)
 
         # 2. Listing 1, Table 1 -------------------------------------------------------------
-        from mapper.encoding import MapCodes
 
         table1 = {
             "M1": "A=G0 B=S C=S D=S E=S", "M2": "A=G1 B=G0 C=S D=G0 E=S",

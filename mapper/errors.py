@@ -5,6 +5,15 @@ from __future__ import annotations
 from ir.errors import LiftmapError
 
 
+def library_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes whose messages are meant for the user: the library's error
+    root (``ir.errors.LiftmapError``: every error it raises on purpose) and file errors.
+    Anything else is a bug and propagates (the command line and the REPL print these in
+    one line and show a traceback for the rest)."""
+    return (LiftmapError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+            PermissionError)
+
+
 class MapperError(LiftmapError):
     """Base of mapper errors."""
 
@@ -48,3 +57,8 @@ class InputError(MapperError, ValueError):
 
 class DeviceUseError(MapperError, ValueError):
     """A device that cannot do what is asked (a description cannot run kernels)."""
+
+
+class UsageError(MapperError, ValueError):
+    """A command (of the command line or the REPL) is used wrongly; the message says how
+    to use it."""

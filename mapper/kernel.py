@@ -6,7 +6,7 @@ its source, launch sizes, resources and FLOP/byte counts. ``CompiledKernel.run``
 in a persistent worker process (a crash or hang costs the worker, not the caller), checks
 the output against the reference interpreter and returns a typed ``RunResult``.
 
-This module does not import ``mapper.api``: the problem is passed in.
+This module does not import ``mapper.api``: the problem is passed in (``Problem``).
 """
 
 from __future__ import annotations
@@ -15,22 +15,39 @@ import os
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from codegen.program import DTYPES, CompiledProgram, Kernel, Outcome
+from codegen.program import CompiledProgram, Kernel, Outcome
 from codegen.target import PRESETS, Device
 from constraints.model import Constraint
 from ir.errors import LiftmapError
+from mapper.data import check_inputs, random_inputs, reduction_tolerance, reference_result
 from mapper.encoding import MapCodes
 from mapper.errors import DeviceUseError, InputError
 from mapper.sizes import check_sizes
 
 if TYPE_CHECKING:
     from codegen.worker import WorkerPool
-    from ir.nodes import Lambda
-    from mapper.api import MappingProblem
+    from ir.nodes import Lambda, Node
+
+
+class Problem(Protocol):
+    """What ``build`` needs of a problem (``mapper.api.MappingProblem`` has it; this
+    module does not import the API, which imports this module)."""
+
+    program: Node
+    device: str | Device | None
+
+    @property
+    def labels(self) -> list[str]: ...
+
+    def mapping(self, m) -> MapCodes: ...
+
+    def check(self, mapping) -> list[Constraint]: ...
+
+    def lower(self, mapping, *, check: bool = True) -> Node: ...
 
 DEFAULT_REPEATS = 5
 DEFAULT_TIMEOUT_S = 60.0
@@ -70,58 +87,6 @@ def target_device(device: str | Device | None) -> Device:
         return resolve(device)
     assert not isinstance(device, Device)
     return Device.from_limits(pool_for(device).device_info().get("limits", {}))
-
-
-def _declared_shape(param, sizes: Mapping[str, int]) -> tuple[tuple[int, ...], str]:
-    from ir.types import shape_of
-
-    dims, elem = shape_of(param.type)
-    scalar = getattr(elem, "name", "float")
-    return tuple(d.evaluate(sizes) for d in dims), scalar if scalar in DTYPES else "float"
-
-
-def check_inputs(program: Lambda, sizes: Mapping[str, int],
-                 inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """``inputs`` as arrays of the program's declared shapes and element types (a scalar
-    input as a 1-element array); ``InputError`` names what is missing, unknown or of the
-    wrong shape."""
-    names = [p.name for p in program.params]
-    unknown = sorted(set(inputs) - set(names))
-    missing = [n for n in names if n not in inputs]
-    if unknown or missing:
-        raise InputError("the inputs do not match the program's: "
-                         + "; ".join(x for x in (
-                             f"unknown {', '.join(unknown)}" if unknown else "",
-                             f"missing {', '.join(missing)}" if missing else "") if x)
-                         + f" (the program's inputs are {', '.join(names)})")
-    out: dict[str, np.ndarray] = {}
-    for p in program.params:
-        shape, scalar = _declared_shape(p, sizes)
-        try:
-            a = np.asarray(inputs[p.name], dtype=DTYPES[scalar])
-        except (TypeError, ValueError) as e:
-            raise InputError(f"input {p.name} is not an array of {scalar}: {e}") from None
-        if not shape:
-            if a.size != 1:
-                raise InputError(f"input {p.name} is a scalar ({p.type}); got an array of "
-                                 f"shape {a.shape}")
-            a = a.reshape(1)
-        elif a.shape != shape:
-            raise InputError(f"input {p.name} : {p.type} has shape {shape} for these sizes; "
-                             f"got shape {a.shape}")
-        out[p.name] = a
-    return out
-
-
-def reference_result(program: Lambda, inputs: Mapping[str, np.ndarray],
-                     sizes: Mapping[str, int]) -> np.ndarray:
-    """What the reference interpreter computes for ``inputs`` (1-element scalars
-    unwrapped)."""
-    from ir.interp import evaluate
-
-    scalars = {p.name for p in program.params if not _declared_shape(p, sizes)[0]}
-    return evaluate(program, {k: (v.reshape(())[()] if k in scalars else v)
-                              for k, v in inputs.items()}, sizes)
 
 
 @dataclass(frozen=True)
@@ -254,9 +219,6 @@ class CompiledKernel:
         """Runs the kernel(s) ``repeats`` times in an isolated worker on the live device
         and checks the output against the reference interpreter (or ``reference``).
         ``inputs``: arrays by input name (default: seeded random data)."""
-        from mapper.candidates import reduction_tolerance
-        from mapper.witness import random_inputs
-
         if not self.live:
             raise DeviceUseError(
                 f"this kernel was built for the description {self.device.name!r} "
@@ -299,7 +261,7 @@ def work_counts(program: Lambda, sizes: Mapping[str, int]) -> tuple[int | None, 
     return flops, count_bytes(program, sizes)
 
 
-def build(p: MappingProblem, mapping, sizes: Mapping[str, int], *, force: bool = False,
+def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
           flops: int | None = None, name: str = "kernel") -> CompiledKernel:
     """``mapping`` of problem ``p`` lowered to OpenCL for ``sizes`` (see
     ``MappingProblem.build``)."""

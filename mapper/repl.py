@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from mapper.cli import CliError, library_errors
+from mapper.errors import UsageError as CliError
+from mapper.errors import library_errors
 from mapper.text import show_constraint, show_predicate, show_predicate_short, why_violated
 
 if TYPE_CHECKING:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from numbers import Integral
@@ -10,6 +11,36 @@ from ir.nodes import Node, walk
 from ir.sym import Expr
 from ir.types import Type
 from mapper.errors import SizeError
+
+MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
+
+
+def parse_sizes(text: str | None, minimum: int = 1) -> dict[str, int]:
+    """``"N=64,s0=16"`` -> ``{"N": 64, "s0": 16}``; names once each, values
+    ``minimum``..2^31-1."""
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for part in text.replace(" ", ",").split(","):
+        if not part:
+            continue
+        if "=" not in part:
+            raise SizeError(f"sizes are NAME=VALUE pairs separated by commas, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if not k.isidentifier() or not k.isascii():
+            raise SizeError(f"size name {k!r} in {part!r} is not a name (e.g. N=64)")
+        if k in out:
+            raise SizeError(f"size {k} is given twice ({k}={out[k]} and {part})")
+        if not re.fullmatch(r"[+-]?[0-9]+", v):
+            raise SizeError(f"size {k} must be an integer, got {v!r}")
+        digits = v.lstrip("+-").lstrip("0")
+        if v.startswith("-") or len(digits) > len(str(MAX_SIZE)) or int(v) > MAX_SIZE \
+                or int(v) < minimum:
+            shown = v if len(v) <= 20 else f"{v[:8]}...({len(digits)} digits)"
+            raise SizeError(f"size {k}={shown} is out of range: a size must be an integer in "
+                           f"{minimum}..{MAX_SIZE}")
+        out[k] = int(v)
+    return out
 
 
 def size_names(prog: Node) -> frozenset[str]:

@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from codegen.errors import LoweringError
 from codegen.program import Outcome
 from ir.interp import evaluate
 from ir.nodes import Lambda
 from mapper.api import enumerate_mappings
 from mapper.candidates import lower_candidate
+from mapper.data import random_inputs
 from mapper.encoding import MapCodes
 
 EXPECTED_REJECTIONS = ("synchronizability",)
@@ -42,19 +41,6 @@ class WitnessReport:
         for _, o in self.outcomes:
             out[o.label] = out.get(o.label, 0) + 1
         return out
-
-
-def random_inputs(program: Lambda, sizes: Mapping[str, int], seed: int = 0) -> dict:
-    """Random float32 inputs of the program's declared shapes (scalars as 1-element)."""
-    from ir.types import shape_of
-
-    rng = np.random.default_rng(seed)
-    out = {}
-    for p in program.params:
-        dims, _ = shape_of(p.type)
-        shape = tuple(d.evaluate(sizes) for d in dims)
-        out[p.name] = rng.standard_normal(shape or (1,)).astype(np.float32)
-    return out
 
 
 def check_program(program: Lambda, sizes: Mapping[str, int], runner, *, fusion: str = "free",

@@ -278,7 +278,9 @@ def test_main_lets_python_bugs_through(monkeypatch):
 
 
 def test_cli_argument_errors_are_typed():
-    with pytest.raises(cli.CliError):
+    from mapper.errors import SizeError
+
+    with pytest.raises(SizeError):
         cli.parse_sizes("N=abc")
     with pytest.raises(cli.CliError):
         cli.parse_domains(["s0=a..b"])

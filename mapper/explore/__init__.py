@@ -8,6 +8,7 @@ device and a resumable SQLite results store (see ``docs/exploration.md``).
     print(res.final.short_mapping, dict(res.final.tuning))  # a Record: A=W0 B=L0 ...
 """
 
+from mapper.explore import model as _model  # noqa: F401  (registers the "model" strategy)
 from mapper.explore.record import Record, Retimed, Tuning
 from mapper.explore.replay import Comparison, compare, replay
 from mapper.explore.run import Budget, BudgetError, Results, explore, parse_budget

@@ -89,7 +89,7 @@ def parse_layer_spec(layer: str, scale: int):
 def custom_layer(text: str):
     """``"C=8,H=6,W=6,M=8[,K=3,S=1,P=1]"`` -> ``ConvLayer`` named after its sizes."""
     from ir.programs import ConvLayer
-    from mapper.cli import parse_sizes
+    from mapper.sizes import parse_sizes
 
     try:
         s = parse_sizes(text)
@@ -309,7 +309,7 @@ def run_layers(args: argparse.Namespace,
     library error, printed in one line; 130: interrupted)."""
     import sys
 
-    from mapper.cli import library_errors
+    from mapper.errors import library_errors
 
     t0 = time.perf_counter()
     try:

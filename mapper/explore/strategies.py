@@ -271,6 +271,3 @@ class RandomAssignment(Strategy):
             yield Candidate(m, cfg, map_s, tun_s, draws=draws)
             draws, map_s, tun_s = 0, 0.0, 0.0
         self.stopped_by = "exhausted: no valid mapping has a tuning configuration"
-
-
-from mapper.explore import model as _model  # noqa: E402,F401  (registers "model")
