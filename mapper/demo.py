@@ -34,6 +34,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mapper.encoding import MapCodes, short_code
+from mapper.kernel import pool_for
 
 if TYPE_CHECKING:
     from mapper.explore.record import Record
@@ -77,9 +78,23 @@ def _outcome_cell(o) -> str:
     return f"[{colour}]{escape(o.label)}[/{colour}]"
 
 
+def _build_and_run(p, m, sizes, inputs, reference):
+    """One mapping through the build/run API: (kernel, typed result); a mapping the
+    lowering refuses is a ``rejected`` result (no kernel)."""
+    from codegen.errors import LoweringError
+    from mapper.kernel import RunResult
+
+    try:
+        k = p.build(m, sizes)
+    except LoweringError as e:
+        return None, RunResult("rejected", str(e), e.check, (), None, 0, None, {}, None, "")
+    return k, k.run(inputs, repeats=3, timeout_s=60, reference=reference)
+
+
 def run_demo(console: Console | None = None, quick: bool = False) -> int:
+    from contextlib import nullcontext
+
     from codegen.target import Device
-    from codegen.worker import WorkerPool
     from ir.interp import evaluate
     from ir.programs import (
         ConvLayer,
@@ -87,10 +102,9 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         cc22_listing3,
         gpgpu20_conv_pipeline,
     )
-    from mapper.api import check_mapping, enumerate_mappings
+    from mapper.api import problem
     from mapper.candidates import (
         conv_stage_mappings,
-        lower_candidate,
         lower_pipeline,
         paper_like_tuning,
         reduction_tolerance,
@@ -109,7 +123,8 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         elif o.status == "timeout":
             slow.append(label)
     t_start = time.perf_counter()
-    with WorkerPool() as pool:
+    # one worker pool for everything: the one the build/run API uses for the default device
+    with nullcontext(pool_for(None)) as pool:
         lim = pool.device_info().get("limits", {})
         device = Device.from_limits(lim)  # candidates are lowered for the device they run on
         from codegen.device import describe_choice
@@ -132,16 +147,11 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         t.add_column("outcome", no_wrap=True)
         t.add_column("time (us)", justify="right", no_wrap=True)
         t.add_column("global, local size")
-        for m in enumerate_mappings(prog):
-            o = pool.evaluate_candidate(
-                functools.partial(lower_candidate, prog, m, sizes, flops=2 * n, device=device),
-                {"X": X, "y": np.array([3.0], np.float32), "z": np.array([-1.0], np.float32)},
-                ref, timeout_s=60, repeats=3)
+        p3 = problem(prog)
+        for m in p3.enumerate():
+            k, o = _build_and_run(p3, m, sizes, inputs, ref)
             judge(o, f"Listing 3 {m}", required=True)
-            launch = ""
-            if o.ok:
-                cp = lower_candidate(prog, m, sizes, device=device)
-                launch = f"{cp.kernels[0].global_size}, {cp.kernels[0].local_size}"
+            launch = f"{k.kernels[0].global_size}, {k.kernels[0].local_size}" if k else ""
             t.add_row(_codes(m), _outcome_cell(o),
                       f"{o.time_s * 1e6:.1f}" if o.time_s else "", launch)
         console.print(t)
@@ -153,10 +163,10 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             "M3": "A=S B=W0 C=L0 D=W0 E=L0", "M4": "A=W0 B=L0 C=S D=L0 E=S",
             "M6": "A=W0 B=L0 C=S D=S E=L0",
         }
-        p1 = cc22_listing1()
+        p1 = problem(cc22_listing1(), fusion="free")
         s1 = {"I": 8, "J": 16, "K": 16}
         x1 = rng.standard_normal((8, 16, 16)).astype(np.float32)
-        ref1 = evaluate(p1, {"input": x1})
+        ref1 = evaluate(p1.program, {"input": x1})
         t = Table(title="CC'22 Table 1 on Listing 1 (I=8, J=16, K=16)")
         t.add_column("", no_wrap=True)
         t.add_column("mapping", no_wrap=True)
@@ -164,14 +174,12 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         t.add_column("on the device", no_wrap=True)
         for name, text in table1.items():
             m = MapCodes.parse(text)
-            viol = check_mapping(p1, m, fusion="free")
+            viol = p1.check(m)
             if viol:
                 rules = "\n".join(sorted({c.rule for c in viol}))  # one per line, whole
                 t.add_row(name, _codes(m), f"[yellow]invalid:\n{rules}[/yellow]", "not run")
                 continue
-            o = pool.evaluate_candidate(
-                functools.partial(lower_candidate, p1, m, s1, fusion="free", device=device),
-                {"input": x1}, ref1, timeout_s=60, repeats=3)
+            _, o = _build_and_run(p1, m, s1, {"input": x1}, ref1)
             judge(o, f"Table 1 {name}", required=True)
             t.add_row(name, _codes(m), "[green]valid[/green]", _outcome_cell(o))
         console.print(t)
