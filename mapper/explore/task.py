@@ -95,7 +95,7 @@ class Task:
         from ir.nodes import Lambda
         from ir.syntax import parse, parse_file, print_program
         from mapper.api import problem
-        from mapper.witness import random_inputs
+        from mapper.data import check_inputs, random_inputs, reduction_tolerance
 
         if isinstance(program, str):
             if program.endswith(".lift"):
@@ -119,14 +119,11 @@ class Task:
                                  " that are not given: give them in the sizes")
         task = cls(name or "program", text, prog, sizes, {}, None, flops, {},
                    fusion=fusion, heuristics=heuristics, max_value=max_value)
-        if inputs is None:
-            inputs = random_inputs(prog, sizes, seed=seed)
-        task.inputs = {k: np.asarray(v) for k, v in inputs.items()}
+        task.inputs = check_inputs(prog, sizes, random_inputs(prog, sizes, seed=seed)
+                                   if inputs is None else inputs)
         if reference is None:
             reference = task._interpret()
         task.reference = reference
-        from mapper.candidates import reduction_tolerance
-
         task.tolerance = reduction_tolerance(reference)
         return task
 
