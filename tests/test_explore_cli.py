@@ -222,7 +222,7 @@ def _parser_actions(name: str):
     return sub.choices[name]._actions
 
 
-@pytest.mark.parametrize("command", ["explore", "results", "plot"])
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_every_option_has_a_help_string(command):
     for a in _parser_actions(command):
         assert a.help, (command, a.option_strings or a.dest)
