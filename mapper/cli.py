@@ -766,7 +766,9 @@ def _explore_task(args):
                 layer = parse_layer(text)
             except ValueError as e:  # parse_layer's own message (an unknown layer name)
                 raise CliError(f"--layer {text!r}: {e}") from None
-        return Task.conv_layer(layer, fusion=args.fusion)
+        if args.flops is not None:
+            raise CliError("--flops goes with a .lift program (conv counts its own FLOPs)")
+        return Task.conv_layer(layer, fusion=args.fusion, heuristics=args.heuristics)
     if args.layer:
         raise CliError("--layer goes with the program name conv (the convolution pipeline)")
     sizes = parse_sizes(args.sizes)
@@ -784,8 +786,9 @@ def _explore_task(args):
         if missing:
             raise CliError(f"input {p.name} of {args.file} has size(s) {', '.join(missing)}: "
                            "give them with --sizes (the other sizes are tuned)")
-    return Task.from_program(prog, sizes, fusion=args.fusion,
-                             name=os.path.basename(args.file), max_value=args.max)
+    return Task.from_program(prog, sizes, fusion=args.fusion, heuristics=args.heuristics,
+                             name=os.path.basename(args.file), max_value=args.max,
+                             flops=args.flops)
 
 
 def cmd_explore(args) -> int:
@@ -1134,6 +1137,8 @@ def build_parser() -> argparse.ArgumentParser:
     fusion(p)
     p.add_argument("--sizes", help="the fixed sizes, e.g. N=4096; the other size variables "
                    "are tuned")
+    p.add_argument("--flops", type=_non_negative, help="the FLOP count GFLOP/s is computed "
+                   "from (default: derived from the program's functions)")
     p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
                    "(default 19/2)")
     p.add_argument("--strategy", default="model", help="the search strategy (default model; "

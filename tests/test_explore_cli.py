@@ -18,7 +18,7 @@ import pytest
 
 from mapper import cli
 from mapper.encoding import MapCodes
-from mapper.explore import Record, Results, Retimed, Tuning, parse_budget
+from mapper.explore import Record, Results, Retimed, Task, Tuning, parse_budget
 from mapper.explore.store import COLUMN_NAMES, Context, ResultStore
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -287,3 +287,33 @@ def test_explore_verbose_prints_a_line_per_candidate_on_stderr(capsys, tmp_path)
     assert all(re.search(r" A=(S|F|[LWG][0-2]) B=", ln) for ln in lines)
     assert "3 candidate(s), 3 evaluated" in " ".join(out.split())  # the summary, as usual
     assert not re.search(r"\b[ABCD]=\d", out + err)  # (the sizes print as N=1024)
+
+
+@pytest.mark.opencl
+def test_explore_of_a_lift_program_reports_derived_or_given_flops(capsys, tmp_path):
+    rc, out, err = _explore(capsys, tmp_path, "--jsonl")
+    assert rc == 0, err
+    docs = [json.loads(line) for line in out.splitlines()]
+    ok = [d for d in docs if d["type"] == "candidate" and d["status"] == "ok"]
+    assert ok and all(d["gflops"] == pytest.approx(2 * 1024 / d["time_s"] / 1e9) for d in ok)
+    rc, out, err = _cli(capsys, "explore", L3, "--sizes", "N=1024", "--budget", "2",
+                        "--strategy", "solver", "--store", str(tmp_path / "f.sqlite"),
+                        "--flops", "1000000", "--jsonl")
+    assert rc == 0, err
+    ok = [d for d in map(json.loads, out.splitlines())
+          if d["type"] == "candidate" and d["status"] == "ok"]
+    assert ok and all(d["gflops"] == pytest.approx(1e6 / d["time_s"] / 1e9) for d in ok)
+
+
+def test_explore_passes_its_rules_to_the_task(monkeypatch, tmp_path):
+    """--no-heuristics and --fusion reach the explored task (they were dropped for .lift)."""
+    seen = {}
+
+    def fake_from_program(prog, sizes, **kw):
+        seen.update(kw)
+        raise cli.CliError("stop here")
+
+    monkeypatch.setattr(Task, "from_program", fake_from_program)
+    rc = cli.main(["explore", L3, "--sizes", "N=1024", "--no-heuristics", "--fusion", "free",
+                   "--store", str(tmp_path / "g.sqlite")])
+    assert rc == 2 and seen["heuristics"] is False and seen["fusion"] == "free"

@@ -125,7 +125,35 @@ class Task:
             reference = task._interpret()
         task.reference = reference
         task.tolerance = reduction_tolerance(reference)
+        if flops is None:
+            task.flops = task._derived_flops()
         return task
+
+    def _derived_flops(self) -> int | None:
+        """The program's FLOP count (``ir.flops``) for the fixed sizes or, where it needs
+        tuning sizes, for the valid configuration the reference uses (a tuning that
+        changes the work, e.g. overlapping tiles, is not counted: give ``flops``); None
+        where the program's functions cannot be counted."""
+        from ir.flops import FlopsError, count_flops
+
+        try:
+            return count_flops(self.program, self.sizes)
+        except FlopsError:
+            sizes = self._configuration_sizes()
+        try:
+            return count_flops(self.program, sizes) if sizes is not None else None
+        except FlopsError:
+            return None
+
+    def _configuration_sizes(self) -> dict[str, int] | None:
+        """The fixed sizes with the tuning sizes of a valid configuration (the first
+        mapping's first), or None when no mapping has one."""
+        js = self.joint()
+        for m in js.mappings:
+            tp = js.tuning(m)
+            if tp.params and tp.count():
+                return dict(tp.sizes_for(tp.space[0]))
+        return None
 
     def _interpret(self) -> np.ndarray:
         """The interpreter's result; tuning sizes the interpreter needs come from a valid
@@ -138,12 +166,10 @@ class Task:
         try:
             return np.asarray(evaluate(self.program, args, self.sizes))
         except UnboundSizeError:
-            js = self.joint()
-            for m in js.mappings:
-                tp = js.tuning(m)
-                if tp.params and tp.count():
-                    return np.asarray(evaluate(self.program, args, tp.sizes_for(tp.space[0])))
-            raise
+            sizes = self._configuration_sizes()
+            if sizes is None:
+                raise
+            return np.asarray(evaluate(self.program, args, sizes))
 
     @classmethod
     def from_pipeline(cls, pipeline, sizes: Mapping[str, int], *, stage: str | None = None,
