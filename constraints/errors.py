@@ -9,12 +9,13 @@ also a ``ValueError`` (as it always was).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 from ir.errors import LiftmapError
 
-if TYPE_CHECKING:
-    from constraints.model import Constraint
+# what an UnsatisfiableError's core holds: the constraints of the model (the model's
+# ``Constraint``, which this module, below the model, does not import)
+_C = TypeVar("_C")
 
 
 class ConstraintError(LiftmapError):
@@ -34,18 +35,19 @@ class InvalidAssignmentError(ConstraintError):
     or gives a parameter a value outside its domain."""
 
 
-class UnsatisfiableError(ConstraintError):
-    """No assignment satisfies the model; `core` is a minimal set of conflicting constraints.
+class UnsatisfiableError(ConstraintError, Generic[_C]):
+    """No assignment satisfies the model; `core` is a minimal set of conflicting constraints
+    (``UnsatisfiableError[Constraint]``; each prints as a line of the message).
 
     The domains and the fixed values (`fixed`) are taken as given and are not part of `core`.
     """
 
     def __init__(
         self,
-        core: Sequence[Constraint],
+        core: Sequence[_C],
         fixed: Mapping[str, int] | None = None,
     ) -> None:
-        self.core: list[Constraint] = list(core)
+        self.core: list[_C] = list(core)
         self.fixed: dict[str, int] = dict(fixed or {})
         super().__init__(self._message())
 
@@ -90,6 +92,11 @@ class EmptySpaceError(SpaceError):
 class RestrictionEvaluationError(SpaceError):
     """A callable restriction raised while being evaluated; the message names the restriction
     and the values it was given, ``__cause__`` is the original exception."""
+
+
+class UnsupportedConstraintError(SpaceError):
+    """A python-constraint constraint object that has no clear meaning as a restriction on
+    complete configurations (a user-defined ``Constraint`` subclass, a malformed one)."""
 
 
 class SpaceTooLargeError(SpaceError):

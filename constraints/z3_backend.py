@@ -13,8 +13,20 @@ from collections.abc import Iterator, Mapping
 import z3
 
 from constraints.errors import ConstraintError, UnknownParameterError, UnsatisfiableError
-from constraints.expr import And, BinOp, BoolConst, Cmp, Const, Implies, In, Node, Not, Or, Param
-from constraints.expr_preds import COMPARISONS
+from constraints.expr import (
+    COMPARISONS,
+    And,
+    BinOp,
+    BoolConst,
+    Cmp,
+    Const,
+    Implies,
+    In,
+    Node,
+    Not,
+    Or,
+    Param,
+)
 from constraints.model import Constraint, Model
 
 __all__ = [
@@ -213,7 +225,7 @@ def unsat_core(model: Model, fixed: Mapping[str, int] | None = None) -> list[Con
 
 def explain_unsat(
     model: Model, fixed: Mapping[str, int] | None = None
-) -> UnsatisfiableError | None:
+) -> UnsatisfiableError[Constraint] | None:
     """An UnsatisfiableError carrying a minimal core, or None if the model is satisfiable."""
     core = unsat_core(model, fixed)
     if not core:

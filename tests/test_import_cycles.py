@@ -172,9 +172,7 @@ PACKAGES = [
     _xfail("ir", "ir.sym_div -> ir.sym_expr -> ir.sym_rel -> ir.sym_div (closed by "
            "type-only imports, among {ir.sym_div, ir.sym_expr, ir.sym_ops, ir.sym_poly, "
            "ir.sym_print, ir.sym_rel})"),
-    _xfail("constraints", "constraints.errors -> constraints.model -> constraints.errors "
-           "(among {constraints.errors, constraints.expr, constraints.expr_preds, "
-           "constraints.expr_terms, constraints.model})"),
+    "constraints",
     "codegen",
     "mapper",
 ]
