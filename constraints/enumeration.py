@@ -29,11 +29,13 @@ from constraints.errors import (
     UnknownNameError,
 )
 from constraints.ordering import plan_order
-from constraints.predicates import Expression
+from constraints.predicates import Expression, value_kinds
 from constraints.restrictions import (
     Restriction,
+    is_python_constraint,
     parse_restriction,
     restriction_from_callable,
+    restriction_from_constraint,
     restriction_from_predicate,
 )
 
@@ -154,6 +156,7 @@ class GroupBuilder:
             self._num[name] = _numeric_array(values)
             self._obj[name] = _object_array(values)
         self._decl = {n: i for i, n in enumerate(self._names)}
+        self._kinds = value_kinds(self._domains)
 
         restrictions = list(restrictions)
         origins = dict(origins or {})
@@ -276,18 +279,22 @@ class GroupBuilder:
                 )
             return r.with_origin(origin) if override else r
         if isinstance(r, str):
-            return parse_restriction(r, self._names, origin)
+            return parse_restriction(r, self._names, origin, self._kinds)
         if isinstance(r, Expression):
             return restriction_from_predicate(r, self._names, origin)
+        if is_python_constraint(r):  # bare, as Kernel Tuner passes it: on all parameters
+            return restriction_from_constraint(r, None, self._names, origin, self._kinds)
+        if isinstance(r, tuple) and len(r) == 2 and is_python_constraint(r[0]):
+            names = [r[1]] if isinstance(r[1], str) else list(r[1])
+            return restriction_from_constraint(r[0], names, self._names, origin, self._kinds)
         if isinstance(r, tuple) and len(r) == 2 and callable(r[0]):
             names = [r[1]] if isinstance(r[1], str) else list(r[1])
             return restriction_from_callable(r[0], names, self._names, origin)
         if callable(r):
             return restriction_from_callable(r, None, self._names, origin)
         raise TypeError(
-            f"a restriction must be a string, a predicate, a callable, (callable, names) or a "
-            f"Restriction; "
-            f"got {r!r}"
+            f"a restriction must be a string, a predicate, a callable, (callable, names), a "
+            f"python-constraint constraint object or a Restriction; got {r!r}"
         )
 
     def _selectivity(self, r: Restriction) -> float:

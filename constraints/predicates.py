@@ -7,9 +7,13 @@ built as data by the library (``mapper.tuning.to_predicate`` translates the size
 the IR): both end up as the same objects, compiled by ``constraints.vectorise`` and wrapped
 in a ``constraints.restrictions.Restriction`` that keeps the text and the origin.
 
-The language is the one of the restriction strings: int/float literals and ``True``/``False``,
-parameter names, ``+ - * / // % **``, unary ``- +``, comparisons (chained too),
-``and``/``or``/``not`` and calls to ``min``, ``max``, ``abs``. Nodes are frozen dataclasses
+The language is the one of the restriction strings: int/float/string literals and
+``True``/``False``, parameter names, ``+ - * / // % **``, unary ``- +``, comparisons (chained
+too), ``in``/``not in`` a literal list, ``and``/``or``/``not`` and calls to ``min``, ``max``,
+``abs``. Strings (literals and string-valued parameters) can only be compared. Given the
+parameters' value kinds (:func:`value_kinds`), a parameter taking only ``True``/``False``
+or ``0``/``1`` may stand as a truth value (``use_shmem or block_size_x >= 64``: it means
+``use_shmem != 0``), as in Python. Nodes are frozen dataclasses
 (compared and hashed structurally); each has a static :attr:`~Expression.kind` (a number or a
 truth value) and prints (``str``) as Python source: compound arithmetic in parentheses
 (``(N // s0)``, ``(-x)``), comparisons and conjunctions without, e.g.
@@ -20,7 +24,8 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Iterator, Sequence
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -29,6 +34,10 @@ from constraints.errors import NotAPredicateError, RestrictionSyntaxError, Unkno
 __all__ = [
     "NUMBER",
     "TRUTH",
+    "TEXT",
+    "FLAG",
+    "STRING",
+    "MIXED",
     "FUNCTIONS",
     "ARITH_OPS",
     "CMP_OPS",
@@ -42,11 +51,20 @@ __all__ = [
     "Compare",
     "BoolOp",
     "Not",
+    "Str",
+    "Member",
     "conjunction",
     "parse_predicate",
+    "value_kind",
+    "value_kinds",
 ]
 
-NUMBER, TRUTH = "number", "truth value"
+NUMBER, TRUTH, TEXT = "number", "truth value", "string"
+"""The static kinds of expressions: a number, a truth value, a string (literal)."""
+FLAG, STRING, MIXED = "flag", "string", "mixed"
+"""Value kinds of parameters besides ``NUMBER`` (:func:`value_kind`): numbers that are all
+``True``/``False`` or ``0``/``1``, strings, anything else (mixed types)."""
+VALUE_KINDS = (NUMBER, TEXT)
 FUNCTIONS = ("min", "max", "abs")
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
@@ -108,6 +126,21 @@ class Num(Expression):
     def __post_init__(self) -> None:
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
             raise TypeError(f"Num takes an int or a float, got {self.value!r}")
+
+    def _print(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True)
+class Str(Expression):
+    """A string literal (compared with string-valued parameters)."""
+
+    kind: ClassVar[str] = TEXT
+    value: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, str):
+            raise TypeError(f"Str takes a string, got {self.value!r}")
 
     def _print(self) -> str:
         return repr(self.value)
@@ -214,7 +247,9 @@ class Compare(Expression):
         for op in self.ops:
             if op not in CMP_OPS:
                 raise ValueError(f"unknown comparison {op!r}")
-        self._check_children(NUMBER, "operand of a comparison")
+        for c in self.operands:
+            if c.kind not in VALUE_KINDS:
+                _check(c, NUMBER, "operand of a comparison")
 
     def children(self) -> tuple[Expression, ...]:
         return self.operands
@@ -224,6 +259,31 @@ class Compare(Expression):
         for op, b in zip(self.ops, self.operands[1:], strict=True):
             out += [op, str(b)]
         return " ".join(out)
+
+
+@dataclass(frozen=True)
+class Member(Expression):
+    """``operand in [values...]`` (``not in`` when ``negated``): Python's membership, by
+    equality, in a literal list of numbers, strings or booleans."""
+
+    kind: ClassVar[str] = TRUTH
+    operand: Expression
+    values: tuple[int | float | str | bool, ...]
+    negated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.operand.kind not in VALUE_KINDS:
+            _check(self.operand, NUMBER, "operand of 'in'")
+        for v in self.values:
+            if not isinstance(v, (int, float, str)):
+                raise TypeError(f"'in' takes a list of numbers or strings, got {v!r}")
+
+    def children(self) -> tuple[Expression, ...]:
+        return (self.operand,)
+
+    def _print(self) -> str:
+        listed = ", ".join(repr(v) for v in self.values)
+        return f"{self.operand} {'not in' if self.negated else 'in'} [{listed}]"
 
 
 @dataclass(frozen=True)
@@ -330,12 +390,34 @@ def unknown_name(source: str, name: str, known: Sequence[str], col: int) -> Unkn
     )
 
 
+def value_kind(values: Sequence[object]) -> str:
+    """The kind of a parameter's values: :data:`FLAG` (only ``True``/``False`` or
+    ``0``/``1``), :data:`NUMBER` (ints, floats, booleans), :data:`STRING` or :data:`MIXED`."""
+    if all(isinstance(v, numbers.Real) for v in values):
+        if all(isinstance(v, (bool, numbers.Integral)) and v in (0, 1) for v in values):
+            return FLAG
+        return NUMBER
+    if all(isinstance(v, str) for v in values):
+        return STRING
+    return MIXED
+
+
+def value_kinds(domains: Mapping[str, Sequence[object]]) -> dict[str, str]:
+    """:func:`value_kind` of each parameter's domain."""
+    return {n: value_kind(list(d)) for n, d in domains.items()}
+
+
+_ORDERING = frozenset({"<", "<=", ">", ">="})
+
+
 class _Parser:
     """Checks the whitelisted AST of a restriction string and converts it to an
-    :class:`Expression`, with the column of the first problem in its errors."""
+    :class:`Expression`, with the column of the first problem in its errors. ``kinds`` are
+    the parameters' value kinds (:func:`value_kinds`); without them every name is a number."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, kinds: Mapping[str, str] | None = None) -> None:
         self.source = source
+        self.kinds = dict(kinds or {})
 
     def convert(self, node: ast.AST) -> Expression:
         src = self.source
@@ -344,6 +426,8 @@ class _Parser:
                 return Truth(node.value)
             if isinstance(node.value, (int, float)):
                 return Num(node.value)
+            if isinstance(node.value, str):
+                return Str(node.value)
             raise _syntax(src, node, f"unsupported literal {node.value!r}")
         if isinstance(node, ast.Name):
             return Name(node.id)
@@ -365,14 +449,24 @@ class _Parser:
             values = [self.need(v, TRUTH, f"operand of '{word}'") for v in node.values]
             return BoolOp(word, tuple(values))
         if isinstance(node, ast.Compare):
+            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+                return self.member(node)
             for op in node.ops:
                 if type(op) not in _CMPOPS:
                     raise _syntax(src, node, f"unsupported comparison {type(op).__name__}")
-            operands = [
-                self.need(v, NUMBER, "operand of a comparison")
-                for v in [node.left, *node.comparators]
-            ]
-            return Compare(tuple(operands), tuple(_CMPOPS[type(o)] for o in node.ops))
+            parts = [node.left, *node.comparators]
+            operands = [self.value(v, "operand of a comparison") for v in parts]
+            ops = tuple(_CMPOPS[type(o)] for o in node.ops)
+            for i, word in enumerate(ops):
+                kinds = {self.kind_of(operands[i]), self.kind_of(operands[i + 1])}
+                if word in _ORDERING and STRING in kinds and kinds & {NUMBER, FLAG}:
+                    raise _syntax(
+                        src,
+                        parts[i + 1],
+                        f"'{word}' compares a string with a number (Python "
+                        f"raises TypeError); compare strings with '==', '!=' or 'in'",
+                    )
+            return Compare(tuple(operands), ops)
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 fname = node.func.id if isinstance(node.func, ast.Name) else "this"
@@ -389,18 +483,90 @@ class _Parser:
             return Call(node.func.id, tuple(args))
         raise _syntax(src, node, f"unsupported syntax {type(node).__name__}")
 
-    def need(self, node: ast.AST, kind: str, where: str) -> Expression:
+    def member(self, node: ast.Compare) -> Expression:
+        """``x in [literals]`` or ``x not in [literals]`` (one operator, no chain)."""
+        if len(node.ops) != 1:
+            raise _syntax(
+                self.source,
+                node,
+                "'in' in a chained comparison; write it as its own comparison joined with 'and'",
+            )
+        negated = isinstance(node.ops[0], ast.NotIn)
+        listed = node.comparators[0]
+        if not isinstance(listed, (ast.List, ast.Tuple, ast.Set)):
+            raise _syntax(
+                self.source,
+                listed,
+                "'in' takes a literal list of values, e.g. 'block_size_x in [32, 64, 128]'",
+            )
+        values: list[int | float | str] = []
+        for elt in listed.elts:
+            got = self.convert(elt) if not isinstance(elt, ast.Starred) else None
+            if isinstance(got, Sign) and isinstance(got.operand, Num):
+                v = got.operand.value
+                values.append(-v if got.op == "-" else v)
+            elif isinstance(got, (Num, Str, Truth)):
+                values.append(got.value)
+            else:
+                raise _syntax(
+                    self.source, elt, "'in' takes a list of number, string or boolean literals"
+                )
+        operand = self.value(node.left, "operand of 'in'")
+        return Member(operand, tuple(values), negated)
+
+    def kind_of(self, e: Expression) -> str:
+        """The value kind of an operand: a parameter's, ``STRING`` for a literal string,
+        else ``NUMBER``."""
+        if isinstance(e, Str):
+            return STRING
+        if isinstance(e, Name):
+            return self.kinds.get(e.id, NUMBER)
+        return NUMBER
+
+    def value(self, node: ast.AST, where: str) -> Expression:
+        """An operand of a comparison: a number or a string (a literal or a parameter)."""
         got = self.convert(node)
-        if got.kind == kind:
+        if got.kind in VALUE_KINDS:
             return got
+        if isinstance(got, Truth):  # True == 1, as in Python
+            return Num(int(got.value))
+        return self.need(node, NUMBER, where, got)
+
+    def need(
+        self, node: ast.AST, kind: str, where: str, got: Expression | None = None
+    ) -> Expression:
+        got = self.convert(node) if got is None else got
         text = ast.get_source_segment(self.source, node) or ast.unparse(node)
         col = getattr(node, "col_offset", 0) + 1
+        if kind == NUMBER and isinstance(got, Name):
+            k = self.kinds.get(got.id, NUMBER)
+            if k in (STRING, MIXED):
+                values = "strings" if k == STRING else "values of several types"
+                raise _syntax(
+                    self.source,
+                    node,
+                    f"{where} {text!r} is a parameter taking {values}, not "
+                    f"a number; compare it with '==', '!=' or 'in'",
+                )
+        if got.kind == kind:
+            return got
+        if kind == TRUTH and isinstance(got, Name) and self.kinds.get(got.id) == FLAG:
+            return Compare((got, Num(0)), ("!=",))  # its truth value, as in Python
+        if kind == NUMBER and isinstance(got, Truth):
+            return Num(int(got.value))  # True + 1 == 2, as in Python
         if kind == TRUTH:
+            flags = ""
+            if isinstance(got, Name) and got.id in self.kinds:
+                flags = (
+                    " (a parameter stands as a truth value only when it takes just True/False "
+                    "or 0/1)"
+                )
             raise NotAPredicateError(
-                f"restriction {self.source!r}: {where} {text!r} at column {col} is a number, "
-                f"not a truth value; compare it, e.g. '{text} > 0'{caret(self.source, col)}"
+                f"restriction {self.source!r}: {where} {text!r} at column {col} is a "
+                f"{got.kind}, not a truth value; compare it, e.g. '{text} > 0'{flags}"
+                f"{caret(self.source, col)}"
             )
-        raise _syntax(self.source, node, f"{where} {text!r} is a truth value, not a number")
+        raise _syntax(self.source, node, f"{where} {text!r} is a {got.kind}, not a number")
 
 
 def _check_names(source: str, tree: ast.AST, known: Sequence[str]) -> None:
@@ -423,8 +589,12 @@ def normalise(source: str) -> str:
     return " ".join(source.strip().split()) if "\n" in source else source.strip()
 
 
-def parse_predicate(source: str, known: Sequence[str]) -> Expression:
-    """Parse a restriction string (see :func:`normalise`) over the parameters ``known``.
+def parse_predicate(
+    source: str, known: Sequence[str], kinds: Mapping[str, str] | None = None
+) -> Expression:
+    """Parse a restriction string (see :func:`normalise`) over the parameters ``known``;
+    ``kinds`` (:func:`value_kinds`) type-check string parameters and let flags stand as
+    truth values.
 
     Raises :class:`RestrictionSyntaxError` (not Python, or outside the whitelist),
     :class:`UnknownNameError` or :class:`NotAPredicateError` with the offending text and
@@ -444,11 +614,13 @@ def parse_predicate(source: str, known: Sequence[str]) -> Expression:
         raise RestrictionSyntaxError(
             f"restriction {text!r}: {msg} at column {col}{caret(text, col)}"
         ) from None
-    expr = _Parser(text).convert(tree.body)  # whitelist first: 'a.b' is a syntax error
+    expr = _Parser(text, kinds).convert(tree.body)  # whitelist first: 'a.b' is a syntax error
     _check_names(text, tree.body, known)
+    if isinstance(expr, Name) and kinds and kinds.get(expr.id) == FLAG:
+        return Compare((expr, Num(0)), ("!=",))  # a flag on its own: its truth value
     if expr.kind != TRUTH:
         raise NotAPredicateError(
-            f"restriction {text!r} is not a predicate: it computes a number; "
+            f"restriction {text!r} is not a predicate: it computes a {expr.kind}; "
             f"write a comparison, e.g. '{text} > 0' or '{text} == 0'"
         )
     return expr

@@ -5,10 +5,14 @@ two compiled forms. Predicates (:mod:`constraints.predicates`) are the typed for
 library builds them as data (``mapper.tuning.to_predicate``), and the user's restriction
 strings are parsed into them. A restriction string is a Python expression over parameter
 names, in the form auto-tuners use (``"32 <= block_size_x * block_size_y <= 1024"``).
-Allowed syntax: int/float literals, parameter names, ``+ - * / // % **``, unary ``- +``,
-comparisons (chained too), ``and``/``or``/``not``, parentheses and calls to ``min``, ``max``,
-``abs``. The text is parsed with :mod:`ast` against that whitelist into a predicate, which is
-compiled twice (:mod:`constraints.vectorise`):
+Allowed syntax: int/float/string literals, parameter names, ``+ - * / // % **``, unary
+``- +``, comparisons (chained too), ``in``/``not in`` a literal list
+(``"block_size_x in [32, 64, 128]"``), ``and``/``or``/``not``, parentheses and calls to
+``min``, ``max``, ``abs``. String-valued parameters and string literals can be compared
+(``"precision == 'float' or block_size_x <= 64"``), not computed with; a parameter taking
+only ``True``/``False`` or ``0``/``1`` stands as a truth value (``"use_shmem or
+block_size_x >= 64"``), as in Python and Kernel Tuner. The text is parsed with :mod:`ast`
+against that whitelist into a predicate, which is compiled twice (:mod:`constraints.vectorise`):
 
 * a scalar function (positional arguments in :attr:`Restriction.params` order) -> ``bool``;
 * a numpy function over column arrays (same order) -> boolean array, where ``and``/``or``/
@@ -33,6 +37,11 @@ every use of the argument is ``p["name"]`` or ``p.get("name")`` with a constant 
 otherwise it reads all parameters.  A ``KeyError`` for a key that is not a parameter becomes
 :class:`UnknownNameError`.
 
+python-constraint's constraint objects, which Kernel Tuner passes to its solver
+(``MaxProdConstraint(256)``: bare on all parameters, or ``(constraint, names)``), are
+converted into predicates where the class has a clear meaning, else refused with
+:class:`UnsupportedConstraintError` (:func:`restriction_from_constraint`).
+
 The errors are defined in :mod:`constraints.errors` and re-exported here.
 """
 
@@ -42,7 +51,7 @@ import ast
 import functools
 import inspect
 import linecache
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,6 +67,7 @@ from constraints.errors import (
     SpaceError,
     SpaceTooLargeError,
     UnknownNameError,
+    UnsupportedConstraintError,
 )
 from constraints.predicates import (
     TRUTH,
@@ -84,6 +94,9 @@ __all__ = [
     "restriction_from_predicate",
     "restriction_from_callable",
     "restriction_from_dict_callable",
+    "restriction_from_constraint",
+    "is_python_constraint",
+    "UnsupportedConstraintError",
 ]
 
 
@@ -157,13 +170,20 @@ def restriction_from_predicate(
     return Restriction(text, used, origin, scalar, vector, True, predicate=pred)
 
 
-def parse_restriction(source: str, names: Sequence[str], origin: str = "user") -> Restriction:
-    """Parse and compile a restriction string over the parameter ``names``.
+def parse_restriction(
+    source: str,
+    names: Sequence[str],
+    origin: str = "user",
+    kinds: Mapping[str, str] | None = None,
+) -> Restriction:
+    """Parse and compile a restriction string over the parameter ``names``, whose value
+    kinds are ``kinds`` (``constraints.predicates.value_kinds``; without them every
+    parameter is a number).
 
     Raises :class:`RestrictionSyntaxError`, :class:`UnknownNameError` or
     :class:`NotAPredicateError` with the offending text and column.
     """
-    pred = parse_predicate(source, names)
+    pred = parse_predicate(source, names, kinds)
     return restriction_from_predicate(pred, names, origin, normalise(source))
 
 
@@ -507,3 +527,185 @@ def _unknown_key(source: str, name: str, known: Sequence[str]) -> UnknownNameErr
         f"restriction {source}: reads key {name!r}, which is not a parameter{hint} "
         f"(parameters: {listed})"
     )
+
+
+# ----------------------------------------------------------------------------- python-constraint
+# Kernel Tuner passes python-constraint's constraint objects (``MaxProdConstraint(256)``)
+# through to its solver: bare, they apply to all parameters in declaration order (Kernel
+# Tuner adds them without variables); python-constraint's ``(constraint, variables)`` pair
+# names them.  Each class with a clear meaning on a complete configuration is converted into
+# a predicate (or, for ``SomeInSet``/``SomeNotInSet``, a callable); python-constraint rounds
+# float sums and products to 10 decimals, which these predicates do not.
+
+_PC_CMP = {"Max": "<=", "Min": ">=", "Exact": "=="}
+
+
+def is_python_constraint(obj: object) -> bool:
+    """Whether ``obj`` is a python-constraint ``Constraint`` object."""
+    return any(
+        c.__name__ == "Constraint" and c.__module__.startswith("constraint")
+        for c in type(obj).__mro__
+    )
+
+
+def restriction_from_constraint(
+    obj: Any,
+    names: Sequence[str] | None,
+    known: Sequence[str],
+    origin: str = "user",
+    kinds: Mapping[str, str] | None = None,
+) -> Restriction:
+    """Convert a python-constraint constraint object on the parameters ``names`` (None: all
+    of ``known``, in order, as Kernel Tuner applies a bare one) into a :class:`Restriction`.
+
+    Converted: ``Max/Min/ExactSumConstraint`` (with multipliers), ``Max/Min/ExactProd
+    Constraint``, their ``Variable...`` forms, ``AllDifferent``/``AllEqualConstraint``,
+    ``InSet``/``NotInSetConstraint``, ``SomeInSet``/``SomeNotInSetConstraint``,
+    ``FunctionConstraint`` (its function) and ``CompilableFunctionConstraint`` (its string).
+    Anything else raises :class:`UnsupportedConstraintError`, which says what to write
+    instead; a name that is not a parameter raises :class:`UnknownNameError`.
+    """
+    from constraints.predicates import (
+        Arith,
+        Compare,
+        Member,
+        Name,
+        Num,
+        Truth,
+        conjunction,
+    )
+
+    cls = type(obj).__name__
+    variables = list(known) if names is None else list(names)
+    label = f"{cls} on ({', '.join(variables)})"
+
+    def refuse(why: str) -> UnsupportedConstraintError:
+        return UnsupportedConstraintError(
+            f"restriction {label}: {why}; write it as a restriction string (e.g. "
+            f"'block_size_x * block_size_y <= 1024') or a function of the parameters it reads"
+        )
+
+    def check(vs: Sequence[Any]) -> None:
+        for v in vs:
+            if not isinstance(v, str) or v not in known:
+                raise _unknown(label, str(v), list(known), 1)
+
+    def number(x: Any, what: str) -> Num:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise refuse(f"its {what} {x!r} is not a number")
+        return Num(x)
+
+    def combine(op: str, vs: Sequence[str], mults: Sequence[Any] | None) -> Any:
+        terms: list[Any] = []
+        for i, v in enumerate(vs):
+            m = None if mults is None else mults[i]
+            if m is None or (m == 1 and op == "+"):
+                terms.append(Name(v))
+            else:
+                terms.append(Arith("*", (Name(v), number(m, "multiplier")), parens=False))
+        if not terms:
+            return Num(0 if op == "+" else 1)
+        return terms[0] if len(terms) == 1 else Arith(op, tuple(terms), parens=False)
+
+    def done(pred: Any) -> Restriction:
+        return restriction_from_predicate(pred, known, origin, f"{label}: {pred}")
+
+    check(variables)
+    if cls in ("FunctionConstraint",):
+        fn = getattr(obj, "_func", None)
+        if not callable(fn):
+            raise refuse("it holds no function")
+        by_name: Sequence[str] | None = variables
+        if names is None:  # Kernel Tuner calls it with every parameter, in order
+            try:
+                params = list(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):
+                params = []
+            if params and all(p in known for p in params):
+                by_name = None  # its arguments are named after parameters: those
+        made = restriction_from_callable(fn, by_name, known, origin)
+        return replace(made, source=f"<FunctionConstraint({made.source.strip('<>')})>")
+    if cls == "CompilableFunctionConstraint":
+        expr = _compiled_function_text(getattr(obj, "_func", None))
+        if expr is None:
+            raise refuse("its text is not 'def r(...): return <expression>'")
+        return parse_restriction(expr, known, origin, kinds)
+    for bound, op in _PC_CMP.items():
+        for what, arith in (("Sum", "+"), ("Prod", "*")):
+            if cls == f"{bound}{what}Constraint":
+                limit = number(getattr(obj, f"_{bound.lower()}{what.lower()}"), "bound")
+                mults = getattr(obj, "_multipliers", None) if what == "Sum" else None
+                if mults is not None and len(mults) != len(variables):
+                    raise refuse(f"{len(mults)} multipliers for {len(variables)} variables")
+                return done(Compare((combine(arith, variables, mults), limit), (op,)))
+            if cls == f"Variable{bound}{what}Constraint":
+                target = getattr(obj, "target_var", None)
+                others = list(getattr(obj, "sum_vars" if what == "Sum" else "product_vars", []))
+                check([target, *others])
+                label = f"{cls}({target!r}, {others!r})"
+                mults = getattr(obj, "_multipliers", None) if what == "Sum" else None
+                expr = combine(arith, others, None if not mults else list(mults)[: len(others)])
+                return done(Compare((expr, Name(str(target))), (op,)))
+    if cls == "AllDifferentConstraint":
+        pairs = [
+            Compare((Name(a), Name(b)), ("!=",))
+            for i, a in enumerate(variables)
+            for b in variables[i + 1 :]
+        ]
+        return done(conjunction(pairs))
+    if cls == "AllEqualConstraint":
+        if len(variables) < 2:
+            return done(Truth(True))
+        ops = ("==",) * (len(variables) - 1)
+        return done(Compare(tuple(Name(v) for v in variables), ops))
+    if cls in ("InSetConstraint", "NotInSetConstraint"):
+        values = _set_values(getattr(obj, "_set", ()), refuse)
+        negated = cls == "NotInSetConstraint"
+        return done(conjunction([Member(Name(v), values, negated) for v in variables]))
+    if cls in ("SomeInSetConstraint", "SomeNotInSetConstraint"):
+        values = _set_values(getattr(obj, "_set", ()), refuse)
+        n, exact = int(getattr(obj, "_n", 1)), bool(getattr(obj, "_exact", False))
+        inside = cls == "SomeInSetConstraint"
+        pool = frozenset(values)
+
+        def some(*args: Any) -> bool:
+            found = sum((a in pool) == inside for a in args)
+            return found == n if exact else found >= n
+
+        text = (
+            f"{cls}({list(values)!r}, n={n}{', exact=True' if exact else ''}) on "
+            f"({', '.join(variables)})"
+        )
+        made = restriction_from_callable(some, variables, known, origin)
+        return replace(made, source=f"<{text}>")
+    raise refuse(
+        f"{cls} is not one of python-constraint's classes liftmap converts (Max/Min/Exact "
+        f"Sum and Prod, their Variable forms, AllDifferent, AllEqual, InSet, NotInSet, "
+        f"SomeInSet, SomeNotInSet, FunctionConstraint)"
+    )
+
+
+def _set_values(values: Any, refuse: Callable[[str], Exception]) -> tuple[int | float | str, ...]:
+    out = []
+    for v in values:
+        if not isinstance(v, (int, float, str)):
+            raise refuse(f"its set holds {v!r}, not a number or a string")
+        out.append(v)
+    return tuple(sorted(out, key=repr)) if isinstance(values, (set, frozenset)) else tuple(out)
+
+
+def _compiled_function_text(text: Any) -> str | None:
+    """The expression of python-constraint's compiled restriction text
+    ``def r(a, b): return <expression>``, or None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    body = tree.body[0].body
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    return ast.get_source_segment(text, body[0].value)

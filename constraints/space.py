@@ -22,8 +22,11 @@ How the space is built (see ``docs/tuning-space.md``; the steps live in
    so counting, indexing, membership and uniform sampling never touch the product.
 
 Kernel Tuner's forms are accepted as they are: ``restrictions=None``, a single function, a
-callable taking the configuration as a dict (``lambda p: p["block_size_x"] > 1``) and, with
-``max_threads=``, its implicit limit on the product of the block sizes.  A group whose valid
+callable taking the configuration as a dict (``lambda p: p["block_size_x"] > 1``), strings
+with ``in``/``not in`` literal lists, string-valued parameters and boolean flags as truth
+values, python-constraint objects (``MaxProdConstraint(256)``) and, with ``max_threads=``,
+its implicit limit on the product of the block sizes; they count as Kernel Tuner 1.5 counts
+them (``tests/test_space_kernel_tuner.py``).  A group whose valid
 rows would exceed ``max_rows`` (estimated before enumerating it, checked while enumerating)
 raises :class:`SpaceTooLargeError` instead of running out of memory.
 
@@ -112,7 +115,8 @@ class SearchSpace(Persistent):
     ints/floats).  ``restrictions`` (None, one restriction or a sequence of them) are strings
     (Python expressions, see ``constraints.restrictions``), callables whose argument names
     are parameters, callables of one other argument that receive the configuration as a dict
-    (Kernel Tuner's form), ``(callable, names)`` pairs or :class:`Restriction` objects.
+    (Kernel Tuner's form), ``(callable, names)`` pairs, python-constraint constraint objects
+    (bare: on all parameters; or ``(constraint, names)``) or :class:`Restriction` objects.
     ``origins`` maps a restriction's position to its origin label (default ``"user"``).
 
     ``max_threads`` adds Kernel Tuner's implicit restriction: the product of the parameters

@@ -7,8 +7,11 @@ Semantics of failures: a restriction whose evaluation raises (division or modulo
 for that configuration. Short-circuiting is kept: ``b == 0 or a % b == 0`` is true for
 ``b == 0``. The vectorised form reproduces this exactly with an error mask per
 sub-expression, and turns ``and``/``or``/``not`` and chained comparisons into element-wise
-``& | ~``. It computes in int64/float64: integer results beyond 2**63 wrap (the scalar form
-uses Python integers), which realistic tuning spaces never reach.
+``& | ~``. Comparisons involving strings or other Python objects (object columns) are made
+element by element with Python's operators (an ordering of a string and a number raises in
+Python: false there too); ``in`` a literal list is equality with any of its values. It
+computes in int64/float64: integer results beyond 2**63 wrap (the scalar form uses Python
+integers), which realistic tuning spaces never reach.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,10 +31,12 @@ from constraints.predicates import (
     Call,
     Compare,
     Expression,
+    Member,
     Name,
     Not,
     Num,
     Sign,
+    Str,
     Truth,
 )
 
@@ -57,6 +63,8 @@ def _none_if_clear(err: Any) -> Any:
 
 
 def _const(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return np.bool_(value)
     if isinstance(value, int):
@@ -108,6 +116,38 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
     ">": np.greater,
     ">=": np.greater_equal,
 }
+_PYCMP: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def _is_object(x: Any) -> bool:
+    return isinstance(x, str) or getattr(x, "dtype", None) is np.dtype(object)
+
+
+def _compare(op: str, a: Any, b: Any) -> tuple[Any, Any]:
+    """``a op b`` element-wise and its error mask: numpy's for numbers, Python's operator
+    element by element when an operand is a string or an object column (where Python
+    raises ``TypeError``, as for ``'a' < 1``, the error mask is set)."""
+    if not (_is_object(a) or _is_object(b)):
+        return _CMP[op](a, b), None
+    fn = _PYCMP[op]
+
+    def one(x: Any, y: Any) -> int:
+        try:
+            return 1 if fn(x, y) else 0
+        except TypeError:
+            return 2
+
+    codes = np.asarray(np.frompyfunc(one, 2, 1)(a, b), dtype=np.int8)
+    return codes == 1, _none_if_clear(codes == 2)
+
+
 _FUNCS: dict[str, Callable[..., Any]] = {
     "min": lambda *xs: functools.reduce(np.minimum, xs),
     "max": lambda *xs: functools.reduce(np.maximum, xs),
@@ -118,12 +158,26 @@ Closure = Callable[[tuple], tuple[Any, Any]]
 
 
 def _build(e: Expression, index: dict[str, int]) -> Closure:
-    if isinstance(e, (Num, Truth)):
+    if isinstance(e, (Num, Truth, Str)):
         c = _const(e.value)
         return lambda cols: (c, None)
     if isinstance(e, Name):
         i = index[e.id]
         return lambda cols: (cols[i], None)
+    if isinstance(e, Member):
+        f = _build(e.operand, index)
+        values, negated = e.values, e.negated
+
+        def _member(cols: tuple) -> tuple[Any, Any]:
+            v, err = f(cols)
+            hit: Any = np.zeros(np.shape(v), dtype=bool)
+            for x in values:
+                hit = hit | _compare("==", v, x)[0]  # equality never raises
+            if negated:
+                hit = ~hit
+            return (hit if err is None else hit & ~err), err
+
+        return _member
     if isinstance(e, Not):
         f = _build(e.operand, index)
 
@@ -161,15 +215,15 @@ def _build(e: Expression, index: dict[str, int]) -> Closure:
         return _call
     if isinstance(e, Compare):
         fs = [_build(v, index) for v in e.operands]
-        ops = [_CMP[o] for o in e.ops]
+        ops = list(e.ops)
 
         def _cmp(cols: tuple) -> tuple[Any, Any]:
             a, ea = fs[0](cols)
             val, err = None, None
             for op, f in zip(ops, fs[1:], strict=True):
                 b, eb = f(cols)
-                cv = op(a, b)
-                ce = _eor(ea, eb)
+                cv, cerr = _compare(op, a, b)
+                ce = _eor(_eor(ea, eb), cerr)
                 if ce is not None:
                     cv = cv & ~ce
                 if val is None:
@@ -268,8 +322,12 @@ _AST_CMP: dict[str, type] = {
 
 def _to_ast(e: Expression, index: dict[str, int]) -> ast.expr:
     """Python AST of ``e``: parameters as ``_p<i>``, ``**`` as the checked ``_pow``."""
-    if isinstance(e, (Num, Truth)):
+    if isinstance(e, (Num, Truth, Str)):
         return ast.Constant(e.value)
+    if isinstance(e, Member):
+        listed = ast.Tuple([ast.Constant(v) for v in e.values], ast.Load())
+        member_op: ast.cmpop = ast.NotIn() if e.negated else ast.In()
+        return ast.Compare(_to_ast(e.operand, index), [member_op], [listed])
     if isinstance(e, Name):
         return ast.Name(f"_p{index[e.id]}", ast.Load())
     if isinstance(e, Sign):

@@ -324,3 +324,181 @@ def test_kernel_tuner_style_space_matches_brute_force() -> None:
     assert as_set(list(space)) == as_set(expected)
     assert all(space.index_of(space[i]) == i for i in range(0, space.count(), 97))
     assert all(c in space for c in space.sample(50, seed=1))
+
+
+# ----------------------------------------------------------------------------- 6. Kernel Tuner's
+# restriction forms, counted by Kernel Tuner 1.5 itself (its Searchspace, python-constraint)
+
+KT_MIXED = {
+    "block_size_x": [16, 32, 64, 128, 256],
+    "block_size_y": [1, 2, 4, 8],
+    "tile": [1, 2, 3, 4],
+    "precision": ["float", "double", "half"],
+    "use_shmem": [True, False],
+    "unroll": [0, 1],
+}
+
+
+def kernel_tuner_space(
+    params: Mapping[str, Sequence[Any]], restrictions: list, max_threads: int = 1024
+) -> set[tuple]:
+    """The configurations Kernel Tuner's own search space holds (skips without it)."""
+    searchspace = pytest.importorskip(
+        "kernel_tuner.searchspace", reason="kernel_tuner is not installed (the bench extra)"
+    )
+    space = searchspace.Searchspace(dict(params), list(restrictions), max_threads)
+    names = list(params)
+    return {tuple(sorted(zip(names, c, strict=True))) for c in space.list}
+
+
+def liftmap_space(
+    params: Mapping[str, Sequence[Any]], restrictions: list, max_threads: int = 1024
+) -> set[tuple]:
+    return as_set(list(SearchSpace(params, restrictions, max_threads=max_threads)))
+
+
+@pytest.mark.parametrize(
+    "restriction",
+    [
+        "block_size_x in [32, 64, 128]",
+        "block_size_x not in [32, 64]",
+        "block_size_x * block_size_y in [64, 128, 256]",
+        "tile in (1, 3) and block_size_y not in {2, 8}",
+        "precision == 'float' or block_size_x <= 64",
+        "precision in ['float', 'half'] and tile > 1",
+        "precision != \"double\"",
+        "use_shmem or block_size_x >= 64",
+        "not use_shmem and block_size_y > 1",
+        "unroll or tile == 1",
+        "use_shmem == True or unroll == False",
+        "use_shmem",
+        "precision == 'half' and use_shmem or precision > 'e'",
+    ],
+)
+def test_kernel_tuner_string_forms_count_as_kernel_tuner(restriction: str) -> None:
+    expected = kernel_tuner_space(KT_MIXED, [restriction])
+    space = SearchSpace(KT_MIXED, [restriction], max_threads=1024)
+    assert space.count() == len(expected) > 0
+    assert as_set(list(space)) == expected
+    assert space.restrictions[0].vectorised  # a typed predicate, checked column-wise
+
+
+def test_kernel_tuner_forms_together_count_as_kernel_tuner() -> None:
+    restrictions = [
+        "block_size_x in [32, 64, 128, 256]",
+        "precision == 'float' or block_size_x <= 64",
+        "use_shmem or block_size_x * block_size_y >= 64",
+        "unroll == 0 or tile not in [3]",
+    ]
+    expected = kernel_tuner_space(KT_MIXED, restrictions, max_threads=512)
+    assert liftmap_space(KT_MIXED, restrictions, max_threads=512) == expected
+    assert len(expected) > 100
+
+
+def _constraint_objects() -> list[Any]:
+    pc = pytest.importorskip("constraint", reason="python-constraint2 is not installed")
+    return [
+        pc.MaxProdConstraint(256),
+        pc.MinProdConstraint(64),
+        pc.ExactProdConstraint(128),
+        pc.MaxSumConstraint(100, [1, 2, 4]),
+        pc.MinSumConstraint(90),
+        pc.ExactSumConstraint(72, [1, 1, 2]),
+        pc.AllDifferentConstraint(),
+        pc.AllEqualConstraint(),
+        pc.InSetConstraint({1, 2, 4, 16, 64}),
+        pc.NotInSetConstraint([2, 4]),
+        pc.SomeInSetConstraint([4, 8], 2),
+        pc.SomeInSetConstraint([1, 4], 1, True),
+        pc.SomeNotInSetConstraint([1, 16], 2),
+        pc.VariableMaxProdConstraint("c", ["a", "b"]),
+        pc.VariableMinSumConstraint("c", ["a", "b"]),
+        pc.VariableExactSumConstraint("c", ["a", "b"]),
+        pc.VariableMaxSumConstraint("c", ["a", "b"], [2, 1, 1]),
+        pc.VariableExactProdConstraint("c", ["a", "b"]),
+        pc.VariableMinProdConstraint("c", ["a", "b"]),
+        pc.FunctionConstraint(lambda a, b, c: a * b <= c),
+        pc.CompilableFunctionConstraint("def r(a, b): return a * b >= 16 \n"),
+    ]
+
+
+NUMERIC = {"a": [1, 2, 4, 8, 16], "b": [1, 2, 4, 8, 16, 32], "c": [1, 4, 8, 16, 32, 64]}
+
+
+@pytest.mark.parametrize("index", range(21))
+def test_python_constraint_objects_count_as_kernel_tuner(index: int) -> None:
+    obj = _constraint_objects()[index]
+    compiled = type(obj).__name__ == "CompilableFunctionConstraint"  # Kernel Tuner: its text
+    expected = kernel_tuner_space(NUMERIC, ["a * b >= 16" if compiled else obj])
+    got = liftmap_space(NUMERIC, [obj])
+    assert got == expected, type(obj).__name__
+    (r,) = SearchSpace(NUMERIC, obj).restrictions  # bare, not in a list
+    assert type(obj).__name__.replace("Compilable", "") in r.source or "a * b" in r.source
+
+
+def test_constraint_object_on_named_variables_as_python_constraint() -> None:
+    pc = pytest.importorskip("constraint", reason="python-constraint2 is not installed")
+    for obj, names in [
+        (pc.MaxProdConstraint(256), ["block_size_x", "block_size_y"]),
+        (pc.MaxSumConstraint(130, [1, 32]), ["block_size_x", "tile"]),
+        (pc.InSetConstraint(["float", "half"]), ["precision"]),
+        (pc.FunctionConstraint(lambda x, t: x % t == 0), ["block_size_x", "tile"]),
+    ]:
+        problem = pc.Problem()
+        for n, d in KT_MIXED.items():
+            problem.addVariable(n, d)
+        problem.addConstraint(obj, names)
+        expected = {tuple(sorted(s.items())) for s in problem.getSolutions()}
+        space = SearchSpace(KT_MIXED, [(obj, names)])
+        assert as_set(list(space)) == expected, type(obj).__name__
+        assert space.restrictions[0].params == tuple(names) or set(
+            space.restrictions[0].params
+        ) == set(names)
+
+
+def test_unconvertible_constraint_object_is_refused_with_what_to_do() -> None:
+    from constraints.restrictions import UnsupportedConstraintError
+
+    pc = pytest.importorskip("constraint", reason="python-constraint2 is not installed")
+
+    class Mine(pc.Constraint):
+        def __call__(self, *args: Any, **kwargs: Any) -> bool:
+            return True
+
+    with pytest.raises(UnsupportedConstraintError) as e:
+        SearchSpace(NUMERIC, [Mine()])
+    text = str(e.value)
+    assert "Mine" in text and "restriction string" in text and "'variables'" not in text
+    assert isinstance(e.value, SpaceError)
+    with pytest.raises(UnknownNameError, match="'block_size_z'"):
+        SearchSpace(NUMERIC, [(pc.MaxProdConstraint(8), ["a", "block_size_z"])])
+    with pytest.raises(UnknownNameError, match="'d'"):
+        SearchSpace(NUMERIC, [pc.VariableMaxSumConstraint("d", ["a"])])
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        ("precision + 1 > 2", "parameter taking strings, not a number"),
+        ("precision < 3", "compares a string with a number"),
+        ("'float' * 2 == precision", "is a string, not a number"),
+        ("block_size_x in block_size_y", "literal list"),
+        ("block_size_x in [tile]", "literals"),
+        ("tile < block_size_x in [32]", "chained"),
+    ],
+)
+def test_kernel_tuner_forms_errors(bad: str, words: str) -> None:
+    from constraints.restrictions import RestrictionSyntaxError
+
+    with pytest.raises(RestrictionSyntaxError, match=words):
+        SearchSpace(KT_MIXED, [bad])
+
+
+def test_only_flags_stand_as_truth_values() -> None:
+    from constraints.restrictions import NotAPredicateError
+
+    with pytest.raises(NotAPredicateError, match="only when it takes just True/False or 0/1"):
+        SearchSpace(KT_MIXED, ["tile or block_size_x > 16"])
+    space = SearchSpace(KT_MIXED, ["unroll"])
+    assert space.count() == math.prod(map(len, KT_MIXED.values())) // 2
+    assert str(space.restrictions[0].predicate) == "unroll != 0"
