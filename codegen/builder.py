@@ -40,6 +40,7 @@ from codegen.stmt import Decl, Loop, Store
 from codegen.views import ArrV, Leaf, TupV, View
 from codegen.write_through import LAYOUT, Thunk, single_spine_use
 from ir.computes import computes
+from ir.errors import LiftmapError
 from ir.nodes import (
     AsScalar,
     AsVector,
@@ -193,7 +194,7 @@ class Builder:
             e = e * lp.n_sym
         try:
             ok = self.ival(e) == count
-        except Exception:  # a size the symbolic form cannot evaluate: not known symbolically
+        except (LiftmapError, ArithmeticError):  # not evaluable symbolically: not known
             ok = False
         return e if ok else None
 

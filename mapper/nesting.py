@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from codegen.memory import infer_space
 from ir import nodes
 from ir.computes import computes
+from ir.errors import LiftmapError
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType
 from mapper.errors import NoMapsError
@@ -394,7 +395,7 @@ class _Spaces:
             for gd in range(min(ng, len(pdims) - 1) + 1):
                 try:
                     same = a == _prod(pdims[:gd + 1])
-                except Exception:  # sizes the symbolic algebra cannot compare
+                except (LiftmapError, ArithmeticError):  # sizes it cannot compare
                     same = False
                 if same:
                     out.append((fd, gd))

@@ -32,6 +32,7 @@ from constraints.predicates import (
     conjunction,
 )
 from constraints.space import SearchSpace
+from ir.errors import LiftmapError
 from ir.nodes import AsVector, FunCall, Map, Node, Split, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo, typecheck
@@ -163,7 +164,7 @@ def _known(e: Expr, sizes: Mapping[str, int]) -> int | None:
     if e.free_vars() <= sizes.keys():
         try:
             return e.evaluate(sizes)
-        except Exception:  # a non-integral or undefined value: not a usable length
+        except (LiftmapError, ArithmeticError):  # non-integral, undefined: no length
             return None
     return None
 

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ir.errors import LiftmapError
+
 if TYPE_CHECKING:
     from mapper.explore.record import Record
 
@@ -159,7 +161,7 @@ class Knowledge:
 
         try:
             key = program_key(print_program(program))
-        except Exception:  # a program the printer cannot print: nothing to match
+        except LiftmapError:  # a program the printer cannot print: nothing to match
             return None
         mine = json.dumps({k: int(v) for k, v in sizes.items()}, sort_keys=True)
         labels = list(joint.problem.labels)

@@ -45,6 +45,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ir.errors import LiftmapError
 from mapper.explore.strategies import Candidate, Strategy, StrategyError, register
 from mapper.tuning import JointSpace
 
@@ -230,7 +231,7 @@ class ModelStrategy(Strategy):
         for m in self._mapping_neighbours(mapping):
             try:
                 other = self.joint.tuning(m)
-            except Exception:  # a mapping the lowering cannot apply
+            except LiftmapError:  # a mapping the lowering cannot apply
                 continue
             sp = getattr(other, "space", None)
             if sp is not None and set(getattr(sp, "params", {}) or {}) == set(tuning) \

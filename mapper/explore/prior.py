@@ -29,6 +29,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ir.errors import LiftmapError
+
 VECTOR_WHY = "asVector width"  # how mapper.tuning names the domain of a vector width
 
 
@@ -39,7 +41,7 @@ def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, 
     for k, e in getattr(tuning_problem, "features", {}).items():
         try:
             vals[k] = float(e.evaluate(tuning))
-        except Exception:  # not expressible here (e.g. a division by a zero-sized part)
+        except (LiftmapError, ArithmeticError):  # not expressible here (e.g. x / 0)
             continue
     return vals
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ir.errors import LiftmapError
 from mapper.encoding import MapCodes
 from mapper.explore.record import Record
 from mapper.explore.run import MAX_REPEATS, Budget, Results, parse_budget
@@ -28,6 +29,11 @@ from mapper.explore.strategies import get_strategy
 
 def _cfg_key(cfg: Mapping[str, int]) -> tuple:
     return tuple(sorted((k, int(v)) for k, v in cfg.items()))
+
+
+class NotInStoreError(LiftmapError, KeyError):
+    """A replayed strategy asked for a mapping the store holds no candidate of (a strategy
+    drawing mappings skips it, as it skips one the lowering cannot apply)."""
 
 
 class _StoredConfigs:
@@ -91,7 +97,8 @@ class ReplaySpace:
         try:
             return self._tuning[MapCodes(dict(mapping))]
         except KeyError:
-            raise KeyError(f"the store holds no candidate with mapping {mapping}") from None
+            raise NotInStoreError(f"the store holds no candidate with mapping {mapping}") \
+                from None
 
     def count(self) -> int:
         return len(self.records)

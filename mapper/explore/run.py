@@ -254,7 +254,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             try:
                 res.total_candidates = joint.tuning(strat.mapping).count() \
                     if isinstance(strat, Manual) else joint.count()
-            except Exception:  # counting is informative only
+            except LiftmapError:  # counting is informative only (too large, ...)
                 res.total_candidates = None
         st.start_run(run_id, strategy, seed, bud.text,
                      {"timeout_s": timeout_s, "repeats": repeats, "cut": cut,

@@ -136,7 +136,7 @@ class Strategy:
         parameter, None when it is empty or cannot be built)."""
         try:
             tp = self.joint.tuning(mapping)
-        except Exception:  # a mapping the lowering cannot apply: no tuning space
+        except LiftmapError:  # a mapping the lowering cannot apply: no tuning space
             return None
         if not tp.params:
             return {}
