@@ -35,17 +35,21 @@ k = int(sys.argv[3])
 t0 = time.perf_counter()
 cands = js.sample(k, seed=1)
 sample = (time.perf_counter() - t0) / k
-lows = []
+lows, refused = [], []
 for m, cfg in cands[:20]:
     t0 = time.perf_counter()
     try:  # a refused candidate is timed too; the checkouts' error types differ
-        lower_candidate(js.problem, m, js.tuning(m).sizes_for(cfg), fusion=js.problem.fusion)
-    except Exception:
-        pass
+        lower_candidate(js.problem.program, m, js.tuning(m).sizes_for(cfg),
+                        fusion=js.problem.fusion)
+    except Exception as e:  # counted and named below: a bug must not pass for a refusal
+        refused.append(type(e).__name__)
     lows.append(time.perf_counter() - t0)
 lows.sort()
+bugs = [x for x in refused if x in ("TypeError", "AttributeError", "NameError", "KeyError")]
+if bugs:
+    raise SystemExit(f"lowering raised {bugs[0]} on {len(bugs)} of {len(lows)} candidates")
 print(json.dumps({"count": n, "build_s": build, "sample_us": sample * 1e6,
-                  "lower_ms": 1e3 * lows[len(lows) // 2]}))
+                  "lower_ms": 1e3 * lows[len(lows) // 2], "refused": len(refused)}))
 """
 
 
