@@ -22,27 +22,22 @@ Floor division splits ``p = q*A + r`` only into genuine integer polynomials ``A`
 coefficients, no negative exponents): ``(4*N + j)//4`` is ``N + j//4`` but ``(4*(N/s))//4``
 stays opaque, since ``4*(N/s)`` integral does not make ``N/s`` integral after substitution.
 
-The implementation is layered (each module imports only those before it):
-``sym_poly`` (errors, atoms, term dictionaries, interval bounds), ``sym_print`` (printing),
-``sym_expr`` (the ``Expr`` class, ``Cst``, ``Var``, evaluation), ``sym_div`` (exact
-division), ``sym_ops`` (the simplifying arithmetic, coercion, ``parse_expr`` over the
-grammar of ``ir.size_grammar``) and ``sym_rel`` (``Rel``, ``assume_divisible``). The methods
-of ``Expr`` that build expressions are installed by ``sym_ops`` and ``sym_rel``; import this
-module, which imports them all.
+This module is the public face of the implementation, whose modules each import only those
+listed before them: ``sym_poly`` (atoms, term dictionaries, interval bounds), ``sym_div``
+(polynomial division of terms), ``sym_print`` (printing), ``sym_parse`` (the tokens of size
+text), ``sym_expr`` (the ``Expr`` class with its arithmetic, substitution and relation
+methods, ``Cst``, ``Var``, coercion, ``parse_expr`` over the grammar of ``ir.size_grammar``,
+``Rel``, evaluation) and ``sym_facts`` (``assume_divisible``).
 """
 
 from __future__ import annotations
 
-from ir.sym_expr import Cst, Expr, Var, _mk
-from ir.sym_ops import parse_expr, smax, smin, sym
-from ir.sym_poly import (
-    NonIntegralError,
-    SymbolicError,
-    SymbolicZeroDivisionError,
-    UnboundSizeError,
-    _Atom,
-)
-from ir.sym_rel import Rel, assume_divisible
+# the errors of symbolic expressions live in ir.errors (under the library's root LiftmapError)
+from ir.errors import NonIntegralError, SymbolicError, SymbolicZeroDivisionError, UnboundSizeError
+from ir.sym_expr import Cst, Expr, Rel, Var, parse_expr, smax, smin, sym
+from ir.sym_expr import _mk as _mk  # for pickles made before the split (see below)
+from ir.sym_facts import assume_divisible
+from ir.sym_poly import _Atom as _Atom  # for pickles made before the split (see below)
 
 __all__ = [
     "SymbolicError",
@@ -60,9 +55,5 @@ __all__ = [
     "assume_divisible",
 ]
 
-# Pickles and reprs name these as before the split (stored pickles refer to ir.sym._mk,
-# ir.sym._Atom and ir.sym.Rel).
-for _obj in (SymbolicError, UnboundSizeError, NonIntegralError, SymbolicZeroDivisionError,
-             Expr, Rel, _Atom, _mk, Cst, Var, sym, smin, smax, parse_expr, assume_divisible):
-    _obj.__module__ = __name__
-del _obj
+# ir.sym._mk and ir.sym._Atom stay importable: pickles made before the split of this
+# module name them (and ir.sym.Rel); pickles made now name the modules that define them.

@@ -1,9 +1,16 @@
-"""The ``Expr`` class of ``ir.sym``: storage, identity, queries, printing and evaluation.
+"""The expressions of ``ir.sym``: the ``Expr`` value with its algebra, and ``Rel``.
 
-The methods that build new expressions (``__init__``, arithmetic, ``subs``, the relations
-``eq``...``ge``) need the simplifier, which builds ``Expr`` objects itself; ``ir.sym_ops`` and
-``ir.sym_rel`` define them and install them on the class (:func:`_install`) when imported.
-Import ``ir.sym``, which imports both, rather than this module alone.
+An ``Expr`` holds its terms (``ir.sym_poly``) in canonical form. Its operators and methods
+build new expressions through the simplifier in this module (``+ * / // %``, ``min`` and
+``max``, substitution), coercion (an int, a name, or text read by :func:`parse_expr`) and
+exact division; its relation methods (``eq`` ... ``ge``) build a :class:`Rel`. These are one
+module because each needs the others: the simplifier builds ``Expr`` objects and ``Expr``'s
+operators are the simplifier.
+
+Below this module, knowing nothing of ``Expr``: the atoms, term dictionaries and bounds
+(``ir.sym_poly``), polynomial division (``ir.sym_div``), printing (``ir.sym_print``) and the
+tokens of size text (``ir.sym_parse``). Above it: divisibility facts (``ir.sym_facts``) and
+the public module, ``ir.sym``.
 """
 
 from __future__ import annotations
@@ -11,15 +18,41 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from ir.errors import NonIntegralError, SymbolicError, SymbolicZeroDivisionError, UnboundSizeError
-from ir.sym_poly import _EMPTY, _FDIV, _MAX, _MIN, _MOD, _VAR, _Atom, _const_of, _poly_bounds, _set
+from ir.sym_div import _common_mono, _content, _is_int_poly, _poly_div
+from ir.sym_parse import _TextReader
+from ir.sym_poly import (
+    _EDIV,
+    _EMPTY,
+    _FDIV,
+    _MAX,
+    _MIN,
+    _MOD,
+    _VAR,
+    _add_terms,
+    _Atom,
+    _coef_div,
+    _coef_div_int,
+    _const_of,
+    _decide_sign,
+    _divmod_term,
+    _expr_key,
+    _fdiv_bounds,
+    _mono_div_int,
+    _mono_inv,
+    _mono_key,
+    _mono_mul,
+    _mul_terms,
+    _nc,
+    _neg_b,
+    _neg_terms,
+    _poly_bounds,
+    _recombine,
+    _scale,
+    _set,
+)
 from ir.sym_print import _atom_text, _fmt, _tree
-
-if TYPE_CHECKING:
-    from ir.sym_rel import Rel
-
 
 _new = object.__new__
 
@@ -53,6 +86,9 @@ class Expr:
     _ts: tuple
     _tc: tuple
     _k: tuple
+
+    def __init__(self, x: int | str | Expr = 0) -> None:
+        _set(self, "_t", _coerce_strict(x)._t)
 
     def __setattr__(self, name, value):
         raise AttributeError("Expr is immutable")
@@ -95,18 +131,153 @@ class Expr:
         r = self.__eq__(o)
         return r if r is NotImplemented else not r
 
-    if TYPE_CHECKING:  # installed by ir.sym_ops (construction, arithmetic, subs)
-        def __init__(self, x: int | str | Expr = 0) -> None: ...
-        def _arith(self, o: int | str | Expr) -> Expr: ...
-        __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
-        __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _arith
-        def __neg__(self) -> Expr: ...
-        def __pos__(self) -> Expr: ...
-        def subs(self, mapping: Mapping[str, int | str | Expr]) -> Expr: ...
+    # ---------------------------------------------------------------- arithmetic
+    def __add__(self, o: int | str | Expr) -> Expr:
+        if type(o) is int:
+            if not o:
+                return self
+            t = dict(self._t)
+            c = t.get(_EMPTY, 0) + o
+            if c:
+                t[_EMPTY] = c if type(c) is int else _nc(c)
+            else:
+                del t[_EMPTY]
+            return _mk(t)
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _add(self, e)
 
-        # installed by ir.sym_rel
-        def _relation(self, o: int | str | Expr) -> Rel: ...
-        eq = ne = lt = le = gt = ge = _relation
+    def __radd__(self, o: int | str | Expr) -> Expr:
+        if type(o) is int:
+            return self.__add__(o)
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _add(e, self)
+
+    def __sub__(self, o: int | str | Expr) -> Expr:
+        if type(o) is int:
+            return self.__add__(-o)
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _add(self, _mk(_neg_terms(e._t)))
+
+    def __rsub__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _add(e, _mk(_neg_terms(self._t)))
+
+    def __neg__(self) -> Expr:
+        return _mk(_neg_terms(self._t))
+
+    def __pos__(self) -> Expr:
+        return self
+
+    def __mul__(self, o: int | str | Expr) -> Expr:
+        if type(o) is int:
+            if o == 1:
+                return self
+            return _mk(_scale(self._t, o))
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _mul(self, e)
+
+    def __rmul__(self, o: int | str | Expr) -> Expr:
+        if type(o) is int:
+            return self.__mul__(o)
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _mul(e, self)
+
+    def __truediv__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _exact_div(self, e)
+
+    def __rtruediv__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _exact_div(e, self)
+
+    def __floordiv__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _fdiv(self, e, False)
+
+    def __rfloordiv__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _fdiv(e, self, False)
+
+    def __mod__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _fdiv(self, e, True)
+
+    def __rmod__(self, o: int | str | Expr) -> Expr:
+        e = _opnd(o)
+        if e is None:
+            return NotImplemented
+        return _fdiv(e, self, True)
+
+    # ---------------------------------------------------------------- substitution
+    def subs(self, mapping: Mapping[str, int | str | Expr]) -> Expr:
+        """Simultaneous substitution of variables (names or Vars) by ints or expressions."""
+        if not mapping:
+            return self
+        keys = mapping.keys()
+        for k in keys:
+            if type(k) is not str:  # a Var used as key
+                mapping = {(k.name if isinstance(k, Expr) else k): v for k, v in mapping.items()}
+                keys = mapping.keys()
+                break
+        if self.free_vars().isdisjoint(keys):
+            return self
+        mp = {k: _coerce_strict(v) for k, v in mapping.items()}
+
+        def fatom(a: _Atom):
+            if a.kind == _VAR:
+                return mp.get(a.name)
+            if a.free_vars().isdisjoint(mp.keys()):
+                return None
+            return _make_op(a.kind, _map_atoms(a.p, fatom), _map_atoms(a.q, fatom))
+
+        return _map_atoms(self, fatom)
+
+    # ---------------------------------------------------------------- relations
+    def eq(self, o: int | str | Expr) -> Rel:
+        """The relation ``self == o``."""
+        return Rel("==", self, o)
+
+    def ne(self, o: int | str | Expr) -> Rel:
+        """The relation ``self != o``."""
+        return Rel("!=", self, o)
+
+    def lt(self, o: int | str | Expr) -> Rel:
+        """The relation ``self < o``."""
+        return Rel("<", self, o)
+
+    def le(self, o: int | str | Expr) -> Rel:
+        """The relation ``self <= o``."""
+        return Rel("<=", self, o)
+
+    def gt(self, o: int | str | Expr) -> Rel:
+        """The relation ``self > o``."""
+        return Rel(">", self, o)
+
+    def ge(self, o: int | str | Expr) -> Rel:
+        """The relation ``self >= o``."""
+        return Rel(">=", self, o)
 
     # ---------------------------------------------------------------- queries
     @property
@@ -236,23 +407,7 @@ class Expr:
         return _tree(self, True)
 
 
-# The base of the classes whose methods ``_install`` copies onto ``Expr``: ``object`` at run
-# time, ``Expr`` for the type checker, so that their ``self`` is read as the ``Expr`` it is.
-if TYPE_CHECKING:
-    _ExprMixin = Expr
-else:
-    _ExprMixin = object
-
-
-def _install(holder: type) -> None:
-    """Copies the methods defined in the class body of ``holder`` onto ``Expr``."""
-    for name, f in vars(holder).items():
-        if callable(f):
-            f.__qualname__ = f"Expr.{name}"
-            setattr(Expr, name, f)
-
-
-# ------------------------------------------------------------------------ constructors
+# ----------------------------------------------------------------------- constructors
 _CST_CACHE = {i: _mk({_EMPTY: i} if i else {}) for i in range(-16, 257)}
 _ZERO = _CST_CACHE[0]
 _ONE = _CST_CACHE[1]
@@ -311,8 +466,423 @@ def _single_atom(e: Expr):
     return None
 
 
+# --------------------------------------------------------------------------- coercion
+def sym(x: int | str | Expr) -> Expr:
+    """Coerces to ``Expr``: an int is a constant, an identifier a ``Var``, other text is parsed."""
+    if type(x) is Expr:
+        return x
+    return _coerce_strict(x)
 
-# -------------------------------------------------------------------------- evaluation
+
+def _coerce_strict(x) -> Expr:
+    e = _opnd(x)
+    if e is None:
+        raise TypeError(f"cannot make a symbolic expression from {type(x).__name__}")
+    return e
+
+
+def _opnd(x) -> Expr | None:
+    """Coerces an operand, or None when the type is not supported."""
+    if type(x) is Expr:
+        return x
+    if type(x) is int:
+        e = _CST_CACHE.get(x)
+        return e if e is not None else _mk({_EMPTY: x})
+    if isinstance(x, str):
+        return Var(x) if x.isidentifier() and x not in ("min", "max") else parse_expr(x)
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, float) or not hasattr(x, "__index__"):
+        return None
+    return Cst(operator.index(x))
+
+
+def smin(a: int | str | Expr, b: int | str | Expr) -> Expr:
+    """Symbolic ``min(a, b)``."""
+    return _minmax(_coerce_strict(a), _coerce_strict(b), _MIN)
+
+
+def smax(a: int | str | Expr, b: int | str | Expr) -> Expr:
+    """Symbolic ``max(a, b)``."""
+    return _minmax(_coerce_strict(a), _coerce_strict(b), _MAX)
+
+
+# ------------------------------------------------------------------------- operations
+def _add(a: Expr, b: Expr) -> Expr:
+    at, bt = a._t, b._t
+    t = _add_terms(at, bt)
+    if t is at:
+        return a
+    if t is bt:
+        return b
+    if len(t) >= 2 and (_divmod_term(bt) or _divmod_term(at)):
+        t = _recombine(t)
+    return _mk(t)
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    at, bt = a._t, b._t
+    if len(at) == 1 and len(bt) > 1:
+        r = _cancel_ediv(a, b)
+        if r is not None:
+            return r
+    elif len(bt) == 1 and len(at) > 1:
+        r = _cancel_ediv(b, a)
+        if r is not None:
+            return r
+    return _mk(_mul_terms(at, bt))
+
+
+def _cancel_ediv(a: Expr, b: Expr):
+    """``(c*m*ExactDiv(p, q)) * (k*q)`` is ``c*m*p*k`` (k a monomial)."""
+    ((m, c),) = a._t.items()
+    for at, x in m:
+        if at.kind == _EDIV and x == 1 and len(at.q._t) == len(b._t):
+            k: Expr | None
+            if at.q == b:
+                k = _ONE
+            else:
+                kt = _poly_div(b._t, at.q._t)
+                k = None if kt is None else _mk(kt)
+            if k is not None and len(k._t) == 1:
+                rest = _mk({frozenset(pair for pair in m if pair[0] is not at): c})
+                return _mul(_mul(rest, at.p), k)
+    return None
+
+
+def _fdiv(p: Expr, q: Expr, mod: bool) -> Expr:
+    """Floor division (``mod`` False) or modulo (``mod`` True), simplified."""
+    qt = q._t
+    pt = p._t
+    qc = _const_of(qt)
+    if qc is not None:
+        if not qc:
+            raise SymbolicZeroDivisionError(f"division by zero: {p} {'%' if mod else '//'} 0")
+        if type(qc) is not int:
+            raise NonIntegralError(f"non-integral divisor {q}")
+        pc = _const_of(pt)
+        if pc is not None:
+            if type(pc) is not int:
+                raise NonIntegralError(f"non-integral dividend {p}")
+            return Cst(pc % qc if mod else pc // qc)
+        if qc == 1:
+            return _ZERO if mod else p
+        if qc == -1:
+            return _ZERO if mod else _mk(_neg_terms(pt))
+    if not pt:
+        return _ZERO
+    if p == q:
+        return _ZERO if mod else _ONE
+    if len(qt) == 1:
+        ((qm, qcoef),) = qt.items()
+        quo: dict = {}
+        rest: dict = {}
+        for m, c in pt.items():
+            k = _coef_div_int(c, qcoef)
+            if k is not None:
+                mm = _mono_div_int(m, qm)
+                if mm is not None:
+                    quo[mm] = k
+                    continue
+            rest[m] = c
+        if not rest:
+            return _ZERO if mod else _mk(quo)
+        if quo:
+            sub = _fdiv_rest(_mk(rest), q, mod)
+            return sub if mod else _add(_mk(quo), sub)
+    else:
+        k = _int_quotient(p, q)
+        if k is not None:
+            return _ZERO if mod else k
+    return _fdiv_rest(p, q, mod)
+
+
+def _fdiv_rest(r: Expr, q: Expr, mod: bool) -> Expr:
+    """``r // q`` or ``r % q`` after splitting off the multiples of q."""
+    qlo, qhi = q.bounds()
+    pos = qlo is not None and qlo >= 1
+    if pos or (qhi is not None and qhi <= -1):
+        rlo, rhi = r.bounds()
+        if pos:
+            flo, fhi = _fdiv_bounds(rlo, rhi, qlo, qhi)
+        else:  # r // q == (-r) // (-q)
+            assert qhi is not None  # not pos, so qhi <= -1
+            flo, fhi = _fdiv_bounds(_neg_b(rhi), _neg_b(rlo), -qhi, _neg_b(qlo))
+        if flo is not None and flo == fhi:  # the quotient is known: r // q == flo
+            return _add(r, _mul(q, Cst(-flo))) if mod else Cst(flo)
+    if pos:
+        if rlo is not None and rlo >= 0 and not q.is_const:
+            dlo = (q - r).bounds()[0]
+            if dlo is not None and dlo >= 1:  # 0 <= r <= q - 1
+                return r if mod else _ZERO
+    a = _single_atom(r)
+    if a is not None:
+        if a.kind == _MOD:
+            if mod:
+                if a.q == q or _int_quotient(a.q, q) is not None:
+                    return _fdiv(a.p, q, True)  # (x % (k*q)) % q == x % q
+            elif a.q == q:
+                return _ZERO  # (x % q) // q == 0
+        elif a.kind == _FDIV and not mod and qlo is not None and qlo >= 1:
+            blo = a.q.bounds()[0]
+            if blo is not None and blo >= 1:
+                return _fdiv(a.p, _mul(a.q, q), False)  # (x // b) // q == x // (b*q)
+    return _atom_expr(_MOD if mod else _FDIV, r, q)
+
+
+def _minmax(a: Expr, b: Expr, kind: int) -> Expr:
+    if a == b:
+        return a
+    d = a - b
+    dc = _const_of(d._t)
+    if dc is not None:
+        if kind == _MIN:
+            return a if dc <= 0 else b
+        return a if dc >= 0 else b
+    lo, hi = d.bounds()
+    if kind == _MIN:
+        if hi is not None and hi <= 0:
+            return a
+        if lo is not None and lo >= 0:
+            return b
+    else:
+        if lo is not None and lo >= 0:
+            return a
+        if hi is not None and hi <= 0:
+            return b
+    if _expr_key(a) > _expr_key(b):
+        a, b = b, a
+    return _atom_expr(kind, a, b)
+
+
+def _make_op(kind: int, p: Expr, q: Expr) -> Expr:
+    if kind == _FDIV:
+        return _fdiv(p, q, False)
+    if kind == _MOD:
+        return _fdiv(p, q, True)
+    if kind == _EDIV:
+        return _exact_div(p, q)
+    return _minmax(p, q, kind)
+
+
+def _map_atoms(e: Expr, fatom) -> Expr:
+    """Rebuilds ``e`` with each atom replaced by ``fatom(atom)`` (None keeps the atom)."""
+    kept: dict = {}
+    out = None
+    for m, c in e._t.items():
+        changed = None
+        for a, x in m:
+            r = fatom(a)
+            if r is not None:
+                if changed is None:
+                    changed = []
+                changed.append((a, x, r))
+        if changed is None:
+            kept[m] = c
+            continue
+        ch = {a for a, _, _ in changed}
+        term = _mk({frozenset(pair for pair in m if pair[0] not in ch): c})
+        den = None
+        for _, x, r in changed:
+            if x > 0:
+                for _ in range(x):
+                    term = _mul(term, r)
+            else:
+                for _ in range(-x):
+                    den = r if den is None else _mul(den, r)
+        if den is not None:
+            term = _exact_div(term, den)
+        out = term if out is None else _add(out, term)
+    if out is None:
+        return e
+    return _add(_mk(kept), out) if kept else out
+
+
+# --------------------------------------------------------------------- exact division
+def _exact_div(p: Expr, q: Expr) -> Expr:
+    qt = q._t
+    pt = p._t
+    if not qt:
+        raise SymbolicZeroDivisionError(f"exact division by zero: {p}/0")
+    if len(qt) == 1:
+        ((qm, qc),) = qt.items()
+        if not qm:
+            if qc == 1:
+                return p
+            return _mk({m: _coef_div(c, qc) for m, c in pt.items()})
+        inv = _mono_inv(qm)
+        return _mk({_mono_mul(m, inv): _coef_div(c, qc) for m, c in pt.items()})
+    if not pt:
+        return _ZERO
+    if p == q:
+        return _ONE
+    # q = c*g*q' with q' having coprime integer coefficients, no common monomial factor and
+    # a positive leading term (c is taken from q/g, whose leading term may differ from q's)
+    g = _common_mono(qt)
+    ginv = _mono_inv(g)
+    c = _content({_mono_mul(m, ginv): x for m, x in qt.items()})
+    cg = _mk({g: c})
+    p2 = _exact_div(p, cg)
+    q2 = _exact_div(q, cg)
+    quo = _poly_div(p2._t, q2._t)
+    if quo is not None:
+        return _mk(quo)
+    # the sign of the numerator is normalised too: (-a)/q is stored as -1*(a/q), so that
+    # -(a/q) and (-a)/q are one canonical form (sound: -a is divisible by q iff a is; this
+    # is not done for // and %, since (-a)//q != -(a//q))
+    p2t = p2._t
+    if p2t[min(p2t, key=_mono_key)] < 0:
+        return -_atom_expr(_EDIV, _mk(_neg_terms(p2t)), q2)
+    return _atom_expr(_EDIV, p2, q2)
+
+
+def _int_quotient(p: Expr, q: Expr):
+    """``p / q`` when q divides p with an integer-valued quotient, else None."""
+    qt = q._t
+    if len(qt) == 1:
+        ((qm, qc),) = qt.items()
+        if not qc:
+            return None
+        out = {}
+        for m, c in p._t.items():
+            k = _coef_div_int(c, qc)
+            if k is None:
+                return None
+            mm = _mono_div_int(m, qm)
+            if mm is None:
+                return None
+            out[mm] = k
+        return _mk(out)
+    if p == q:
+        return _ONE
+    quo = _poly_div(p._t, qt)
+    return _mk(quo) if quo is not None and _is_int_poly(quo) else None
+
+
+# ---------------------------------------------------------------------------- parsing
+class _ExprReader(_TextReader):
+    """Reads an ``Expr``: the leaves of the size grammar, with ``names`` giving values (ints
+    or expressions) to identifiers and the other names read as ``Var``."""
+
+    def __init__(self, text: str, names: Mapping[str, int | Expr] | None):
+        super().__init__(text)
+        self.names = names
+
+    def size_int(self, text: str) -> Expr:
+        return Cst(int(text))
+
+    def size_name(self, text: str) -> Expr:
+        if self.names is not None and text in self.names:
+            return _coerce_strict(self.names[text])
+        return Var(text)
+
+    def size_minmax(self, name: str, a: Expr, b: Expr) -> Expr:
+        return smin(a, b) if name == "min" else smax(a, b)
+
+
+def parse_expr(text: str, names: Mapping[str, int | Expr] | None = None) -> Expr:
+    """Parses the text printed by ``str(expr)``; ``names`` maps identifiers to values/Vars.
+
+    The grammar is the text syntax's (``ir.size_grammar``); errors are ``SymbolicError``.
+    """
+    r = _ExprReader(text, names)
+    e = r.size()
+    t = r.peek()
+    if t.kind != "eof":
+        raise r.error(f"unexpected {r.describe(t)}", t)
+    return e
+
+
+# -------------------------------------------------------------------------- relations
+_OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+        ">": operator.gt, ">=": operator.ge}
+
+
+class Rel:
+    """An immutable relation ``lhs op rhs`` between expressions (a constraint)."""
+
+    __slots__ = ("op", "lhs", "rhs", "_h", "_d")
+    op: str
+    lhs: Expr
+    rhs: Expr
+    _h: int
+    _d: bool | None  # the cached result of _decide
+
+    def __init__(self, op: str, lhs: int | str | Expr, rhs: int | str | Expr):
+        if op not in _OPS:
+            raise SymbolicError(f"unknown relation {op!r}")
+        _set(self, "op", op)
+        _set(self, "lhs", _coerce_strict(lhs))
+        _set(self, "rhs", _coerce_strict(rhs))
+        _set(self, "_h", hash((op, self.lhs, self.rhs)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Rel is immutable")
+
+    def __reduce__(self):
+        return (Rel, (self.op, self.lhs, self.rhs))
+
+    def __hash__(self) -> int:
+        return self._h
+
+    def __eq__(self, o) -> bool:
+        if not isinstance(o, Rel):
+            return NotImplemented
+        return self.op == o.op and self.lhs == o.lhs and self.rhs == o.rhs
+
+    def __bool__(self):
+        raise TypeError("a Rel has no truth value; use evaluate() or is_trivially_true")
+
+    def __str__(self) -> str:
+        return f"{self.lhs} {self.op} {self.rhs}"
+
+    def __repr__(self) -> str:
+        return f"Rel({str(self)!r})"
+
+    def to_c(self) -> str:
+        """OpenCL C text of the relation."""
+        return f"{self.lhs.to_c()} {self.op} {self.rhs.to_c()}"
+
+    def free_vars(self) -> frozenset[str]:
+        """Names of the variables of both sides."""
+        return self.lhs.free_vars() | self.rhs.free_vars()
+
+    def subs(self, mapping: Mapping[str, int | str | Expr]) -> Rel:
+        """Substitutes in both sides."""
+        return Rel(self.op, self.lhs.subs(mapping), self.rhs.subs(mapping))
+
+    def evaluate(self, env: Mapping[str, int]) -> bool:
+        """Truth value for the given variable values (errors as ``Expr.evaluate``)."""
+        return _OPS[self.op](self.lhs.evaluate(env), self.rhs.evaluate(env))
+
+    def _decide(self):
+        try:
+            return self._d
+        except AttributeError:
+            pass
+        r = self._decide_now()
+        _set(self, "_d", r)
+        return r
+
+    def _decide_now(self):
+        d = self.lhs - self.rhs
+        c = _const_of(d._t)
+        if c is not None:
+            return _OPS[self.op](c, 0)
+        return _decide_sign(self.op, *d.bounds())
+
+    @property
+    def is_trivially_true(self) -> bool:
+        """True when the relation holds for all values (constant, or by variable ranges)."""
+        return self._decide() is True
+
+    @property
+    def is_trivially_false(self) -> bool:
+        """True when the relation holds for no values (constant, or by variable ranges)."""
+        return self._decide() is False
+
+
+# ------------------------------------------------------------------------- evaluation
 class _NonIntegral(Exception):
     pass
 
@@ -379,5 +949,3 @@ def _eval_atom(a: _Atom, env):
     if p % q:
         raise _NonIntegral(f"{a.p}/({a.q})", Fraction(p, q))
     return p // q
-
-

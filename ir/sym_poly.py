@@ -1,26 +1,16 @@
-"""Building blocks of ``ir.sym``: errors, atoms, term dictionaries and interval bounds.
+"""Building blocks of ``ir.sym``: atoms, term dictionaries and interval bounds.
 
 An expression's terms are a dict ``{monomial: coefficient}``; a monomial is a frozenset of
 ``(atom, exponent)`` pairs and a coefficient an ``int`` or a ``Fraction``. Nothing here builds
-an ``Expr``; the functions read the ``_t``, ``bounds()`` and ``free_vars()`` of those they get.
+an ``Expr`` (``ir.sym_expr``, which is built on this module): the functions read the ``_t``,
+``bounds()`` and ``free_vars()`` of the expressions they get (:class:`Poly`).
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING
-
-# the errors of symbolic expressions live in ir.errors (under the library's root
-# LiftmapError); ir.sym re-exports them from here
-from ir.errors import NonIntegralError as NonIntegralError
-from ir.errors import SymbolicError as SymbolicError
-from ir.errors import SymbolicZeroDivisionError as SymbolicZeroDivisionError
-from ir.errors import UnboundSizeError as UnboundSizeError
-
-if TYPE_CHECKING:
-    from ir.sym_expr import Expr
-
+from typing import Protocol
 
 _VAR, _FDIV, _MOD, _MIN, _MAX, _EDIV = range(6)
 _KIND_NAMES = ("Var", "FloorDiv", "Mod", "Min", "Max", "ExactDiv")
@@ -95,6 +85,14 @@ class _Atom:
         if self.kind == _VAR:
             return f"Var({self.name!r})"
         return f"{_KIND_NAMES[self.kind]}({self.p}, {self.q})"
+
+
+class Poly(Protocol):
+    """An expression as read below ``ir.sym_expr`` (an ``Expr`` is one): its terms, and the
+    cache slot of its sort key (:func:`_expr_key`)."""
+
+    _t: dict[frozenset[tuple[_Atom, int]], int | Fraction]
+    _k: tuple
 
 
 # ------------------------------------------------------------------ polynomial helpers
@@ -223,6 +221,36 @@ def _mul_terms(a: dict, b: dict) -> dict:
     return r
 
 
+def _divmod_term(t: dict) -> bool:
+    """True when ``t`` is a single term with a ``//`` or ``%`` factor (may recombine)."""
+    if len(t) != 1:
+        return False
+    for m in t:
+        for a, _ in m:
+            if a.kind == _MOD or a.kind == _FDIV:
+                return True
+    return False
+
+
+def _recombine(t: dict) -> dict:
+    """Rewrites ``k*q*(x//q) + k*(x % q)`` to ``k*x`` (q a monomial) in the terms ``t``
+    (``t`` itself when there is nothing to rewrite)."""
+    for m, k in t.items():
+        if len(m) != 1:
+            continue
+        ((a, x),) = m
+        if a.kind != _MOD or x != 1 or len(a.q._t) != 1:
+            continue
+        ((qm, qc),) = a.q._t.items()
+        target = _mono_mul(frozenset(((_Atom(_FDIV, None, a.p, a.q), 1),)), qm)
+        if t.get(target) == k * qc:
+            r = dict(t)
+            del r[m]
+            del r[target]
+            return _recombine(_add_terms(r, _scale(a.p._t, k)))
+    return t
+
+
 _MONO_KEYS: dict = {}
 
 
@@ -238,7 +266,7 @@ def _mono_key(m: frozenset) -> tuple:
     return k
 
 
-def _expr_key(e: Expr) -> tuple:
+def _expr_key(e: Poly) -> tuple:
     """Deterministic structural sort key of an expression (independent of hash seeds)."""
     try:
         return e._k
@@ -300,6 +328,33 @@ def _poly_bounds(t: dict) -> tuple[int | None, int | None]:
 
 def _neg_b(x):
     return None if x is None else -x
+
+
+def _decide_sign(op: str, lo: int | None, hi: int | None) -> bool | None:
+    """Whether ``d op 0`` holds for every ``d`` in ``[lo, hi]`` (True), for none (False), or
+    depends on ``d`` (None); ``op`` is one of ``== != < <= > >=``, a bound None is unbounded."""
+    if op in ("==", "!="):
+        if lo == 0 and hi == 0:
+            r = True
+        elif (lo is not None and lo > 0) or (hi is not None and hi < 0):
+            r = False
+        else:
+            return None
+        return r if op == "==" else not r
+    if op in (">", ">="):
+        lo, hi = _neg_b(hi), _neg_b(lo)  # d > 0  <=>  -d < 0
+        op = "<" if op == ">" else "<="
+    if op == "<":
+        if hi is not None and hi < 0:
+            return True
+        if lo is not None and lo >= 0:
+            return False
+    else:
+        if hi is not None and hi <= 0:
+            return True
+        if lo is not None and lo > 0:
+            return False
+    return None
 
 
 def _fdiv_bounds(pl, ph, ql, qh):

@@ -2,21 +2,32 @@
 
 ``str`` keeps each fraction over its own denominator and prints floor division as ``//``;
 ``to_c`` puts all fractional terms over one common denominator and prints ``/`` for both.
+The functions read an expression's terms (:class:`ir.sym_poly.Poly`); ``Expr`` (in
+``ir.sym_expr``) prints through them.
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
-from ir.sym_poly import _EDIV, _FDIV, _MAX, _MIN, _MOD, _VAR, _Atom, _mono_key, _mono_mul, _nc, _set
+from ir.sym_poly import (
+    _EDIV,
+    _FDIV,
+    _MAX,
+    _MIN,
+    _MOD,
+    _VAR,
+    Poly,
+    _Atom,
+    _mono_key,
+    _mono_mul,
+    _nc,
+    _set,
+)
 
-if TYPE_CHECKING:
-    from ir.sym_expr import Expr
 
-
-def _tree(e: Expr, merge: bool) -> tuple:
+def _tree(e: Poly, merge: bool) -> tuple:
     """Printing structure (cached); ``merge`` puts all fractional terms over one denominator."""
     slot = "_tc" if merge else "_ts"
     try:
@@ -28,7 +39,7 @@ def _tree(e: Expr, merge: bool) -> tuple:
     return tr
 
 
-def _make_tree(e: Expr, merge: bool) -> tuple:
+def _make_tree(e: Poly, merge: bool) -> tuple:
     t = e._t
     if not t:
         return ("int", 0)

@@ -169,9 +169,7 @@ def _xfail(package: str, cycles: str) -> object:
 
 
 PACKAGES = [
-    _xfail("ir", "ir.sym_div -> ir.sym_expr -> ir.sym_rel -> ir.sym_div (closed by "
-           "type-only imports, among {ir.sym_div, ir.sym_expr, ir.sym_ops, ir.sym_poly, "
-           "ir.sym_print, ir.sym_rel})"),
+    "ir",
     "constraints",
     "codegen",
     "mapper",
