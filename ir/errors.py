@@ -37,10 +37,16 @@ class IRError(LiftmapError):
 
 
 class IRTypeError(IRError):
-    """An expression is not well typed. Names the node and shows the expression around it."""
+    """An expression is not well typed. Names the node and shows the expression around it.
 
-    def __init__(self, message: str, node=None, context: str | None = None):
+    ``node`` is the construct at fault (the source position of a parsed program's nodes is
+    in ``ir.parser.parse``'s ``spans``), ``root`` the program it was found in (the checker
+    sets it: a rewritten copy of a parsed program, with its maps labelled, has the same
+    shape, so ``node`` is found in the parsed program at the same place)."""
+
+    def __init__(self, message: str, node=None, context: str | None = None, root=None):
         self.node = node
+        self.root = root
         self.context = context
         text = message
         if context:
@@ -76,3 +82,15 @@ class ParseError(IRError):
         if source_line:
             text += f"\n  {source_line}\n  {' ' * (column - 1)}^"
         super().__init__(text)
+
+
+class NotUTF8Error(ParseError):
+    """A program file is not UTF-8 text: names the file and the first bad byte (its line
+    and column, counted in characters of the text before it)."""
+
+    def __init__(self, path: str, line: int, column: int, byte: int):
+        self.message = f"not UTF-8 text (byte 0x{byte:02x})"
+        self.line, self.column, self.source_line, self.path = line, column, "", path
+        self.byte = byte
+        IRError.__init__(self, f"{path} is not UTF-8 text (byte 0x{byte:02x} at line {line}, "
+                               f"column {column}); save it as UTF-8")

@@ -2,22 +2,28 @@
 
 A recursive-descent parser over the tokens of ``ir.lexer``; types and sizes are read by
 ``ir.parse_types``, keyword forms by ``ir.parse_keywords``, user function bodies by
-``ir.cexpr``. Errors are ``ParseError`` with the line and column of the offending token.
+``ir.cexpr``. Errors are ``ParseError`` with the line and column of the offending token
+(``NotUTF8Error`` for a file that is not UTF-8). Every node of a parsed program has a
+source position (``parse``'s ``spans``): where the construct starts that made it (a
+macro's nodes and a composition's parameter: where the macro or composition starts), so
+that a type error can point at what the user wrote.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from ir.builders import USER_FUNS, fresh
 from ir.cexpr import CExprReader, compile_py
 from ir.cwords import OPENCL_RESERVED
-from ir.errors import ParseError
+from ir.errors import NotUTF8Error, ParseError
 from ir.lexer import Token, nested
-from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Literal, Node, Param, UserFun
-from ir.parse_keywords import KEYWORDS, MAP_WORDS, WORDS, KeywordForms, is_reserved
+from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Literal, Map, Node, Param, UserFun
+from ir.parse_keywords import KEYWORDS, MAP_RE, MAP_WORDS, WORDS, KeywordForms, is_reserved
 from ir.printer import restore_scope, show
 from ir.types import Float, Int, Type
 
@@ -25,6 +31,17 @@ from ir.types import Float, Int, Type
 # levels deep; the papers' convolution is 31 levels deep). With ir.lexer.MAX_NESTING, it
 # keeps every recursive pass far from Python's stack limit.
 MAX_DEPTH = 200
+_N = TypeVar("_N", bound=Node)
+
+
+def _label_names() -> Iterator[str]:
+    """A, B, ..., Z, A1, ...: candidate map labels."""
+    letters = [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+    yield from letters
+    k = 1
+    while True:
+        yield from (f"{a}{k}" for a in letters)
+        k += 1
 
 
 def tree_depth(node: Node) -> int:
@@ -47,13 +64,48 @@ class _Parser(KeywordForms, CExprReader):
         self.declared: set[str] = set()
         self.inputs: dict[str, Param] = {}
         self.scope: dict[str, Param] = {}
-        # where each function application starts in the text: id(FunCall) -> (line, column)
+        # where each node starts in the text: id(node) -> (line, column)
         self.spans: dict[int, tuple[int, int]] = {}
+        self.labels: dict[str, Token] = {}  # map label -> where it is first written
 
-    def spanned(self, node: FunCall, tok: Token) -> FunCall:
+    def spanned(self, node: _N, tok: Token) -> _N:
         """Records that ``node`` starts at ``tok`` (for located type errors)."""
         self.spans[id(node)] = (tok.line, tok.col)
         return node
+
+    def span_all(self, root: Node, tok: Token) -> None:
+        """Gives every node of ``root`` without a position the position of its nearest
+        ancestor that has one (``root``'s: ``tok``): the nodes a macro, a composition or a
+        hole builds are where that construct is written."""
+        spans = self.spans
+        spans.setdefault(id(root), (tok.line, tok.col))
+        seen: set[int] = set()
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            where = spans[id(n)]
+            for c in n.children():
+                spans.setdefault(id(c), where)
+                stack.append(c)
+
+    def map_form(self, t: Token) -> Map:
+        """A map form (``ir.parse_keywords``); a label written twice is an error."""
+        m = MAP_RE.fullmatch(t.text)
+        label = m[2] if m else ""
+        first = self.labels.get(label) if label else None
+        if first is not None:
+            used = {u[2] for u in map(MAP_RE.fullmatch, self.idents) if u and u[2]}
+            free = next(c for c in _label_names() if c not in used)
+            raise self.error(
+                f"map label {label!r} is used twice (first at line {first.line}, column "
+                f"{first.col}): a label names one map; rename this one (e.g. "
+                f"{t.text[:len(t.text) - len(label)]}{free}) or leave the label out", t)
+        if label:
+            self.labels[label] = t
+        return self.spanned(super().map_form(t), t)
 
     def check_name(self, t: Token, what: str) -> str:
         name = t.text
@@ -93,8 +145,11 @@ class _Parser(KeywordForms, CExprReader):
             if not isinstance(term, ExprNode):
                 raise self.error("the program body must be an expression; apply the function "
                                  "to the inputs, e.g. 'f $ X'", body_tok)
-            return Lambda(tuple(self.inputs.values()), term)
-        return term
+            program: Node = Lambda(tuple(self.inputs.values()), term)
+        else:
+            program = term
+        self.span_all(program, body_tok)
+        return program
 
     def input_decl(self) -> None:
         t = self.next()
@@ -102,7 +157,7 @@ class _Parser(KeywordForms, CExprReader):
         name = self.check_name(t, "an input")
         if name in self.inputs:
             raise self.error(f"input {name!r} is declared twice", t)
-        self.inputs[name] = Param(name, self.type_())
+        self.inputs[name] = self.spanned(Param(name, self.type_()), t)
 
     def userfun_decl(self) -> None:
         self.next()
@@ -224,6 +279,12 @@ class _Parser(KeywordForms, CExprReader):
 
     def atom(self, fun: bool = False) -> Node:
         t = self.peek()
+        node = self.atom_node(fun)
+        self.spans.setdefault(id(node), (t.line, t.col))
+        return node
+
+    def atom_node(self, fun: bool) -> Node:
+        t = self.peek()
         k = t.kind
         if k == "int":
             self.next()
@@ -305,11 +366,15 @@ class _Parser(KeywordForms, CExprReader):
             body = FunCall(items[i], (body,))
             if toks:
                 self.spanned(body, toks[i])
-        return Lambda((p,), body)
+        out = Lambda((p,), body)
+        if toks:
+            self.spanned(out, toks[0])
+            self.spanned(p, toks[-1])  # the composition's argument enters at its last function
+        return out
 
-    def bind(self, names: list[str]) -> tuple[tuple[Param, ...], dict]:
+    def bind(self, names: list[str], toks: list[Token]) -> tuple[tuple[Param, ...], dict]:
         saved = {n: self.scope.get(n) for n in names}
-        params = tuple(Param(n) for n in names)
+        params = tuple(self.spanned(Param(n), t) for n, t in zip(names, toks))
         for p in params:
             self.scope[p.name] = p
         return params, saved
@@ -320,6 +385,7 @@ class _Parser(KeywordForms, CExprReader):
     def lambda_(self) -> Lambda:
         bs = self.next()
         names: list[str] = []
+        toks: list[Token] = []
         while self.peek().kind == "name":
             t = self.peek()
             if names and (is_reserved(t.text) or t.text in self.userfuns):
@@ -329,34 +395,35 @@ class _Parser(KeywordForms, CExprReader):
             if name in names:
                 raise self.error(f"duplicate lambda parameter {name!r}", t)
             names.append(name)
+            toks.append(t)
             if self.at(","):
                 self.next()
         if not names:
             raise self.error("a lambda needs at least one parameter: \\x -> ...", bs)
         self.expect("->", " after the lambda parameters")
-        params, saved = self.bind(names)
+        params, saved = self.bind(names, toks)
         try:
             t = self.peek()
             body = self.as_expr(self.term(), t, "the lambda body")
         finally:
             self.unbind(saved)
-        return Lambda(params, body)
+        return self.spanned(Lambda(params, body), bs)
 
     def let_(self) -> FunCall:
-        self.next()
+        let = self.next()
         t = self.name_tok("a name after 'let'")
         name = self.check_name(t, "a let-bound value")
         self.expect("=", f" after 'let {name}'")
         vt = self.peek()
         value = self.as_expr(self.term(), vt, "the value of let")
         self.expect("in", f" after the value of 'let {name}'")
-        params, saved = self.bind([name])
+        params, saved = self.bind([name], [t])
         try:
             bt = self.peek()
             body = self.as_expr(self.term(), bt, "the body of let")
         finally:
             self.unbind(saved)
-        return FunCall(Lambda(params, body), (value,))
+        return self.spanned(FunCall(self.spanned(Lambda(params, body), let), (value,)), let)
 
     def hole(self) -> Lambda:
         u = self.next()
@@ -367,8 +434,9 @@ class _Parser(KeywordForms, CExprReader):
         fname = "add" if op.text == "+" else "mult"
         t = self.peek()
         operand = self.as_expr(self.app(), t, f"the operand of '_ {op.text}'")
-        p = self.fresh_param()
-        return Lambda((p,), self.spanned(FunCall(self.userfuns[fname], (p, operand)), u))
+        p = self.spanned(self.fresh_param(), u)
+        return self.spanned(
+            Lambda((p,), self.spanned(FunCall(self.userfuns[fname], (p, operand)), u)), u)
 
 
 # --------------------------------------------------------------------- public parsing
@@ -380,9 +448,9 @@ def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None,
 
     ``userfuns`` adds user functions by name (declarations in the text shadow them, they
     shadow the builtins). Raises ``ParseError`` with the line and column of the offending
-    token. ``spans``, if given, receives ``id(FunCall) -> (line, column)`` for the
-    applications written in the text (valid while the returned program lives), so that a
-    type error can point at what the user wrote.
+    token. ``spans``, if given, receives ``id(node) -> (line, column)`` for every node of
+    the program (valid while the returned program lives): where the construct that made it
+    starts, so that a type error (``IRTypeError.node``) can point at what the user wrote.
     """
     p = _Parser(text, userfuns)
     program = p.program()
@@ -391,10 +459,26 @@ def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None,
     return program
 
 
+def read_source(path: str | os.PathLike) -> str:
+    """The text of a program file; ``NotUTF8Error`` (naming the file, the first bad byte,
+    its line and column) if it is not UTF-8. A UTF-8 byte order mark is dropped."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[:e.start]
+        line_start = before.rfind(b"\n") + 1
+        column = len(before[line_start:].decode("utf-8", errors="replace")) + 1
+        raise NotUTF8Error(os.fspath(path), before.count(b"\n") + 1, column,
+                           data[e.start]) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def parse_file(path: str | Path, *, userfuns: Mapping[str, UserFun] | None = None,
                spans: dict[int, tuple[int, int]] | None = None) -> Node:
-    """Parse the program in a file (``ParseError`` messages name the file)."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Parse the program in a file (``ParseError`` messages name the file; see
+    ``read_source`` for files that are not UTF-8 text)."""
+    text = read_source(path)
     try:
         return parse(text, userfuns=userfuns, spans=spans)
     except ParseError as e:

@@ -66,7 +66,13 @@ lists and for user functions), one-parameter lambdas applied to a value as ``let
 
 The code: ``ir.lexer`` (tokens), ``ir.parse_types`` (types and sizes),
 ``ir.parse_keywords`` (keyword forms, reserved words), ``ir.cexpr`` (C bodies to numpy),
-``ir.parser`` (declarations and terms), ``ir.printer`` (``show``, ``print_program``).
+``ir.parser`` (declarations and terms, files: ``read_source``, ``parse_file``),
+``ir.printer`` (``show``, ``print_program``).
+
+A map label names one map: a label written twice is a ``ParseError`` at the second.
+``parse``'s ``spans`` give every node of the program its line and column, which a type
+error's ``node`` is looked up in. A file that is not UTF-8 text is a ``NotUTF8Error``
+naming the first bad byte.
 """
 
 from __future__ import annotations
@@ -75,12 +81,13 @@ from ir.lexer import MAX_NESTING
 from ir.nodes import userfun_from_c
 from ir.parse_keywords import is_reserved
 from ir.parse_types import parse_size, parse_type
-from ir.parser import MAX_DEPTH, parse, parse_file, tree_depth
+from ir.parser import MAX_DEPTH, parse, parse_file, read_source, tree_depth
 from ir.printer import print_program, show, show_type
 
 __all__ = [
     "parse",
     "parse_file",
+    "read_source",
     "parse_type",
     "parse_size",
     "show",

@@ -5,6 +5,11 @@ needs ``n % m == 0``, ``asVector(v)`` needs ``n % v == 0``, a strict slide needs
 ``(n - size) % step == 0``, a reorder by stride needs divisibility, sizes are
 positive. Each records where it comes from ("split(s0) at node 12 ...").
 With concrete ``sizes``, a constraint that fails is a ``ConstraintViolation``.
+
+Every error is an ``IRTypeError`` whose ``node`` is the construct at fault (the primitive
+or map given the wrong argument, the application, the expression, the program) and whose
+``root`` is the program checked: a parsed program's ``spans`` (``ir.parser.parse``) give
+its line and column.
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ class _Checker:
         self.info = TypeInfo(root, None)  # type: ignore[arg-type]
         self.facts: list[tuple[Expr, Expr]] = []
         self._seen: set[tuple] = set()
+        # (call, declaration) being applied, innermost last: an error about ``call`` is
+        # located at the declaration (a map inside a map is applied by the outer call)
+        self._applying: list[tuple[nodes.Node, nodes.FunDecl]] = []
         for i, n in enumerate(nodes.walk(root)):
             self.info.node_index.setdefault(id(n), i)
 
@@ -82,7 +90,19 @@ class _Checker:
             return None
 
     def error(self, msg: str, node: nodes.Node, cls=IRTypeError):
-        return cls(msg, node, self.context(node))
+        """An error about ``node`` (its text shown as the context); located at the
+        declaration being applied when ``node`` is the call applying it (see ``at``)."""
+        return cls(msg, self.at(node), self.context(node), root=self.root)
+
+    def at(self, node: nodes.Node) -> nodes.Node:
+        """The construct at fault in an error about ``node``: the primitive, map or lambda
+        ``node`` is applying, if it is the innermost call being applied (user functions:
+        the call, whose arguments are wrong), else ``node``."""
+        if self._applying and self._applying[-1][0] is node:
+            decl = self._applying[-1][1]
+            if not isinstance(decl, (nodes.UserFun, nodes.Vectorize, nodes.ToMem)):
+                return decl
+        return node
 
     def simp(self, e: Expr) -> Expr:
         return assume_divisible(e, self.facts) if self.facts else e
@@ -171,11 +191,15 @@ class _Checker:
 
     def apply(self, f: nodes.FunDecl, args: list[Type], call: nodes.Node,
               env: dict[str, Type]) -> Type:
-        if len(args) != f.arity:
-            raise self.error(
-                f"{describe(f)} takes {f.arity} argument(s) but is given {len(args)}", call
-            )
-        return self._apply(f, args, call, env)
+        self._applying.append((call, f))
+        try:
+            if len(args) != f.arity:
+                raise self.error(
+                    f"{describe(f)} takes {f.arity} argument(s) but is given {len(args)}", call
+                )
+            return self._apply(f, args, call, env)
+        finally:
+            self._applying.pop()
 
     def array_arg(self, f: nodes.FunDecl, args: list[Type], call: nodes.Node) -> ArrayType:
         """The one argument of a primitive that takes an array."""
@@ -418,6 +442,10 @@ def typecheck(program: nodes.Node, sizes: Mapping[str, int] | None = None) -> Ty
     ch = _Checker(program, sizes)
     if isinstance(program, nodes.Lambda):
         env = {}
+        if program.params and all(p.type is None for p in program.params):
+            raise ch.error("the program is a function, not an expression: declare its "
+                           "inputs with their types (e.g. 'X : [float]N') and apply it to "
+                           "them (e.g. 'f $ X')", program, UnboundParameterError)
         for p in program.params:
             if p.type is None:
                 raise ch.error(
@@ -430,6 +458,7 @@ def typecheck(program: nodes.Node, sizes: Mapping[str, int] | None = None) -> Ty
     elif isinstance(program, nodes.ExprNode):
         t = ch.expr(program, {})
     else:
-        raise IRTypeError(f"cannot typecheck a bare {describe(program)}; apply it to an input")
+        raise ch.error(f"cannot typecheck a bare {describe(program)}: declare the inputs "
+                       "(e.g. 'X : [float]N') and apply it to them (e.g. 'f $ X')", program)
     ch.info.type = t
     return ch.info

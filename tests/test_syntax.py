@@ -511,7 +511,24 @@ def programs(draw):
             body = _apply(steps, body)
         else:
             body = B.let(body, lambda v, steps=steps: _apply(steps, v))
-    return Lambda((X, Y), body)
+    return _unique_labels(Lambda((X, Y), body))
+
+
+def _unique_labels(prog):
+    """``prog`` with a label written twice kept on one map only (the text syntax refuses
+    a label written twice)."""
+    from ir.nodes import rebuild, replace
+
+    seen: set[str] = set()
+
+    def fn(n):
+        if isinstance(n, Map) and n.label is not None:
+            if n.label in seen:
+                return replace(n, label=None)
+            seen.add(n.label)
+        return None
+
+    return rebuild(prog, fn)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -614,3 +631,92 @@ def test_malformed_widths_and_huge_integers_are_located_errors(src, what):
     with pytest.raises(ParseError, match=what) as e:
         parse(src)
     assert e.value.line == 1
+
+
+# ------------------------------------------------------- source positions (issue 24)
+
+
+def _positions(src):
+    spans: dict[int, tuple[int, int]] = {}
+    return parse(src, spans=spans), spans
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.lift")))
+def test_every_node_of_a_parsed_program_has_a_position(name):
+    from ir.nodes import walk
+
+    prog, spans = _positions((EXAMPLES / name).read_text())
+    lines = (EXAMPLES / name).read_text().split("\n")
+    for n in walk(prog):
+        line, col = spans[id(n)]
+        assert 1 <= line <= len(lines) and 1 <= col <= len(lines[line - 1]) + 1
+
+
+def test_positions_of_macros_compositions_and_parameters():
+    from ir.nodes import FunCall, Lambda, Slide, walk
+
+    src = "X : [[float]W]H\ny : float\n\nmapA(\\r ->\n  mapB(_ * y) $ r)\n  o slideND(2, (3, 3), (1, 1)) $ X"
+    prog, spans = _positions(src)
+    assert spans[id(prog.params[0])] == (1, 1) and spans[id(prog.params[1])] == (2, 1)
+    slides = [n for n in walk(prog) if isinstance(n, Slide)]
+    assert slides and {spans[id(s)] for s in slides} == {(6, 5)}  # inside the macro
+    (lam,) = [n for n in walk(prog) if isinstance(n, Lambda) and n.params[0].name == "r"]
+    assert spans[id(lam)] == (4, 6) and spans[id(lam.params[0])] == (4, 7)
+    calls = [n for n in walk(prog) if isinstance(n, FunCall)]
+    assert spans[id(calls[0])] == (4, 1)
+
+
+@pytest.mark.parametrize("src, line, col, message", [
+    ("X : [float]64\njoin $ X", 2, 1, "join expects an array of arrays, got [float]64"),
+    ("X : [float]8\nY : [float]9\nmap(\\t -> get(0)(t)) $ zip(X, Y)", 3, 24,
+     "zip of arrays of unequal lengths: 8 and 9"),
+    ("X : [float]N\nmap(\\a b -> add(a, b)) $ X", 2, 5,
+     "lambda takes 2 argument(s) but is given 1"),
+    ("map(id) o join", 1, 1, "the program is a function, not an expression"),
+    ("\\x -> x", 1, 1, "the program is a function, not an expression"),
+    ("X : [float]N\njoin o mapA(mapB(id)) $ X", 2, 13, "mapB expects an array, got float"),
+    ("X : [[float]4]N\nmapA(join o mapB(join)) $ X", 2, 18, "join expects an array"),
+    ("X : [float]N\nmapND(2, id) $ X", 2, 1, "map expects an array, got float"),
+    ("X : [float]N\nreduce(add)(0, X)", 2, 1, "user function add argument 1 (a) expects "
+     "float, got int"),
+    ("X : [float]N\nslide(0, 1) $ X", 2, 1, "slide size 0 needs 0 >= 1"),
+    ("id", 1, 1, "cannot typecheck a bare id"),
+])
+def test_type_errors_name_a_node_with_a_position(src, line, col, message):
+    from ir.errors import IRTypeError
+
+    prog, spans = _positions(src)
+    with pytest.raises(IRTypeError) as e:
+        typecheck(prog)
+    assert message in str(e.value) and e.value.root is prog
+    assert spans[id(e.value.node)] == (line, col)
+    assert "x_0" not in str(e.value).splitlines()[0]
+
+
+def test_a_label_written_twice_is_a_located_error():
+    for src, line, col in (("X : [float]N\nmapA(mapA(id)) $ X", 2, 6),
+                           ("X : [float]N\njoin o mapSeqB(mapB(id)) o split(4) $ X", 2, 16),
+                           ("X : [float]N\nmapA(id) o\n  mapA(id) $ X", 3, 3)):
+        with pytest.raises(ParseError, match="map label '[AB]' is used twice") as e:
+            parse(src)
+        assert (e.value.line, e.value.column) == (line, col)
+        assert "first at line 2" in str(e.value) and "leave the label out" in str(e.value)
+    assert "e.g. mapB" in str(pytest.raises(ParseError, parse,
+                                            "X : [float]N\nmapA(mapA(id)) $ X").value)
+
+
+def test_files_read_as_utf8_text(tmp_path):
+    from ir.errors import NotUTF8Error
+    from ir.syntax import read_source
+
+    path = tmp_path / "p.lift"
+    path.write_bytes("\ufeffX : [float]N\n# é λ\nmap(id) $ X\n".encode())
+    assert read_source(path).startswith("X : [float]N\n# é λ")
+    assert parse_file(path).params[0].name == "X"
+    path.write_bytes("X : [float]N\n# é\n".encode() + b"# caf\xe9\n")
+    with pytest.raises(NotUTF8Error) as e:
+        parse_file(path)
+    assert (e.value.line, e.value.column, e.value.byte) == (3, 6, 0xe9)
+    assert isinstance(e.value, ParseError) and e.value.path == str(path)
+    assert str(e.value) == f"{path} is not UTF-8 text (byte 0xe9 at line 3, column 6); " \
+        "save it as UTF-8"
