@@ -16,6 +16,20 @@ Rows are read as ``mapper.explore.record.Record`` values (``records``, ``best_re
 
 Stores written before a column existed still open: opened for writing, the missing
 columns are added (``NULL`` in the old rows); read-only, they read as ``None``.
+
+**Failures are one line.** No ``sqlite3`` error leaves this module: each becomes a
+``StoreError`` naming the file and what to do. A file that is not a liftmap store (not
+SQLite, or a SQLite database with other tables) is refused (``NotAStoreError``) and never
+altered; a damaged one, found at opening or by any later read or write, is a
+``StoreCorruptError``. A reader opens a store in a read-only folder, where WAL mode cannot
+make its ``-shm`` file, as immutable, or, when a ``-wal`` file left by a killed writer
+holds rows, through a private copy of both files (the last writer to close folds the
+``-wal`` file into the store and removes it).
+
+**Runs.** ``start_run`` records the process id and host of the run; ``runs`` gives each
+run a ``state``: ``finished``, ``running``, or ``interrupted`` (no end recorded and its
+process is gone, or, seen from another host, past its time budget or idle for
+``STALE_RUN_S``).
 """
 
 from __future__ import annotations
@@ -23,11 +37,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
+import socket
 import sqlite3
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ir.errors import LiftmapError
@@ -71,7 +91,14 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     # seconds of mapping search in no row: the valid mappings' enumeration before the first
     # candidate (strategies drawing from them) and a search the end of the run cut short
     ("mapping_s", "REAL"),
+    ("pid", "INTEGER"), ("host", "TEXT"),  # the process running it (interrupted runs)
 )
+# the columns without which a table is not a liftmap store's (older stores have these)
+CORE_COLUMNS = {"meta": {"name", "value"},
+                "results": {"key", "run_id", "strategy", "mapping", "tuning", "status"},
+                "runs": {"run_id"}, "retimes": {"key", "run_id", "times"}}
+STALE_RUN_S = 24 * 3600.0  # a run seen from another host, idle this long, is interrupted
+RUN_GRACE_S = 600.0  # a time budget's run may end this long after its budget (re-timing)
 
 
 class StoreError(LiftmapError, ValueError):
@@ -80,6 +107,15 @@ class StoreError(LiftmapError, ValueError):
 
 class StoreMismatchError(StoreError):
     """The store holds results of another program, sizes or device."""
+
+
+class NotAStoreError(StoreError):
+    """The file is not a liftmap results store (not SQLite, or another SQLite database);
+    it is left as it is."""
+
+
+class StoreCorruptError(StoreError):
+    """The store's file is damaged (found when opening it or by a later read or write)."""
 
 
 def library_version() -> str:
@@ -129,24 +165,26 @@ class Context:
 
 
 class ResultStore:
-    """A SQLite results store (see the module docstring). ``readonly`` never creates it."""
+    """A SQLite results store (see the module docstring). ``readonly`` never creates it
+    and never writes to it."""
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False,
                  timeout_s: float = 60.0):
         self.path = os.fspath(path)
         self.readonly = readonly
+        self.timeout_s = timeout_s
+        self._columns: set[str] = set()
+        self._copy: str | None = None  # a private copy's folder (read-only folders)
         if readonly:
             if not os.path.isfile(self.path):
                 raise StoreError(f"no results store at {self.path}")
-            uri = f"file:{os.path.abspath(self.path)}?mode=ro"
             try:
-                self.db = sqlite3.connect(uri, uri=True, timeout=timeout_s)
-                self.db.execute("SELECT 1 FROM sqlite_master").fetchall()
-            except sqlite3.DatabaseError as e:
-                raise StoreError(f"cannot read results store {self.path}: {e}") from None
-            if not self._has_table("results"):
-                raise StoreError(f"{self.path} is not a liftmap results store")
-            self._columns = self._table_columns("results")
+                self.db = self._open_readonly()
+                self._check_is_store(new_ok=False)
+                self._columns = self._table_columns("results")
+            except BaseException:
+                self.close()
+                raise
             return
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
@@ -155,23 +193,145 @@ class ResultStore:
             except OSError as e:
                 raise StoreError(f"cannot create the store's folder {parent}: "
                                  f"{e.strerror}") from None
-        try:
+        if os.path.isdir(self.path):
+            raise StoreError(f"cannot open results store {self.path}: it is a folder; give "
+                             "--store a file path")
+        with self._guard("opening it"):
             self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-            self.db.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-            self.db.execute("PRAGMA journal_mode = WAL")
-            self.db.execute("PRAGMA synchronous = NORMAL")
-            self._create()
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"cannot open results store {self.path}: {e}") from None
+        try:
+            with self._guard("opening it"):
+                self.db.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+                self._check_is_store(new_ok=True)  # before anything writes to the file
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA synchronous = NORMAL")
+                self._create()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A read-only connection. In a read-only folder, where a WAL store's ``-shm``
+        file cannot be made: an immutable one, or, when a ``-wal`` file left by a killed
+        writer holds rows, one to a private copy of both files (removed by ``close``)."""
+        uri = Path(os.path.abspath(self.path)).as_uri()
+        try:
+            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=self.timeout_s)
+        except sqlite3.Error as e:
+            raise self._error(e, "opening it") from None
+        try:
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+        except sqlite3.Error as e:
+            db.close()
+            raise self._error(e, "opening it") from None
+        wal = self.path + "-wal"
+        try:
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                self._copy = tempfile.mkdtemp(prefix="liftmap-store-")
+                copy = os.path.join(self._copy, "store.sqlite")
+                shutil.copyfile(self.path, copy)
+                shutil.copyfile(wal, copy + "-wal")
+                uri = f"{Path(copy).as_uri()}?mode=ro"
+            else:
+                uri += "?mode=ro&immutable=1"
+        except OSError as e:
+            raise StoreError(f"cannot read results store {self.path} from its read-only "
+                             f"folder ({e}); copy it and its -wal file to a writable folder "
+                             "and read the copy") from None
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=self.timeout_s)
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
+            return db
+        except sqlite3.Error as e:
+            raise self._error(e, "opening it") from None
+
+    # ------------------------------------------------------------------ errors
+
+    def _error(self, e: sqlite3.Error, action: str) -> StoreError:
+        """The ``StoreError`` for a ``sqlite3`` error met while ``action``."""
+        msg = str(e)
+        low = msg.lower()
+        if "file is not a database" in low or "file is encrypted" in low:
+            return NotAStoreError(f"{self.path} is not a liftmap results store (not a SQLite "
+                                  "file); use another file (this one is left as it is)")
+        if isinstance(e, sqlite3.DatabaseError) and (
+                "malformed" in low or "corrupt" in low or "disk image" in low):
+            return StoreCorruptError(
+                f"results store {self.path} is damaged ({msg}, found while {action}): move "
+                f"it aside and start a new store (another --store), or recover its readable "
+                f"rows with: sqlite3 {self.path} .recover | sqlite3 recovered.sqlite")
+        if "locked" in low or "busy" in low:
+            return StoreError(f"results store {self.path} stayed locked by another process "
+                              f"for {self.timeout_s:g} s while {action}; try again when the "
+                              "other run ends")
+        if "readonly" in low or "read-only" in low:
+            return StoreError(f"results store {self.path} cannot be written while {action} "
+                              "(a read-only file or folder); give --store a writable path")
+        if "full" in low:
+            return StoreError(f"results store {self.path}: the disk is full while {action}; "
+                              "free some space and resume the run (nothing stored is lost)")
+        if "unable to open" in low:
+            return StoreError(f"cannot open results store {self.path}: {msg}; check that its "
+                              "folder exists and can be read")
+        return StoreError(f"results store {self.path}: {msg} (while {action})")
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turns a ``sqlite3`` error inside the block into the store's ``StoreError``."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise self._error(e, action) from None
+
+    def _all(self, sql: str, args: tuple = (), action: str = "reading it") -> list[tuple]:
+        with self._guard(action):
+            return self.db.execute(sql, args).fetchall()
+
+    def _run(self, sql: str, args: tuple = (), action: str = "writing to it") -> int:
+        """Executes one statement; its row count."""
+        with self._guard(action):
+            return self.db.execute(sql, args).rowcount
 
     # ------------------------------------------------------------------ schema
 
     def _has_table(self, name: str) -> bool:
-        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                               (name,)).fetchone() is not None
+        return bool(self._all("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                              (name,)))
 
     def _table_columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+        return {r[1] for r in self._all(f"PRAGMA table_info({table})")}
+
+    def _check_is_store(self, new_ok: bool) -> None:
+        """Raises ``NotAStoreError`` unless the file is a liftmap store (or, ``new_ok``,
+        an empty database to make one of), ``StoreError`` if a newer liftmap wrote it."""
+        objects = self._all("SELECT type, name FROM sqlite_master "
+                            "WHERE name NOT LIKE 'sqlite_%'")
+        tables = {n for t, n in objects if t == "table"}
+        if not objects and new_ok:
+            return
+        if "meta" in tables and CORE_COLUMNS["meta"] <= self._table_columns("meta"):
+            version = dict(self._all("SELECT name, value FROM meta")).get("schema_version")
+            if version is not None and (not str(version).isdigit() or
+                                        int(version) > SCHEMA_VERSION):
+                raise StoreError(f"results store {self.path} was written by a newer liftmap "
+                                 f"(store schema {version}, this one reads "
+                                 f"{SCHEMA_VERSION}); upgrade liftmap to use it")
+        foreign = sorted(tables - set(CORE_COLUMNS))
+        missing = [t for t in ("meta", "results") if t not in tables]
+        wrong = sorted(t for t in tables & set(CORE_COLUMNS)
+                       if not CORE_COLUMNS[t] <= self._table_columns(t))
+        if objects and not (foreign or missing or wrong):
+            return
+        if not objects:
+            what = "an empty database"
+        elif tables:
+            what = f"a SQLite database with tables {', '.join(sorted(tables))}"
+        else:
+            what = "a SQLite database without tables"
+        raise NotAStoreError(f"{self.path} is not a liftmap results store ({what}); use "
+                             "another file (this one is left as it is)")
 
     def _create(self) -> None:
         """Creates the tables, or adds the columns an older store lacks."""
@@ -181,7 +341,7 @@ class ResultStore:
             for table, columns in (("results", COLUMNS), ("runs", RUN_COLUMNS)):
                 cols = ", ".join(f"{c} {t}" for c, t in columns)
                 self.db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
-                have = self._table_columns(table)
+                have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
                 for c, t in columns:
                     if c not in have:
                         self.db.execute(f"ALTER TABLE {table} ADD COLUMN {c} {t}")
@@ -193,7 +353,8 @@ class ResultStore:
                             (str(SCHEMA_VERSION),))
             self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             raise
         self._columns = set(COLUMN_NAMES)
 
@@ -206,15 +367,20 @@ class ResultStore:
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table as a dict."""
-        return dict(self.db.execute("SELECT name, value FROM meta").fetchall())
+        return dict(self._all("SELECT name, value FROM meta"))
 
     def context(self) -> Context | None:
         """What the store holds, or ``None`` for a new store."""
         m = self.meta()
         if "program_hash" not in m:
             return None
-        return Context(m.get("program", "?"), m["program_hash"], json.loads(m["sizes"]),
-                       json.loads(m.get("device", "{}")))
+        try:
+            return Context(m.get("program", "?"), m["program_hash"], json.loads(m["sizes"]),
+                           json.loads(m.get("device", "{}")))
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreCorruptError(f"results store {self.path} is damaged: its meta table "
+                                    f"does not say what it holds ({e!r}); start a new store "
+                                    "with another --store") from None
 
     def bind(self, ctx: Context, extra: Mapping[str, str] | None = None) -> None:
         """Records ``ctx`` (and ``extra`` meta entries) in a new store, or checks that the
@@ -222,18 +388,22 @@ class ResultStore:
         otherwise."""
         have = self.context()
         if have is None:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                if self.context() is None:
-                    for k, v in (("program", ctx.program), ("program_hash", ctx.program_hash),
-                                 ("sizes", _canon(ctx.sizes)), ("device", _canon(ctx.device)),
-                                 ("library_version", library_version()),
-                                 ("created", str(time.time())), *(extra or {}).items()):
-                        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, v))
-                self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
+            with self._guard("recording what it holds"):
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    if self.context() is None:
+                        for k, v in (("program", ctx.program),
+                                     ("program_hash", ctx.program_hash),
+                                     ("sizes", _canon(ctx.sizes)),
+                                     ("device", _canon(ctx.device)),
+                                     ("library_version", library_version()),
+                                     ("created", str(time.time())), *(extra or {}).items()):
+                            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, v))
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    if self.db.in_transaction:
+                        self.db.execute("ROLLBACK")
+                    raise
             have = self.context()
         assert have is not None
         diff = [what for what, a, b in (
@@ -247,15 +417,22 @@ class ResultStore:
 
     # ------------------------------------------------------------------ rows
 
+    def _record(self, row: tuple) -> Record:
+        try:
+            return Record.from_row(dict(zip(COLUMN_NAMES, row)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreCorruptError(f"results store {self.path} is damaged: a row cannot be "
+                                    f"read ({e!r}); start a new store with another --store, "
+                                    f"or recover it with: sqlite3 {self.path} .recover | "
+                                    "sqlite3 recovered.sqlite") from None
+
     def has(self, key: str) -> bool:
-        return self.db.execute("SELECT 1 FROM results WHERE key=?", (key,)).fetchone() \
-            is not None
+        return bool(self._all("SELECT 1 FROM results WHERE key=?", (key,)))
 
     def record(self, key: str) -> Record | None:
         """The record of candidate ``key``, or ``None``."""
-        cur = self.db.execute(f"SELECT {self._select()} FROM results WHERE key=?", (key,))
-        r = cur.fetchone()
-        return Record.from_row(dict(zip(COLUMN_NAMES, r))) if r else None
+        rows = self._all(f"SELECT {self._select()} FROM results WHERE key=?", (key,))
+        return self._record(rows[0]) if rows else None
 
     def add(self, row: Record | Mapping[str, Any]) -> bool:
         """Inserts one record (or a row in the store's form, ``Record.to_row``) and commits
@@ -265,10 +442,10 @@ class ResultStore:
         values = {c: row.get(c) for c in COLUMN_NAMES}
         if values["created"] is None:
             values["created"] = time.time()
-        cur = self.db.execute(
+        return self._run(
             f"INSERT OR IGNORE INTO results ({', '.join(COLUMN_NAMES)}) "
-            f"VALUES ({', '.join('?' * len(COLUMN_NAMES))})", tuple(values.values()))
-        return cur.rowcount == 1
+            f"VALUES ({', '.join('?' * len(COLUMN_NAMES))})", tuple(values.values()),
+            "storing a result") == 1
 
     def records(self, *, run_id: str | None = None, order: str = "created") -> list[Record]:
         """Every record (of one run), oldest first (``order="gflops"``: fastest first)."""
@@ -279,60 +456,68 @@ class ResultStore:
             args = (run_id,)
         sql += (" ORDER BY gflops IS NULL, gflops DESC, created" if order == "gflops"
                 else " ORDER BY created, idx")
-        return [Record.from_row(dict(zip(COLUMN_NAMES, r)))
-                for r in self.db.execute(sql, args).fetchall()]
+        return [self._record(r) for r in self._all(sql, args)]
 
     def best_records(self, n: int = 1) -> list[Record]:
         """The ``n`` ``ok`` records with the highest GFLOP/s (lowest time when no FLOP
         count)."""
-        cur = self.db.execute(
-            f"SELECT {self._select()} FROM results WHERE status='ok' "
-            "ORDER BY gflops IS NULL, gflops DESC, time_s ASC LIMIT ?", (n,))
-        return [Record.from_row(dict(zip(COLUMN_NAMES, r))) for r in cur.fetchall()]
+        rows = self._all(f"SELECT {self._select()} FROM results WHERE status='ok' "
+                         "ORDER BY gflops IS NULL, gflops DESC, time_s ASC LIMIT ?", (n,))
+        return [self._record(r) for r in rows]
 
     def counts(self) -> Counter:
         """Outcome labels (``ok``, ``rejected:<check>``, ...) and how many rows have each."""
         out: Counter = Counter()
-        for status, check, n in self.db.execute(
-                "SELECT status, outcome_check, COUNT(*) FROM results "
-                "GROUP BY status, outcome_check"):
+        for status, check, n in self._all("SELECT status, outcome_check, COUNT(*) FROM results "
+                                          "GROUP BY status, outcome_check"):
             out[f"rejected:{check}" if status == "rejected" and check else status] += n
         return out
 
     def __len__(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return int(self._all("SELECT COUNT(*) FROM results")[0][0])
 
     # ------------------------------------------------------------------ runs
 
     def start_run(self, run_id: str, strategy: str, seed: int, budget: str,
                   options: Mapping[str, Any]) -> None:
-        self.db.execute("INSERT INTO runs (run_id, strategy, seed, budget, options, started) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (run_id, strategy, seed, budget, _canon(options), time.time()))
+        """Records the start of a run (with this process's id and host)."""
+        self._run("INSERT INTO runs (run_id, strategy, seed, budget, options, started, pid, "
+                  "host) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  (run_id, strategy, seed, budget, _canon(options), time.time(), os.getpid(),
+                   socket.gethostname()), "recording the run")
 
     def finish_run(self, run_id: str, stopped_by: str, evaluated: int, cached: int,
                    draws: int | None, mapping_s: float | None = None) -> None:
         """Records how a run ended; ``mapping_s``: its mapping search in no row."""
-        self.db.execute("UPDATE runs SET finished=?, stopped_by=?, evaluated=?, cached=?, "
-                        "draws=?, mapping_s=? WHERE run_id=?",
-                        (time.time(), stopped_by, evaluated, cached, draws, mapping_s,
-                         run_id))
+        self._run("UPDATE runs SET finished=?, stopped_by=?, evaluated=?, cached=?, "
+                  "draws=?, mapping_s=? WHERE run_id=?",
+                  (time.time(), stopped_by, evaluated, cached, draws, mapping_s, run_id),
+                  "recording the end of the run")
 
     def runs(self) -> list[dict]:
         """Every run, oldest first, with every column of ``RUN_COLUMNS`` (``None`` where an
-        older store lacks one)."""
-        cur = self.db.execute("SELECT * FROM runs ORDER BY started")
-        names = [d[0] for d in cur.description]
+        older store lacks one) and its ``state`` (see the module docstring)."""
+        with self._guard("reading it"):
+            cur = self.db.execute("SELECT * FROM runs ORDER BY started")
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+            last = dict(self.db.execute("SELECT run_id, MAX(created) FROM results "
+                                        "GROUP BY run_id").fetchall())
         blank = {c: None for c, _ in RUN_COLUMNS}
-        return [{**blank, **dict(zip(names, r))} for r in cur.fetchall()]
+        out = []
+        for r in rows:
+            run = {**blank, **dict(zip(names, r))}
+            run["state"] = run_state(run, last.get(run["run_id"]))
+            out.append(run)
+        return out
 
     # ------------------------------------------------------------------ re-timing
 
     def add_retime(self, key: str, run_id: str, rnd: int, times: list[float]) -> None:
         """Records one re-timing round of candidate ``key`` (every execution's seconds)."""
-        self.db.execute("INSERT INTO retimes VALUES (?, ?, ?, ?, ?)",
-                        (key, run_id, rnd, json.dumps([float(t) for t in times]),
-                         time.time()))
+        self._run("INSERT INTO retimes VALUES (?, ?, ?, ?, ?)",
+                  (key, run_id, rnd, json.dumps([float(t) for t in times]), time.time()),
+                  "storing a re-timing")
 
     def retimes(self, key: str) -> list[float]:
         """Every re-timed execution of candidate ``key`` (seconds; empty: never re-timed,
@@ -340,16 +525,81 @@ class ResultStore:
         if not self._has_table("retimes"):
             return []
         out: list[float] = []
-        for (t,) in self.db.execute("SELECT times FROM retimes WHERE key=? ORDER BY created",
-                                    (key,)):
-            out += json.loads(t)
+        for (t,) in self._all("SELECT times FROM retimes WHERE key=? ORDER BY created", (key,)):
+            try:
+                out += json.loads(t)
+            except (TypeError, ValueError):
+                raise StoreCorruptError(f"results store {self.path} is damaged: a re-timing "
+                                        f"of {key} cannot be read; start a new store with "
+                                        "another --store") from None
         return out
 
     def close(self) -> None:
-        self.db.close()
+        """Closes the store (the last connection to close folds the ``-wal`` file into the
+        store and removes it)."""
+        try:
+            if getattr(self, "db", None) is not None:
+                self.db.close()
+        except sqlite3.Error as e:
+            raise self._error(e, "closing it") from None
+        finally:
+            if self._copy is not None:
+                shutil.rmtree(self._copy, ignore_errors=True)
+                self._copy = None
 
     def __enter__(self) -> ResultStore:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _budget_seconds(budget: str | None) -> float | None:
+    """The seconds of a time budget as runs store it (``90s``, ``10m``, ``1.5h``), else
+    ``None``."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(s|sec|m|min|h)\s*", budget or "")
+    if m is None:
+        return None
+    return float(m[1]) * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[m[2]]
+
+
+def _process_alive(pid: int, started: float | None) -> bool:
+    """Whether process ``pid`` of this host exists and is the one that started at
+    ``started`` (a process started after it only reuses the id)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    except OSError:
+        return False
+    if started is None:
+        return True
+    try:  # Linux: the process's start, in clock ticks after boot
+        with open(f"/proc/{pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(ln.split()[1]) for ln in f if ln.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK") <= started + 2.0
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True
+
+
+def run_state(run: Mapping[str, Any], last_row: float | None = None,
+              now: float | None = None) -> str:
+    """``finished``, ``running`` or ``interrupted`` (see the module docstring) for a row
+    of the ``runs`` table; ``last_row``: when its newest result was stored."""
+    if run.get("finished") is not None or run.get("stopped_by"):
+        return "finished"
+    now = time.time() if now is None else now
+    started = run.get("started")
+    pid, host = run.get("pid"), run.get("host")
+    if pid and host == socket.gethostname():
+        return "running" if _process_alive(int(pid), started) else "interrupted"
+    if started is None:
+        return "interrupted"
+    seconds = _budget_seconds(run.get("budget"))
+    if seconds is not None and now > started + seconds + RUN_GRACE_S:
+        return "interrupted"
+    return "interrupted" if now - max(started, last_row or 0.0) > STALE_RUN_S else "running"
