@@ -103,31 +103,52 @@ def progress(label: str, total: int | None = None) -> Iterator[Callable[..., Non
         yield update
 
 
-# where the applications of the programs loaded by this command are in their files:
-# id(FunCall) -> (path, line, column, source line); used to locate type errors
+# where the nodes of the programs loaded by this command are in their files:
+# id(node) -> (path, line, column, source line); used to locate type errors
 _LOCATIONS: dict[int, tuple[str, int, int, str]] = {}
 _LOADED: list = []  # the loaded programs, kept alive while their ids are in _LOCATIONS
 
 
 def load(path: str):
-    from pathlib import Path
-
-    from ir.syntax import parse_file
+    """The program in ``path``, its nodes' source positions recorded for ``located``."""
+    from ir.syntax import parse_file, read_source
 
     spans: dict[int, tuple[int, int]] = {}
     program = parse_file(path, spans=spans)
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    lines = read_source(path).split("\n")
     _LOADED.append(program)
     for k, (line, col) in spans.items():
         _LOCATIONS[k] = (path, line, col, lines[line - 1] if 0 < line <= len(lines) else "")
     return program
 
 
-def located(e: Exception) -> str:
-    """The error's text, with file, line and column where it names an application the
-    user wrote (type errors of a loaded program)."""
+def _location(e: Exception) -> tuple[str, int, int, str] | None:
+    """Where the node of error ``e`` is in a loaded file: its own position, or, for a node
+    of a rewritten copy of a loaded program (``e.root``: maps labelled, same shape), the
+    position of the node at the same place in the loaded program."""
+    from ir.nodes import Node, walk
+
     node = getattr(e, "node", None)
-    loc = _LOCATIONS.get(id(node)) if node is not None else None
+    if node is None:
+        return None
+    if id(node) in _LOCATIONS:
+        return _LOCATIONS[id(node)]
+    root = getattr(e, "root", None)
+    if not isinstance(root, Node):
+        return None
+    for program in reversed(_LOADED):
+        for mine, theirs in zip(walk(program), walk(root)):
+            if type(mine) is not type(theirs):
+                break
+            if theirs is node:
+                return _LOCATIONS.get(id(mine))
+    return None
+
+
+def located(e: Exception) -> str:
+    """The error's text, with file, line and column where it names a node of a program
+    the user wrote (type errors of a loaded program)."""
+    loc = _location(e)
     if loc is None:
         return str(e)
     path, line, col, src = loc
@@ -906,7 +927,7 @@ def cmd_results(args) -> int:
             t.add_column(col)
         for r in runs:
             t.add_row(r["run_id"], r["strategy"], str(r["seed"]), str(r["budget"]),
-                      str(r["stopped_by"] or "running or killed"),
+                      str(r["stopped_by"] or r.get("state") or "running or killed"),
                       "" if r["evaluated"] is None else str(r["evaluated"]),
                       "" if r["cached"] is None else str(r["cached"]),
                       "" if r["draws"] is None else str(r["draws"]))
@@ -1019,6 +1040,40 @@ def _seconds(text: str) -> float:
     return x
 
 
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes 0..2^32-1
+MAX_REPEATS = 10**6  # timed executions of one kernel
+MAX_WORKERS = 256  # worker processes of mapper explore
+MAX_REPLAY_SEEDS = 10**4  # mapper results --compare
+MAX_TOP = 2**31 - 1  # rows mapper results shows
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """argparse type: an integer in ``lo``..``hi``."""
+    def parse(text: str) -> int:
+        shown = text if len(text) <= 24 else f"{text[:12]}...({len(text)} characters)"
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not an integer") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{shown} is out of range: give an integer in "
+                                             f"{lo}..{hi}")
+        return n
+
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds more than 0")
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="mapper",
@@ -1057,7 +1112,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "them, unless --backend is given)")
     p.add_argument("--limit", type=_non_negative, help="show at most N mappings")
     p.add_argument("--random", action="store_true", help="uniformly random order")
-    p.add_argument("--seed", type=int, default=None, help="seed of the random order")
+    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=None, help="seed of the "
+                   "random order")
     p.add_argument("--backend", choices=("cp", "z3", "brute"), default=None,
                    help="solver that lists the mappings (default cp); with --count, count "
                    "by listing with it (a slow cross-check)")
@@ -1080,7 +1136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", required=True, help="the fixed sizes, e.g. H=28,W=28,C=64,...")
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
-    p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes)")
+    p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes; "
+                   f"1..{MAX_RANGE}, checked by the command)")
     p.add_argument("--device", help="the device whose limits become constraints: a preset "
                    "(pocl-cpu, h100), a JSON description or an OpenCL device spec "
                    "(default: the pocl-cpu preset)")
@@ -1097,10 +1154,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "s0=64,s1=4")
     p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
                    "that builds)")
-    p.add_argument("--repeats", type=int, default=5, help="timed executions (default 5)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds for build and runs "
+    p.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), default=5, help="timed "
+                   "executions (default 5)")
+    p.add_argument("--timeout", type=_positive_seconds, default=120.0, help="seconds for build "
+                   "and runs "
                    "in the worker process (default 120)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of the random "
+                   "inputs")
     p.add_argument("--show-source", action="store_true", help="print the OpenCL source on "
                    "stdout, raw (the verdict then goes to stderr)")
     p.add_argument("--source-out", metavar="FILE", help="write the OpenCL source to FILE")
@@ -1146,21 +1206,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
     p.add_argument("--budget", default="100", help="candidates (500) or time (90s, 10m)")
     p.add_argument("--store", help="SQLite results store (default results/<program>.sqlite)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the strategy (the same seed "
+    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of the "
+                   "strategy (the same seed "
                    "and store resume a run; default 0)")
     p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
                    "that builds)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds for one candidate's "
+    p.add_argument("--timeout", type=_positive_seconds, default=30.0, help="seconds for one "
+                   "candidate's "
                    "lowering, build and runs (default 30)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per candidate")
+    p.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), default=3, help="timed runs "
+                   "per candidate")
     p.add_argument("--cut", type=_seconds, default=3.0, help="early cut: stop a candidate's runs "
                    "after CUT times the best candidate's run time, at least 2 s (default 3; "
                    "0: off)")
     p.add_argument("--run-budget", type=_seconds, default=1.0, help="seconds the timed runs "
                    "of one candidate may take: slow ones are timed fewer times (at least "
                    "once; default 1; 0: always --repeats)")
-    p.add_argument("--max", type=int, help="upper end of inferred tuning ranges")
-    p.add_argument("--workers", type=_positive_int, default=1, help="candidates lowered and "
+    p.add_argument("--max", type=_int_in(1, MAX_RANGE), help="upper end of inferred tuning "
+                   "ranges")
+    p.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=1, help="candidates "
+                   "lowered and "
                    "built in parallel worker processes; their timed runs still take turns on "
                    "the device (default 1)")
     fmt = p.add_mutually_exclusive_group()
@@ -1176,14 +1241,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("results", help="what a results store holds: program, sizes, device, "
                        "outcome counts, best candidates")
     p.add_argument("store", help="the SQLite file written by mapper explore")
-    p.add_argument("--top", type=int, default=10, help="show the N best (default 10)")
+    p.add_argument("--top", type=_int_in(1, MAX_TOP), default=10, help="show the N best "
+                   "(default 10)")
     p.add_argument("--csv", help="also write every candidate to this CSV file (mapping in "
                    "short codes, one column per tuning parameter)")
     p.add_argument("--json", action="store_true", help="print everything as one JSON object "
                    "instead (schema: docs/cli-json.md)")
     p.add_argument("--compare", help="replay these strategies (e.g. solver,random,model) on "
                    "the stored candidates, without a device")
-    p.add_argument("--seeds", type=int, default=10, help="--compare: seeds per strategy")
+    p.add_argument("--seeds", type=_int_in(1, MAX_REPLAY_SEEDS), default=10, help="--compare: "
+                   "seeds per strategy")
     p.add_argument("--target", type=float, default=0.9, help="--compare: fraction of the "
                    "best throughput to reach (default 0.9)")
     p = sub.add_parser("plot", help="PNG plots of a results store: best throughput against "
