@@ -1,18 +1,22 @@
 """A mutation fuzzer for the ``mapper`` command line, run in-process.
 
 Every case is a mutated example program (``examples/*.lift``) given to one command
-(``show``, ``enumerate --count``, ``constraints``) through ``mapper.cli.main``, with
-stdout and stderr captured. A case ends as:
+(``show``, ``enumerate --count``, ``constraints``, ``check --mapping``) through
+``mapper.cli.main``, with stdout and stderr captured. A case ends as:
 
 - ``ok`` (status 0), ``error`` (status 1 or 2: a clean message), ``usage`` (argparse's
   ``SystemExit``),
+- ``unlocated``: a clean error about the program's text or types (a ``ParseError`` or an
+  ``IRTypeError``) that does not name its line and column (a bug),
 - ``traceback``: any other exception escapes ``main`` (a bug),
 - ``hang``: the case runs past its time limit (``signal.alarm``; Unix main thread only).
 
 Mutations: delete, duplicate, swap, replace or insert tokens; unicode noise; huge numbers;
-truncation; and generated edge cases (deep map nesting, deep brackets and types, long
-``o`` chains, many sibling maps). ``python tests/fuzz_cli.py --cases 3000`` prints the
-tally per command and every traceback or hang with its reproducer.
+truncation; bytes that are not UTF-8 (random bytes, UTF-16 with its byte order mark,
+Latin-1, a stray, truncated, overlong or surrogate sequence); and generated edge cases
+(deep map nesting, deep brackets and types, long ``o`` chains, many sibling maps).
+``python tests/fuzz_cli.py --cases 3000`` prints the tally per command and every
+traceback, hang or unlocated error with its reproducer.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
-COMMANDS = ("show", "count", "constraints")
-OUTCOMES = ("ok", "error", "usage", "traceback", "hang")
+COMMANDS = ("show", "count", "constraints", "check")
+OUTCOMES = ("ok", "error", "usage", "unlocated", "traceback", "hang")
+FINDINGS = ("unlocated", "traceback", "hang")  # the outcomes that are bugs
+LOCATED = re.compile(r"line \d+, column \d+")
 
 _TOKEN = re.compile(r"\s+|#[^\n]*|[A-Za-z_][A-Za-z_0-9]*|[0-9]+(?:\.[0-9]*)?f?|->|\S")
 _POOL = (
@@ -64,6 +70,32 @@ def _tokens(text: str) -> list[str]:
 
 def _meaningful(toks: list[str]) -> list[int]:
     return [i for i, t in enumerate(toks) if not t.isspace() and not t.startswith("#")]
+
+
+def mutate_bytes(text: str, rng: random.Random) -> tuple[str, bytes]:
+    """One mutation of ``text`` into bytes that are not UTF-8: (kind, bytes)."""
+    data = text.encode("utf-8")
+    kind = rng.choice(("random-bytes", "utf16", "latin1", "stray-byte", "truncated-utf8",
+                       "overlong", "surrogate", "utf32"))
+    i = rng.randint(0, len(data))
+    if kind == "random-bytes":
+        return kind, bytes(rng.randrange(256) for _ in range(rng.randint(1, 400)))
+    if kind == "utf16":
+        return kind, text.encode(rng.choice(("utf-16", "utf-16-le", "utf-16-be")))
+    if kind == "utf32":
+        return kind, text.encode("utf-32")
+    if kind == "latin1":  # an accented name or comment saved as Latin-1
+        word = rng.choice(("# café\n", "# naïve ½\n", "Xé : [float]N\n", "# °C\n"))
+        return kind, data[:i] + word.encode("latin-1") + data[i:]
+    if kind == "stray-byte":
+        return kind, data[:i] + bytes([rng.choice((0x80, 0xbf, 0xc0, 0xf8, 0xfe, 0xff))]) \
+            + data[i:]
+    if kind == "truncated-utf8":  # a multi-byte character cut short, maybe at the end
+        cut = "λ𝑥é".encode()[: rng.choice((1, 3, 5))]
+        return kind, (data + cut) if rng.random() < 0.5 else data[:i] + cut + data[i:]
+    if kind == "overlong":  # '/' as two bytes
+        return kind, data[:i] + b"\xc0\xaf" + data[i:]
+    return kind, data[:i] + b"\xed\xa0\x80" + data[i:]  # a UTF-16 surrogate in UTF-8
 
 
 def mutate(text: str, rng: random.Random) -> tuple[str, str]:
@@ -115,7 +147,7 @@ def _program(body: str, decls: str = "X : [float]N\n") -> str:
     return decls + body + "\n"
 
 
-def edge_cases(heavy: bool = True) -> Iterator[tuple[str, str]]:
+def edge_cases(heavy: bool = True) -> Iterator[tuple[str, str | bytes]]:
     """Generated extremes: deep nesting of maps, brackets, expressions and types, long
     chains, many sibling maps, huge numbers and odd characters. ``heavy`` adds the ones
     that take seconds each (deep map nests, many maps)."""
@@ -153,15 +185,19 @@ def edge_cases(heavy: bool = True) -> Iterator[tuple[str, str]]:
     yield "mapA-mapA", _program("join o mapA(mapA(id)) o split(4) $ X")
     yield "comment-in-body", ("userfun f(x: float) : float = (x # note\n + 1.0f)\n"
                               "X : [float]N\nmap(f) $ X\n")
+    yield "utf16-bom", _program("map(id) $ X").encode("utf-16")
+    yield "latin1-comment", ("# café\n" + _program("map(id) $ X")).encode("latin-1")
+    yield "byte-ff", b"\xff"
+    yield "utf8-bom", "\ufeff" + _program("map(id) $ X")
 
 
 @dataclass(frozen=True)
 class Case:
-    """One program text given to one command."""
+    """One program text (or bytes that are not UTF-8) given to one command."""
 
     name: str
-    text: str
-    command: str  # show | count | constraints
+    text: str | bytes
+    command: str  # show | count | constraints | check
     json: bool = False
 
 
@@ -179,7 +215,8 @@ class Finding:
         text = self.case.text
         shown = repr(text if len(text) <= 300 else text[:300]) + (
             f" ... ({len(text)} characters)" if len(text) > 300 else "")
-        last = self.detail.strip().splitlines()[-1] if self.detail.strip() else ""
+        lines = self.detail.strip().splitlines() or [""]
+        last = lines[0] if self.outcome == "unlocated" else lines[-1]
         return (f"{self.case.name}: mapper {' '.join(argv(self.case, 'PROGRAM.lift'))} -> "
                 f"{self.outcome} ({last})\n  PROGRAM.lift = {shown}")
 
@@ -189,6 +226,7 @@ class Report:
     """Outcome counts per command, the findings, and the time taken."""
 
     counts: dict[str, Counter] = field(default_factory=lambda: {c: Counter() for c in COMMANDS})
+    binary: int = 0  # cases whose file is not UTF-8 text
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
     times: list[tuple[float, str, str]] = field(default_factory=list)  # (s, case, command)
@@ -201,7 +239,7 @@ class Report:
         return sum(c[outcome] for c in self.counts.values())
 
     def summary(self) -> str:
-        lines = [f"{self.cases} cases in {self.seconds:.1f} s: "
+        lines = [f"{self.cases} cases ({self.binary} not UTF-8) in {self.seconds:.1f} s: "
                  + ", ".join(f"{o} {self.total(o)}" for o in OUTCOMES)]
         for cmd, c in self.counts.items():
             lines.append(f"  {cmd:12s} " + ", ".join(f"{o} {c[o]}" for o in OUTCOMES))
@@ -211,19 +249,23 @@ class Report:
         return "\n".join(lines)
 
 
-def cases(n: int, seed: int = 0, heavy: bool = True) -> list[Case]:
-    """``n`` cases: every generated edge case (``heavy``: the slow ones too) under every
-    command first, then random mutations of random examples under random commands."""
+def cases(n: int, seed: int = 0, heavy: bool = True, binary: float = 0.0,
+          edges: bool = True) -> list[Case]:
+    """``n`` cases: every generated edge case (``heavy``: the slow ones too; none without
+    ``edges``) under every command first, then random mutations of random examples under
+    random commands; a fraction ``binary`` of the mutations are bytes that are not UTF-8
+    (``mutate_bytes``)."""
     rng = random.Random(seed)
     out: list[Case] = []
-    for name, text in edge_cases(heavy):
+    for name, text in edge_cases(heavy) if edges else ():
         for cmd in COMMANDS:
             out.append(Case(name, text, cmd, json=rng.random() < 0.3))
     progs = list(examples().items())
     i = 0
     while len(out) < n:
         ex, text = rng.choice(progs)
-        kind, mutated = mutate(text, rng)
+        kind, mutated = mutate_bytes(text, rng) if rng.random() < binary else \
+            mutate(text, rng)
         out.append(Case(f"{ex}:{kind}:{i}", mutated, rng.choice(COMMANDS),
                         json=rng.random() < 0.3))
         i += 1
@@ -233,7 +275,8 @@ def cases(n: int, seed: int = 0, heavy: bool = True) -> list[Case]:
 def argv(case: Case, path: str) -> list[str]:
     """The command line of ``case`` for the program file ``path``."""
     cmd = {"show": ["show", path], "constraints": ["constraints", path],
-           "count": ["enumerate", path, "--count", "--timeout", "3"]}[case.command]
+           "count": ["enumerate", path, "--count", "--timeout", "3"],
+           "check": ["check", path, "--mapping", "A=S"]}[case.command]
     return cmd + (["--json"] if case.json else [])
 
 
@@ -247,11 +290,27 @@ def _alarm(signum, frame):
 
 def run_case(case: Case, path: str, limit_s: int = 30) -> tuple[str, str]:
     """Run one case in-process: (outcome, detail)."""
+    from ir.errors import IRTypeError, ParseError
+    from mapper import cli
     from mapper.cli import main
 
-    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
-        f.write(case.text)
+    if isinstance(case.text, bytes):
+        with open(path, "wb") as fb:
+            fb.write(case.text)
+    else:
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(case.text)
     out, err = io.StringIO(), io.StringIO()
+    about_program: list[str] = []  # the errors about the program's text or types, as shown
+    real_located = cli.located
+
+    def located(e: Exception) -> str:
+        text = real_located(e)
+        if isinstance(e, (ParseError, IRTypeError)):
+            about_program.append(text)
+        return text
+
+    cli.located = located
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(limit_s)
     try:
@@ -272,28 +331,34 @@ def run_case(case: Case, path: str, limit_s: int = 30) -> tuple[str, str]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+        cli.located = real_located
     if rc == 0:
         return "ok", ""
     if "Traceback (most recent call last)" in err.getvalue():
         return "traceback", err.getvalue()[-3000:]
+    if any(not LOCATED.search(t) for t in about_program):
+        return "unlocated", err.getvalue()[-1000:]
     return "error", err.getvalue()[-300:]
 
 
 def fuzz(n: int, seed: int = 0, limit_s: int = 30, heavy: bool = True,
-         verbose: bool = False) -> Report:
-    """Run ``n`` cases (see ``cases``), each within ``limit_s`` seconds; the report counts
-    outcomes per command and keeps the findings."""
+         verbose: bool = False, binary: float = 0.0, edges: bool = True) -> Report:
+    """Run ``n`` cases (see ``cases``; ``binary``: the fraction of mutations that are not
+    UTF-8; ``edges``: the generated edge cases first), each within ``limit_s`` seconds;
+    the report counts outcomes per command and keeps the findings (tracebacks, hangs,
+    unlocated errors)."""
     rep = Report()
     t0 = time.perf_counter()
     old_limit = sys.getrecursionlimit()
     with tempfile.TemporaryDirectory(prefix="fuzz-cli-") as d:
         path = os.path.join(d, "prog.lift")
-        for case in cases(n, seed, heavy):
+        for case in cases(n, seed, heavy, binary, edges):
             t = time.perf_counter()
             outcome, detail = run_case(case, path, limit_s)
             rep.times.append((time.perf_counter() - t, case.name, case.command))
             rep.counts[case.command][outcome] += 1
-            if outcome in ("traceback", "hang"):
+            rep.binary += isinstance(case.text, bytes)
+            if outcome in FINDINGS:
                 rep.findings.append(Finding(case, outcome, detail))
                 if verbose:
                     print(rep.findings[-1].reproducer(), file=sys.stderr)
@@ -308,9 +373,12 @@ def _cli(argv_: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=30, help="seconds per case")
     ap.add_argument("--light", action="store_true", help="leave out the slow edge cases")
+    ap.add_argument("--binary", type=float, default=0.1, help="fraction of the mutations "
+                    "that are bytes, not UTF-8 text (default 0.1)")
     args = ap.parse_args(argv_)
     sys.path.insert(0, ROOT)
-    rep = fuzz(args.cases, args.seed, args.limit, not args.light, verbose=True)
+    rep = fuzz(args.cases, args.seed, args.limit, not args.light, verbose=True,
+               binary=args.binary)
     print(rep.summary())
     for f in rep.findings:
         print(f.reproducer())
