@@ -21,7 +21,7 @@ from ir.builders import USER_FUNS, fresh
 from ir.cexpr import CExprReader, compile_py
 from ir.cwords import OPENCL_RESERVED
 from ir.errors import NotUTF8Error, ParseError
-from ir.lexer import Token, nested
+from ir.lexer import MAX_NESTING, Token, nested
 from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Literal, Map, Node, Param, UserFun
 from ir.parse_keywords import KEYWORDS, MAP_RE, MAP_WORDS, WORDS, KeywordForms, is_reserved
 from ir.printer import restore_scope, show
@@ -90,6 +90,16 @@ class _Parser(KeywordForms, CExprReader):
             for c in n.children():
                 spans.setdefault(id(c), where)
                 stack.append(c)
+
+    def macro_n(self, t: Token) -> int:
+        """The dimension count of an ND macro (``ir.parse_keywords``), at most
+        ``MAX_NESTING``: the macro expands to that many nested levels."""
+        nt = self.peek()
+        n = super().macro_n(t)
+        if n > MAX_NESTING:
+            raise self.error(f"{t.text}({n}) expands to {n} nested levels; the limit is "
+                             f"{MAX_NESTING}: give fewer dimensions", nt)
+        return n
 
     def map_form(self, t: Token) -> Map:
         """A map form (``ir.parse_keywords``); a label written twice is an error."""

@@ -185,6 +185,7 @@ def edge_cases(heavy: bool = True) -> Iterator[tuple[str, str | bytes]]:
     yield "mapA-mapA", _program("join o mapA(mapA(id)) o split(4) $ X")
     yield "comment-in-body", ("userfun f(x: float) : float = (x # note\n + 1.0f)\n"
                               "X : [float]N\nmap(f) $ X\n")
+    yield "huge-macro", _program("joinND(2147483648) o mapND(99999999999, id) $ X")
     yield "utf16-bom", _program("map(id) $ X").encode("utf-16")
     yield "latin1-comment", ("# café\n" + _program("map(id) $ X")).encode("latin-1")
     yield "byte-ff", b"\xff"
@@ -341,16 +342,41 @@ def run_case(case: Case, path: str, limit_s: int = 30) -> tuple[str, str]:
     return "error", err.getvalue()[-300:]
 
 
+@contextlib.contextmanager
+def memory_cap(extra_gb: float | None) -> Iterator[None]:
+    """Caps this process's address space at its size now plus ``extra_gb`` GiB while the
+    block runs (``None``: no cap), so that a run-away allocation is a ``MemoryError`` (a
+    traceback finding) instead of the machine running out of memory."""
+    if extra_gb is None:
+        yield
+        return
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as f:
+        used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = used + int(extra_gb * 2**30)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def fuzz(n: int, seed: int = 0, limit_s: int = 30, heavy: bool = True,
-         verbose: bool = False, binary: float = 0.0, edges: bool = True) -> Report:
+         verbose: bool = False, binary: float = 0.0, edges: bool = True,
+         memory_gb: float | None = 4.0) -> Report:
     """Run ``n`` cases (see ``cases``; ``binary``: the fraction of mutations that are not
-    UTF-8; ``edges``: the generated edge cases first), each within ``limit_s`` seconds;
-    the report counts outcomes per command and keeps the findings (tracebacks, hangs,
-    unlocated errors)."""
+    UTF-8; ``edges``: the generated edge cases first), each within ``limit_s`` seconds
+    and ``memory_gb`` GiB more memory (Linux); the report counts outcomes per command and
+    keeps the findings (tracebacks, hangs, unlocated errors)."""
     rep = Report()
     t0 = time.perf_counter()
     old_limit = sys.getrecursionlimit()
-    with tempfile.TemporaryDirectory(prefix="fuzz-cli-") as d:
+    with tempfile.TemporaryDirectory(prefix="fuzz-cli-") as d, memory_cap(
+            memory_gb if sys.platform == "linux" else None):
         path = os.path.join(d, "prog.lift")
         for case in cases(n, seed, heavy, binary, edges):
             t = time.perf_counter()

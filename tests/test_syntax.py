@@ -720,3 +720,12 @@ def test_files_read_as_utf8_text(tmp_path):
     assert isinstance(e.value, ParseError) and e.value.path == str(path)
     assert str(e.value) == f"{path} is not UTF-8 text (byte 0xe9 at line 3, column 6); " \
         "save it as UTF-8"
+
+
+@pytest.mark.parametrize("macro", ["joinND(2147483648)", "mapND(99999999999, id)",
+                                   "zipND(5000000000)(X, X)", "slideND(101, (1), (1))",
+                                   "padND(3000000000, ((0, 0)))"])
+def test_a_macro_of_too_many_dimensions_is_a_located_error(macro):
+    with pytest.raises(ParseError, match=r"nested levels; the limit is 100") as e:
+        parse(f"X : [float]N\n{macro} $ X")
+    assert e.value.line == 2
