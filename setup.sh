@@ -24,5 +24,7 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev]"
+# dev: tests and type checks; kernel-tuner: its cache/T4 formats and restriction forms are
+# tested against Kernel Tuner itself; cluster: the Ray evaluator is tested on a local cluster
+.venv/bin/pip install -q -e ".[dev,kernel-tuner,cluster]"
 echo "liftmap is set up in .venv (try: .venv/bin/mapper demo)"
