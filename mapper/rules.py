@@ -84,18 +84,54 @@ def _has(t: MapNestingTree, m: str, code: int) -> Pred:
     return _any_is(t.kernel_members(m), code)
 
 
+def unit(t: MapNestingTree, m: str) -> bool:
+    """Map ``m`` runs exactly one iteration whatever the sizes: its input's length is the
+    constant 1 (``map(f)`` over a reduction's ``[T]1`` result). Its loop distributes
+    nothing: given a parallel code it runs on the work-items whose id is 0 in that code's
+    ids (a guard), and it adds nothing to the kernel's sizes (a mapLcl(d) of one iteration
+    gives local size 1 in d, a mapWrg(d) one work-group)."""
+    cache = t.__dict__.setdefault("_unit_maps", {})
+    if m not in cache:
+        types = t.info.map_types.get(id(t.maps[m].node))
+        size = getattr(types[0], "size", None) if types else None
+        cache[m] = bool(size is not None and getattr(size, "is_const", False)
+                        and size.as_int() == 1)
+    return cache[m]
+
+
+def _multi(t: MapNestingTree, maps) -> list[str]:
+    return [m for m in maps if not unit(t, m)]
+
+
+def _varies(t: MapNestingTree, m: str, code: int) -> Pred:
+    """Some map of ``m``'s kernel with more than one iteration has ``code``: for mapLcl(d)
+    the kernel's local size in d is above 1, for mapWrg(d) it has several work-groups in d,
+    for mapGlb(d) (with no mapLcl(d)/mapWrg(d) in the kernel) several work-items in d."""
+    return _any_is(_multi(t, t.kernel_members(m)), code)
+
+
+def _group_dim(t: MapNestingTree, m: str, d: int) -> Pred:
+    """The kernel of ``m`` has a mapLcl(d) or mapWrg(d) (of any trip count): dimension d
+    is sized by them, and its mapGlb(d) loops run over groups x local size work-items."""
+    return Or(_has(t, m, 10 + d), _has(t, m, 20 + d))
+
+
 def crosses_groups(t: MapNestingTree, x: str, kinds=(2, 3)) -> Pred:
-    """Map ``x`` gives different iterations to different work-groups: it is mapWrg, or a
-    mapGlb(d) in a kernel with several work-groups in d (a mapWrg(d), or no mapLcl(d):
-    then the groups are the runtime's, or of one work-item where local memory is used).
-    ``kinds`` restricts to mapWrg (2) or mapGlb (3)."""
+    """Map ``x`` does not run in every work-group: it distributes its iterations over (or,
+    of one iteration, confines them to) the work-groups of a dimension that has several.
+    A mapWrg(d) does when the kernel has several work-groups in d (a mapWrg(d) of more than
+    one iteration); a mapGlb(d) too, and also without mapLcl(d)/mapWrg(d) when the kernel
+    has several mapGlb(d) work-items (the groups are then the runtime's, or of one
+    work-item where local memory is used). ``kinds`` restricts to mapWrg (2) or mapGlb
+    (3)."""
     parts = []
-    if 2 in kinds:
-        parts.append(eq(level(x), 2))
-    if 3 in kinds:
-        for d in range(3):
-            parts.append(And(eq(c(x), 30 + d),
-                             Or(_has(t, x, 20 + d), Not(_has(t, x, 10 + d)))))
+    for d in range(3):
+        groups = _varies(t, x, 20 + d)
+        if 2 in kinds:
+            parts.append(And(eq(c(x), 20 + d), groups))
+        if 3 in kinds:
+            glb_only = And(Not(_group_dim(t, x, d)), _varies(t, x, 30 + d))
+            parts.append(And(eq(c(x), 30 + d), Or(groups, glb_only)))
     return Or(*parts)
 
 
@@ -105,12 +141,36 @@ def _pair(x: str, y: str, a: int, b: int) -> Pred:
 
 def same_owner(t: MapNestingTree, x: str, y: str) -> Pred:
     """Maps ``x`` and ``y`` of one kernel give iteration i to the same work-item: the same
-    code, or mapWrg(d)/mapGlb(d) without a mapLcl(d) in the kernel, or mapLcl(d)/mapGlb(d)
-    without a mapWrg(d) in the kernel (see above)."""
+    code, or mapWrg(d)/mapGlb(d) with local size 1 in d (no mapLcl(d) of several
+    iterations in the kernel), or mapLcl(d)/mapGlb(d) with one work-group in d (no
+    mapWrg(d) of several iterations) (see above)."""
     parts = [eq(c(x), c(y))]
     for d in range(3):
-        parts.append(And(_pair(x, y, 20 + d, 30 + d), Not(_has(t, x, 10 + d))))
-        parts.append(And(_pair(x, y, 10 + d, 30 + d), Not(_has(t, x, 20 + d))))
+        parts.append(And(_pair(x, y, 20 + d, 30 + d), Not(_varies(t, x, 10 + d))))
+        parts.append(And(_pair(x, y, 10 + d, 30 + d), Not(_varies(t, x, 20 + d))))
+    return Or(*parts)
+
+
+def runs_whole(t: MapNestingTree, x: str) -> Pred:
+    """Every work-item running the enclosing iteration runs all of map ``x``'s iterations:
+    it is sequential or fused; or of one iteration, with a parallel code whose ids have a
+    single value in the kernel (a mapLcl(d) without a mapLcl(d) of several iterations, a
+    mapWrg(d) without such a mapWrg(d), a mapGlb(d) without either or, in a kernel with no
+    mapLcl(d)/mapWrg(d), without such a mapGlb(d)); or a mapGlb(d) in a kernel whose
+    dimension d has one work-item (mapLcl(d)/mapWrg(d) only of one iteration)."""
+    parts = [level(x) < 1]
+    one = unit(t, x)
+    for d in range(3):
+        lcl, wrg = _varies(t, x, 10 + d), _varies(t, x, 20 + d)
+        single = And(_group_dim(t, x, d), Not(lcl), Not(wrg))
+        if one:
+            parts.append(And(eq(c(x), 10 + d), Not(lcl)))
+            parts.append(And(eq(c(x), 20 + d), Not(wrg)))
+            parts.append(And(eq(c(x), 30 + d),
+                             Or(single, And(Not(_group_dim(t, x, d)),
+                                            Not(_varies(t, x, 30 + d))))))
+        else:
+            parts.append(And(eq(c(x), 30 + d), single))
     return Or(*parts)
 
 
@@ -159,7 +219,7 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
             continue
         for cons in cons_of:
             inner = t.nested(prod)
-            own = And(reads_own(t, prod, cons), *(level(x) < 1 for x in inner))
+            own = And(reads_own(t, prod, cons), *(runs_whole(t, x) for x in inner))
             yield _instance(
                 "private-memory", Or(own, whole),
                 f"map {cons} reads the private memory map {prod} writes: each work-item reads "
@@ -190,9 +250,10 @@ def _exchange(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
 
 
 def _whole(t: MapNestingTree, prod: str) -> Pred:
-    """``prod`` and the maps inside it are sequential or fused: every work-item running
-    the enclosing iteration writes all of ``prod``'s output."""
-    return And(*(level(x) < 1 for x in [prod, *t.nested(prod)]))
+    """``prod`` and the maps inside it run whole (:func:`runs_whole`: sequential, fused, or
+    parallel in ids that have one value): every work-item running the enclosing iteration
+    writes all of ``prod``'s output."""
+    return And(*(runs_whole(t, x) for x in [prod, *t.nested(prod)]))
 
 
 def _subjects(t: MapNestingTree, prod: str, cons: str) -> tuple[str, ...]:
@@ -284,10 +345,12 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
     elements (a data race). Per dimension d, the ids are the group and local ids (a kernel
     with mapWrg(d)/mapLcl(d); mapGlb(d) covers both) or the global id (mapGlb(d) only).
     So in chain b: a mapLcl(d) elsewhere in the kernel needs mapLcl(d) or mapGlb(d), a
-    mapWrg(d) needs mapWrg(d) or mapGlb(d), a mapGlb(d) needs any of the three. Local
+    mapWrg(d) needs mapWrg(d) or mapGlb(d), a mapGlb(d) in a kernel without
+    mapLcl(d)/mapWrg(d) needs mapGlb(d). A map of one iteration (:func:`unit`) makes no id
+    vary, and in chain b it pins the ids of its code to 0 as well as any map does. Local
     memory is per work-group (group ids do not race; nor global ids, whose groups then
-    have one work-item); private memory per work-item. Chains in different kernels (top-level
-    maps separated by a kernel boundary) are independent."""
+    have one work-item); private memory per work-item. Chains in different kernels
+    (top-level maps separated by a kernel boundary) are independent."""
     chains = t.chains()
     kernel = t.kernels()
     for b in chains:
@@ -297,7 +360,8 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
         for a in chains:
             if a == b or kernel[a[0]] != kernel[b[0]]:
                 continue
-            only_a = [m for m in a if m not in b]
+            # a map of one iteration makes no id vary (other maps of its code do)
+            only_a = _multi(t, [m for m in a if m not in b])
             if not only_a:
                 continue
             # a local buffer is replicated over the mapLcl loops around its writer only: a
@@ -309,8 +373,10 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
                             _any_is(b[:w], lcl))]
                 if space != "local":
                     parts.append(Or(_none_is(only_a, wrg), _any_is(b, wrg), _any_is(b, glb)))
-                    parts.append(Or(_none_is(only_a, glb), _any_is(b, glb), _any_is(b, wrg),
-                                    _any_is(b, lcl)))
+                    # with a mapLcl(d)/mapWrg(d) in the kernel those size dimension d (and
+                    # are asked for above, in their own chains)
+                    parts.append(Or(_none_is(only_a, glb), _any_is(b, glb),
+                                    _group_dim(t, b[0], d)))
                 yield _instance(
                     "exhaustive-indexing", And(*parts),
                     f"dimension {d} distributed in chain {_chain_text(a)} is also distributed "

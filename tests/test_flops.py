@@ -275,6 +275,7 @@ EXAMPLE_SIZES: dict[str, tuple[dict[str, int], int]] = {
     "matmul_tiled": ({"M": 8, "N": 8, "K": 6, "t": 4}, 2 * 8 * 8 * 6),
     "pipeline2": ({"H": 6, "W": 5}, 6 * 5 + 4 * 3 * 9),  # scale, then 3x3 box sums
     "rowcol_sums": ({"H": 4, "W": 5}, 4 * 5 + 5 * 4),  # scale, then W column sums of H
+    "smooth1d_tiles": ({"N": 8, "s": 4}, 8 * (3 * 2 + 1)),  # 3 x (add, divide), then x2
 }
 
 
