@@ -73,7 +73,10 @@ class CompiledProgram:
         }
 
 
-OUTCOME_STATUSES = ("ok", "rejected", "compile-error", "wrong-result", "timeout", "crash")
+# lost: the evaluator lost the candidate twice (a Ray device actor or its node died in
+# flight, mapper/explore/ray_pool.py): not the candidate's outcome, the cluster's
+OUTCOME_STATUSES = ("ok", "rejected", "compile-error", "wrong-result", "timeout", "crash",
+                    "lost")
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,10 @@ class Evaluator:
     """Evaluates candidates of ``task`` on one device and records them in ``store``.
 
     ``pool`` is a ``WorkerPool`` to use (else one of ``workers`` processes is started on
-    ``device`` and closed by ``close``). ``timeout_s`` limits lowering + build + runs of
-    one candidate; ``run_budget_s`` bounds the time of its timed repeats (see
+    ``device`` and closed by ``close``; with ``ray``, a ``RayPool`` on the Ray cluster at
+    that address, ``True`` or ``"local"`` for a local one, with ``workers`` > 1 worker
+    processes per device, else each node's CPUs). ``timeout_s`` limits lowering + build +
+    runs of one candidate; ``run_budget_s`` bounds the time of its timed repeats (see
     ``codegen.runner.Runner.evaluate``).
 
     **Early cut** (``cut``, on by default): once a candidate ran ``ok``, the run part of
@@ -48,7 +50,8 @@ class Evaluator:
     def __init__(self, task: Task, store: ResultStore, *, run_id: str, strategy: str,
                  seed: int, device: str | None = None, pool=None, timeout_s: float = 60.0,
                  repeats: int = 3, cut: float | None = 3.0, cut_min_s: float = 2.0,
-                 workers: int = 1, run_budget_s: float | None = None):
+                 workers: int = 1, run_budget_s: float | None = None,
+                 ray: str | bool | None = None):
         from codegen.worker import WorkerPool
 
         self.task, self.store = task, store
@@ -56,6 +59,12 @@ class Evaluator:
         self.timeout_s, self.repeats = timeout_s, repeats
         self.cut, self.cut_min_s, self.run_budget_s = cut, cut_min_s, run_budget_s
         self._own_pool = pool is None
+        if pool is None and ray is not None and ray is not False:
+            from mapper.explore.ray_pool import RayPool
+
+            pool = RayPool(device, address=None if ray is True else str(ray),
+                           workers_per_device=workers if workers > 1 else None,
+                           timeout_s=timeout_s)
         self.pool = pool if pool is not None else WorkerPool(device, workers=workers)
         info = self.pool.device_info()
         self.limits: dict[str, Any] = dict(info.get("limits", {}))
@@ -116,7 +125,9 @@ class Evaluator:
         """One re-timing round of ``cand``: lowered, run ``repeats`` times after a warm-up
         and checked again, in a worker (no run budget, no early cut)."""
         t = self.task
-        return self.pool.evaluate_candidate(
+        # a pool of several devices (Ray) re-times every winner on one of them
+        evaluate = getattr(self.pool, "evaluate_pinned", self.pool.evaluate_candidate)
+        return evaluate(
             t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
             timeout_s=self.timeout_s, repeats=repeats, flops=t.flops, **t.tolerance)
 

@@ -77,7 +77,7 @@ class Record:
     idx: int | None = None  # position of the candidate in its run
     mapping: MapCodes
     tuning: Mapping[str, int] = field(default_factory=Tuning)  # a Tuning once built
-    status: str  # ok | rejected | compile-error | wrong-result | timeout | crash
+    status: str  # ok | rejected | compile-error | wrong-result | timeout | crash | lost
     check: str | None = None  # the lowering check of a rejection, or early-cut
     reason: str | None = None
     search_s: float | None = None  # the strategy's time to propose it, in all:

@@ -183,7 +183,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             cut_min_s: float = 2.0, run_budget_s: float | None = 1.0,
             fusion: str = "always", heuristics: bool = True, inputs=None, reference=None,
             flops: int | None = None,
-            max_value: int | None = None, pool=None, workers: int = 1, count: bool = False,
+            max_value: int | None = None, pool=None, workers: int = 1,
+            ray: str | bool | None = None, count: bool = False,
             retime: int = 3, retime_rounds: int = 3,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[Record, Results], None] | None = None,
@@ -206,6 +207,10 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     first execution; at least one is timed): slow candidates cost one or two executions.
     ``workers``: candidates lowered and built in parallel worker processes (their timed
     runs still take turns on the device).
+    ``ray``: evaluate on a Ray cluster (``mapper.explore.ray_pool.RayPool``): its address
+    (``"auto"``, ``"host:port"``), or ``True``/``"local"`` to start one on this machine;
+    ``device`` applies on every node, ``workers`` > 1 is the worker processes per device
+    (default: every CPU of each node). The store is written here, by the driver.
     ``fusion`` and ``heuristics`` are the rules of a program's space (a ``Task`` has its
     own); both are recorded in the store's meta and the run's options.
     ``count``: count the joint space first (``Results.total_candidates``, information
@@ -241,7 +246,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
                               device=device, pool=pool, timeout_s=timeout_s, repeats=repeats,
                               cut=cut, cut_min_s=cut_min_s, workers=workers,
-                              run_budget_s=run_budget_s)
+                              run_budget_s=run_budget_s, ray=ray)
         heur = "on" if task.heuristics else "off"
         st.bind(evaluator.context, {"explored_program": task.explored_text,
                                     "fusion": task.fusion, "heuristics": heur,
@@ -265,7 +270,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             on_start(res)
         reserve = functools.partial(_retime_reserve, res, retime, retime_rounds)
         _loop(res, strat, evaluator, st, bud, on_result,
-              workers=workers if pool is None else getattr(pool, "size", 1), t_start=t_call,
+              workers=getattr(evaluator.pool, "size", 1), t_start=t_call,
               reserve=reserve if retime > 0 else None)
         if retime > 0 and res.stopped_by != "interrupted":
             _retime(res, evaluator, st, retime, retime_rounds, repeats)
