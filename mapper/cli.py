@@ -897,16 +897,24 @@ def cmd_explore(args) -> int:
 
 def cmd_results(args) -> int:
     """``mapper results``: tables, ``--json`` (docs/cli-json.md), ``--csv``; mappings in
-    short codes, tuning values as columns or objects."""
+    short codes, tuning values as columns or objects. STORE may be a Kernel Tuner cache or
+    T4 file (``.json``); ``--format kernel-tuner|t4 --out F.json`` writes one."""
     import json
 
-    from mapper.explore import ResultStore
     from mapper.explore import output as out
     from mapper.explore.display import best_table, counts_table
+    from mapper.explore.interop import export_store, open_results
 
     if args.compare:
         return _compare(args)
-    with ResultStore(args.store, readonly=True) as st:
+    if args.format is not None or args.out is not None:
+        if args.format is None or args.out is None:
+            raise CliError("--format and --out go together, e.g. mapper results STORE "
+                           "--format kernel-tuner --out cache.json")
+        n = export_store(args.store, args.format, args.out)
+        console.print(f"wrote {n} candidate(s) to {escape(args.out)} ({args.format})")
+        return 0
+    with open_results(args.store) as st:
         ctx, counts, rows = st.context(), st.counts(), st.records()
         best, runs = st.best_records(args.top), st.runs()
         doc = out.results_json(st, args.top) if args.json else None
@@ -1240,9 +1248,14 @@ def build_parser() -> argparse.ArgumentParser:
                       "the final mapping and tuning values (no dashboard, no summary)")
     p = sub.add_parser("results", help="what a results store holds: program, sizes, device, "
                        "outcome counts, best candidates")
-    p.add_argument("store", help="the SQLite file written by mapper explore")
+    p.add_argument("store", help="the SQLite file written by mapper explore (or a Kernel "
+                   "Tuner cache or T4 results file, .json)")
     p.add_argument("--top", type=_int_in(1, MAX_TOP), default=10, help="show the N best "
                    "(default 10)")
+    p.add_argument("--format", choices=("kernel-tuner", "t4"), help="write the candidates as "
+                   "a Kernel Tuner cache (its simulation mode replays it) or T4 results to "
+                   "--out")
+    p.add_argument("--out", help="--format: the JSON file to write")
     p.add_argument("--csv", help="also write every candidate to this CSV file (mapping in "
                    "short codes, one column per tuning parameter)")
     p.add_argument("--json", action="store_true", help="print everything as one JSON object "

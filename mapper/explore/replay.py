@@ -109,12 +109,19 @@ class ReplaySpace:
 
 
 def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
-    """The replay space of a store (opened read-only when given a path)."""
+    """The replay space of a store (opened read-only when given a path; a Kernel Tuner
+    cache or T4 file is read by ``mapper.explore.interop``). A store of a kernel without
+    liftmap maps (``mapper.tune``, a cache made by Kernel Tuner) replays its stored
+    configurations alone."""
     from ir.syntax import parse
     from mapper.api import problem
+    from mapper.explore.interop import TUNE_PARAMS_META, KernelOnly, open_results
 
-    st = store if isinstance(store, ResultStore) else ResultStore(store, readonly=True)
+    st = store if isinstance(store, ResultStore) else open_results(store)
     meta = st.meta()
+    if "explored_program" not in meta and (TUNE_PARAMS_META in meta
+                                           or not any(len(r.mapping) for r in st.records())):
+        return ReplaySpace(KernelOnly(), st.records()), st
     if "explored_program" not in meta:
         raise StoreError(f"{st.path} does not hold the explored program's text (written by an "
                          "older version): it cannot be replayed")
