@@ -148,7 +148,7 @@ def test_sigkill_three_times_then_resume_loses_and_changes_nothing(tmp_path):
     path = str(tmp_path / "k.sqlite")
     seen: dict[str, tuple] = {}
     for kill_at in (15, 40, 65):
-        p = _driver(path, delay=0.03, start_new_session=True)
+        p = _driver(path, delay=0.02, start_new_session=True)
         try:
             deadline = time.time() + 120
             while len(_rows(path)) < kill_at and time.time() < deadline and p.poll() is None:
