@@ -655,7 +655,8 @@ def test_every_node_of_a_parsed_program_has_a_position(name):
 def test_positions_of_macros_compositions_and_parameters():
     from ir.nodes import FunCall, Lambda, Slide, walk
 
-    src = "X : [[float]W]H\ny : float\n\nmapA(\\r ->\n  mapB(_ * y) $ r)\n  o slideND(2, (3, 3), (1, 1)) $ X"
+    src = ("X : [[float]W]H\ny : float\n\nmapA(\\r ->\n  mapB(_ * y) $ r)\n"
+           "  o slideND(2, (3, 3), (1, 1)) $ X")
     prog, spans = _positions(src)
     assert spans[id(prog.params[0])] == (1, 1) and spans[id(prog.params[1])] == (2, 1)
     slides = [n for n in walk(prog) if isinstance(n, Slide)]
