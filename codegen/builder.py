@@ -15,13 +15,22 @@ GPGPU'20 3.3), and builds one statement tree for all kernels:
 
 It raises the checks found while building (unmapped maps, parallel nesting, vectorisation)
 as :mod:`codegen.errors`.
+
+Its walk is one pass over node classes with :mod:`ir.visitor`'s dispatch, as the
+interpreter and the type checker: each entry point (``value``, ``value_call``,
+``apply_value``, ``emit_into``, ``emit_call``, ``emit_annotated``, ``apply_into``,
+``inverse``, ``inverse_body``, ``owns_buffer``) has one method per node class
+(``emit_call_zip`` writes a call of ``zip``), or refuses the class with an
+``UnsupportedError`` naming it (a function where a value is lowered);
+``tests/test_ir_dispatch.py`` requires that of every node class.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import NoReturn
 
 from codegen import views as vw
 from codegen.emit import c_type, user_fun_source
@@ -38,7 +47,7 @@ from codegen.memory import (
 )
 from codegen.stmt import Decl, Loop, Store
 from codegen.views import ArrV, Leaf, TupV, View
-from codegen.write_through import LAYOUT, Thunk, single_spine_use
+from codegen.write_through import Thunk, single_spine_use
 from ir.computes import computes
 from ir.errors import LiftmapError
 from ir.nodes import (
@@ -53,6 +62,7 @@ from ir.nodes import (
     Lambda,
     Literal,
     Map,
+    Node,
     Pad,
     Param,
     Reduce,
@@ -69,6 +79,7 @@ from ir.nodes import (
 from ir.sym import Cst, Expr, Var, sym
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, Type, VectorType
+from ir.visitor import Dispatch
 
 _KINDS = {"mapSeq": "seq", "mapGlb": "glb", "mapWrg": "wrg", "mapLcl": "lcl"}
 # names a generated identifier must not take (C and OpenCL C keywords, builtins)
@@ -77,6 +88,17 @@ float for goto if inline int long register restrict return short signed sizeof s
 switch typedef union unsigned void volatile while kernel __kernel global __global local __local
 private __private constant __constant read_only write_only bool half uchar ushort uint ulong
 barrier""".split())
+
+
+def _refuse(message: str) -> Callable[..., NoReturn]:
+    """A method of :class:`Builder` refusing its node's class: it raises UnsupportedError
+    (a typed lowering error), ``message`` formatted with the name of the class."""
+
+    def refuse(self: Builder, node: Node, /, *args: object) -> NoReturn:
+        raise UnsupportedError(message.format(type(node).__name__))
+
+    refuse.refuses = True  # type: ignore[attr-defined]  # (what tests/test_ir_dispatch.py reads)
+    return refuse
 
 
 class Builder:
@@ -212,10 +234,10 @@ class Builder:
         """The type of ``node`` in the program's symbolic sizes."""
         return self.info.types.get(id(node))
 
-    def materialize(self, e: FunCall, env: dict) -> View:
+    def materialize(self, e: FunCall, env: dict, label: str) -> View:
+        """Computes ``e`` into a fresh buffer (named after ``label``, its map's label)."""
         t = self.ctype(e)
         space = infer_space(e) or "global"
-        label = e.f.label if isinstance(e.f, Map) and e.f.label else ""
         dest = self.alloc(t, space, label, sym_t=self.symtype(e))
         self.emit_into(e, env, dest)
         return dest
@@ -258,9 +280,8 @@ class Builder:
             self.store(dest, src)
 
     # ---------------------------------------------------------------- user functions
-    def call(self, f: UserFun | Vectorize, args: list[View]) -> Leaf:
-        uf = f if isinstance(f, UserFun) else f.f
-        width = self.ival(f.width) if isinstance(f, Vectorize) else None
+    def call(self, uf: UserFun, width: int | None, args: list[View]) -> Leaf:
+        """``uf`` applied to scalar or vector views (vectorised to ``width`` lanes if given)."""
         leaves: list[Leaf] = []
         for a in args:
             if isinstance(a, vw.Lanes):
@@ -294,91 +315,137 @@ class Builder:
             self.fun_of[fname] = uf
         return vw.Call(hit[0], tuple(leaves), out)
 
+    # ---------------------------------------------------------------- dispatch
+    # The entry points: each calls its method for the class of the node it is given
+    # (ir.visitor), defined in the sections below. Refused with an UnsupportedError naming
+    # the class (_refuse): a function where an expression is lowered (value, emit_into),
+    # a reduction or memory annotation applied to views (apply_value).
+    pass_name = "lowering"
+    # values (reads)
+    value = Dispatch("value", Node)  # value(e, env): the view of an expression
+    value_call = Dispatch("value_call", FunDecl)  # value_call(f, call, env): of a call of f
+    apply_value = Dispatch("apply_value", FunDecl)  # apply_value(f, args, env): f of views
+    # writes (destination passing)
+    emit_into = Dispatch("emit_into", Node)  # emit_into(e, env, dest): e written into dest
+    emit_call = Dispatch("emit_call", FunDecl)  # emit_call(f, call, env, dest)
+    emit_annotated = Dispatch("emit_annotated", FunDecl)  # (f, call, env, dest): toMem(f)
+    apply_into = Dispatch("apply_into", FunDecl)  # apply_into(f, args, env, dest)
+    # output views (inverses)
+    inverse = Dispatch("inverse", FunDecl)  # inverse(f, dest, arg_t)
+    inverse_body = Dispatch("inverse_body", Node)  # inverse_body(body, pname, dest)
+    # fresh buffers
+    owns_buffer = Dispatch("owns_buffer", Node)  # owns_buffer(e): e materialized
+
     # ---------------------------------------------------------------- values (reads)
-    def value(self, e: ExprNode, env: dict) -> View:
-        if isinstance(e, Param):
-            b = env.get(e.name)
-            if b is None:
-                raise UnsupportedError(f"parameter {e.name!r} is not bound")
-            if isinstance(b, Thunk):
-                if b.value is None:
-                    if b.consumed:
-                        raise UnsupportedError(f"internal: {e.name} used twice")
-                    b.value = self.value(b.expr, b.env)
-                return b.value
-            return b
-        if isinstance(e, Literal):
-            return vw.fill(self.ctype(e), e.value)
-        if not isinstance(e, FunCall):
-            raise UnsupportedError(f"cannot lower {type(e).__name__}")
-        f, args = e.f, e.args
-        if isinstance(f, Lambda):
-            env2 = dict(env)
-            for p, a in zip(f.params, args):
-                env2[p.name] = self.value(a, env)
-            return self.value(f.body, env2)
-        if isinstance(f, Map):
-            if self.computes(f.f):
-                return self.materialize(e, env)
-            arr = self._arr(self.value(args[0], env), f)
-            return vw.map_view(arr, lambda x: self.apply_value(f.f, [x], env))
-        if isinstance(f, Reduce):
-            return self.reduce_value(e, env)
-        if isinstance(f, ToMem):
-            return self.materialize(e, env)
-        if isinstance(f, (UserFun, Vectorize)):
-            return self.call(f, [self.value(a, env) for a in args])
-        if isinstance(f, Id):
-            return self.value(args[0], env)
-        if isinstance(f, Zip):
-            return vw.zip_views([self.value(a, env) for a in args])
-        if isinstance(f, Get):
-            return vw.get(self.value(args[0], env), f.index)
-        if isinstance(f, LAYOUT):
-            return self.layout(f, self.value(args[0], env))
-        raise UnsupportedError(f"cannot lower {type(f).__name__}")
+    # value(e, env): the view of the expression ``e`` (computing it emits its code)
+    def value_param(self, e: Param, env: dict) -> View:
+        b = env.get(e.name)
+        if b is None:
+            raise UnsupportedError(f"parameter {e.name!r} is not bound")
+        if isinstance(b, Thunk):
+            if b.value is None:
+                if b.consumed:
+                    raise UnsupportedError(f"internal: {e.name} used twice")
+                b.value = self.value(b.expr, b.env)
+            return b.value
+        return b
 
-    def apply_value(self, f: FunDecl, args: list[View], env: dict) -> View:
-        """``f`` applied to views, for functions that compute nothing (view maps)."""
-        if isinstance(f, Lambda):
-            env2 = dict(env)
-            for p, a in zip(f.params, args):
-                env2[p.name] = a
-            return self.value(f.body, env2)
-        if isinstance(f, Map):
-            if self.computes(f.f):
-                raise UnsupportedError("internal: computing map in a view function")
-            arr = self._arr(args[0], f)
-            return vw.map_view(arr, lambda x: self.apply_value(f.f, [x], env))
-        if isinstance(f, (UserFun, Vectorize)):
-            return self.call(f, args)
-        if isinstance(f, Id):
-            return args[0]
-        if isinstance(f, Zip):
-            return vw.zip_views(args)
-        if isinstance(f, Get):
-            return vw.get(args[0], f.index)
-        if isinstance(f, LAYOUT):
-            return self.layout(f, args[0])
-        raise UnsupportedError(f"cannot apply {type(f).__name__} here")
+    def value_literal(self, e: Literal, env: dict) -> View:
+        return vw.fill(self.ctype(e), e.value)
 
-    def layout(self, f: FunDecl, x: View) -> View:
-        x = self._arr(x, f)
-        if isinstance(f, Split):
-            return vw.split(x, self.ival(f.chunk))
-        if isinstance(f, Join):
-            return vw.join(x)
-        if isinstance(f, Transpose):
-            return vw.transpose(x)
-        if isinstance(f, Slide):
-            return vw.slide(x, self.ival(f.size), self.ival(f.step))
-        if isinstance(f, Pad):
-            return vw.pad(x, self.ival(f.left), self.ival(f.right), f.value)
-        if isinstance(f, ReorderStride):
-            return vw.reorder_stride(x, self.ival(f.stride))
-        if isinstance(f, AsVector):
-            return vw.as_vector(x, self.ival(f.width))
-        return vw.as_scalar(x)
+    def value_fun_call(self, e: FunCall, env: dict) -> View:
+        return self.value_call(e.f, e, env)
+
+    value_fun_decl = _refuse("cannot lower {}")  # a function where a value is lowered
+
+    # value_call(f, call, env): the view of ``call``, a call of ``f``
+    def value_call_lambda(self, f: Lambda, call: FunCall, env: dict) -> View:
+        env2 = dict(env)
+        for p, a in zip(f.params, call.args):
+            env2[p.name] = self.value(a, env)
+        return self.value(f.body, env2)
+
+    def value_call_map(self, f: Map, call: FunCall, env: dict) -> View:
+        if self.computes(f.f):
+            return self.materialize(call, env, f.label or "")
+        return self.apply_value(f, [self.value(call.args[0], env)], env)
+
+    def value_call_reduce(self, f: Reduce, call: FunCall, env: dict) -> View:
+        return self.reduce_value(f, call, env)
+
+    def value_call_to_mem(self, f: ToMem, call: FunCall, env: dict) -> View:
+        return self.materialize(call, env, "")
+
+    def _value_of_views(self, f: FunDecl, call: FunCall, env: dict) -> View:
+        """``f`` of the views of all its arguments."""
+        return self.apply_value(f, [self.value(a, env) for a in call.args], env)
+
+    def _value_of_view(self, f: FunDecl, call: FunCall, env: dict) -> View:
+        """``f`` of the view of its (one) argument."""
+        return self.apply_value(f, [self.value(call.args[0], env)], env)
+
+    value_call_user_fun = value_call_vectorize = value_call_zip = _value_of_views
+    value_call_id = value_call_get = _value_of_view
+    value_call_split = value_call_join = value_call_transpose = value_call_slide = _value_of_view
+    value_call_pad = value_call_reorder_stride = _value_of_view
+    value_call_as_vector = value_call_as_scalar = _value_of_view
+
+    # apply_value(f, args, env): ``f`` applied to views, for functions that compute
+    # nothing (view maps) and user functions
+    def apply_value_lambda(self, f: Lambda, args: list[View], env: dict) -> View:
+        env2 = dict(env)
+        for p, a in zip(f.params, args):
+            env2[p.name] = a
+        return self.value(f.body, env2)
+
+    def apply_value_map(self, f: Map, args: list[View], env: dict) -> View:
+        if self.computes(f.f):
+            raise UnsupportedError("internal: computing map in a view function")
+        arr = self._arr(args[0], f)
+        return vw.map_view(arr, lambda x: self.apply_value(f.f, [x], env))
+
+    def apply_value_user_fun(self, f: UserFun, args: list[View], env: dict) -> View:
+        return self.call(f, None, args)
+
+    def apply_value_vectorize(self, f: Vectorize, args: list[View], env: dict) -> View:
+        return self.call(f.f, self.ival(f.width), args)
+
+    def apply_value_id(self, f: Id, args: list[View], env: dict) -> View:
+        return args[0]
+
+    def apply_value_zip(self, f: Zip, args: list[View], env: dict) -> View:
+        return vw.zip_views(args)
+
+    def apply_value_get(self, f: Get, args: list[View], env: dict) -> View:
+        return vw.get(args[0], f.index)
+
+    # the layout primitives: views of their argument array
+    def apply_value_split(self, f: Split, args: list[View], env: dict) -> View:
+        return vw.split(self._arr(args[0], f), self.ival(f.chunk))
+
+    def apply_value_join(self, f: Join, args: list[View], env: dict) -> View:
+        return vw.join(self._arr(args[0], f))
+
+    def apply_value_transpose(self, f: Transpose, args: list[View], env: dict) -> View:
+        return vw.transpose(self._arr(args[0], f))
+
+    def apply_value_slide(self, f: Slide, args: list[View], env: dict) -> View:
+        return vw.slide(self._arr(args[0], f), self.ival(f.size), self.ival(f.step))
+
+    def apply_value_pad(self, f: Pad, args: list[View], env: dict) -> View:
+        return vw.pad(self._arr(args[0], f), self.ival(f.left), self.ival(f.right), f.value)
+
+    def apply_value_reorder_stride(self, f: ReorderStride, args: list[View], env: dict) -> View:
+        return vw.reorder_stride(self._arr(args[0], f), self.ival(f.stride))
+
+    def apply_value_as_vector(self, f: AsVector, args: list[View], env: dict) -> View:
+        return vw.as_vector(self._arr(args[0], f), self.ival(f.width))
+
+    def apply_value_as_scalar(self, f: AsScalar, args: list[View], env: dict) -> View:
+        return vw.as_scalar(self._arr(args[0], f))
+
+    # a reduction and a memory annotation write a buffer: apply_into, not a view
+    apply_value_reduce = apply_value_to_mem = _refuse("cannot apply {} here")
 
     def _arr(self, x: View, f) -> ArrV:
         if not isinstance(x, ArrV):
@@ -392,59 +459,78 @@ class Builder:
         return any(isinstance(n, Param) and isinstance(env.get(n.name), Thunk)
                    and env[n.name].value is None for n in walk(e))
 
-    def emit_into(self, e: ExprNode, env: dict, dest: View) -> None:
-        """Emits the code computing ``e`` into the output view ``dest``."""
-        if isinstance(e, Param):
-            b = env.get(e.name)
-            if isinstance(b, Thunk) and b.value is None and not b.consumed:
-                b.consumed = True
-                self.emit_into(b.expr, b.env, dest)
-                return
-            self.copy_into(dest, self.value(e, env))
+    # emit_into(e, env, dest): emits the code computing ``e`` into the output view ``dest``
+    def emit_into_param(self, e: Param, env: dict, dest: View) -> None:
+        b = env.get(e.name)
+        if isinstance(b, Thunk) and b.value is None and not b.consumed:
+            b.consumed = True
+            self.emit_into(b.expr, b.env, dest)
             return
-        if isinstance(e, Literal):
-            self.copy_into(dest, self.value(e, env))
-            return
-        if not isinstance(e, FunCall):
-            raise UnsupportedError(f"cannot lower {type(e).__name__}")
-        f, args = e.f, e.args
-        if isinstance(f, Lambda):
-            self.emit_into(f.body, self.bind_for_dest(f, args, env), dest)
-        elif isinstance(f, Map):
-            if self.computes(f.f):
-                self.map_into(f, self._arr(self.value(args[0], env), f), env, dest)
-            else:
-                inv = None
-                if self.needs_dest(args[0], env):
-                    inv = self.inverse_map(f, dest, self.ctype(args[0]))
-                if inv is not None:
-                    self.emit_into(args[0], env, inv)
-                else:
-                    self.copy_into(dest, self.value(e, env))
-        elif isinstance(f, Reduce):
-            self.copy_into(dest, self.reduce_value(e, env))
-        elif isinstance(f, ToMem):
-            g = f.f
-            if isinstance(g, Lambda):
-                self.emit_into(g.body, self.bind_for_dest(g, args, env), dest)
-            else:
-                self.apply_into(g, [self.value(a, env) for a in args], env, dest)
-        elif isinstance(f, (UserFun, Vectorize)):
-            self.store(dest, self.call(f, [self.value(a, env) for a in args]))
-        elif isinstance(f, Id):
-            self.emit_into(args[0], env, dest)
-        elif isinstance(f, Zip):
-            d = self._arr(dest, f)
-            for k, a in enumerate(args):
-                self.emit_into(a, env, vw.unzip(d, k))
-        elif isinstance(f, LAYOUT) and self.needs_dest(args[0], env):
-            inv = self.inverse(f, dest, self.ctype(args[0]))
-            if inv is not None:
-                self.emit_into(args[0], env, inv)
-            else:
-                self.copy_into(dest, self.value(e, env))
+        self.copy_into(dest, self.value(e, env))
+
+    def emit_into_literal(self, e: Literal, env: dict, dest: View) -> None:
+        self.copy_into(dest, self.value(e, env))
+
+    def emit_into_fun_call(self, e: FunCall, env: dict, dest: View) -> None:
+        self.emit_call(e.f, e, env, dest)
+
+    emit_into_fun_decl = _refuse("cannot lower {}")  # a function where a value is lowered
+
+    # emit_call(f, call, env, dest): emits ``call``, a call of ``f``, into ``dest``
+    def emit_call_lambda(self, f: Lambda, call: FunCall, env: dict, dest: View) -> None:
+        self.emit_into(f.body, self.bind_for_dest(f, call.args, env), dest)
+
+    def emit_call_map(self, f: Map, call: FunCall, env: dict, dest: View) -> None:
+        if self.computes(f.f):
+            self.map_into(f, self._arr(self.value(call.args[0], env), f), env, dest)
         else:
-            self.copy_into(dest, self.value(e, env))
+            self._emit_through(f, call, env, dest)
+
+    def emit_call_reduce(self, f: Reduce, call: FunCall, env: dict, dest: View) -> None:
+        self.copy_into(dest, self.reduce_value(f, call, env))
+
+    def emit_call_to_mem(self, f: ToMem, call: FunCall, env: dict, dest: View) -> None:
+        self.emit_annotated(f.f, call, env, dest)
+
+    def _emit_stored(self, f: UserFun | Vectorize, call: FunCall, env: dict, dest: View) -> None:
+        self.store(dest, self.apply_value(f, [self.value(a, env) for a in call.args], env))
+
+    emit_call_user_fun = emit_call_vectorize = _emit_stored
+
+    def emit_call_id(self, f: Id, call: FunCall, env: dict, dest: View) -> None:
+        self.emit_into(call.args[0], env, dest)
+
+    def emit_call_zip(self, f: Zip, call: FunCall, env: dict, dest: View) -> None:
+        d = self._arr(dest, f)
+        for k, a in enumerate(call.args):
+            self.emit_into(a, env, vw.unzip(d, k))
+
+    def emit_call_get(self, f: Get, call: FunCall, env: dict, dest: View) -> None:
+        self.copy_into(dest, self.value(call, env))
+
+    def _emit_through(self, f: FunDecl, call: FunCall, env: dict, dest: View) -> None:
+        """A call of a function that computes nothing (a layout primitive, a view map): an
+        argument that needs a destination is written through the output view of ``f``
+        (:meth:`inverse`) when ``f`` can be inverted there; else the view is copied."""
+        arg = call.args[0]
+        inv = self.inverse(f, dest, self.ctype(arg)) if self.needs_dest(arg, env) else None
+        if inv is not None:
+            self.emit_into(arg, env, inv)
+        else:
+            self.copy_into(dest, self.value(call, env))
+
+    emit_call_split = emit_call_join = emit_call_transpose = emit_call_slide = _emit_through
+    emit_call_pad = emit_call_reorder_stride = _emit_through
+    emit_call_as_vector = emit_call_as_scalar = _emit_through
+
+    # emit_annotated(f, call, env, dest): emits ``call``, a call of ``toMem(f)``, into
+    # ``dest``: a lambda binds its arguments as any call of a lambda does (one that needs a
+    # destination may stay unevaluated); any other function is applied to their views
+    emit_annotated_lambda = emit_call_lambda
+
+    def emit_annotated_fun_decl(self, f: FunDecl, call: FunCall, env: dict,
+                                dest: View) -> None:
+        self.apply_into(f, [self.value(a, env) for a in call.args], env, dest)
 
     def bind_for_dest(self, f: Lambda, args, env: dict) -> dict:
         env2 = dict(env)
@@ -455,86 +541,137 @@ class Builder:
                 env2[p.name] = self.value(a, env)
         return env2
 
-    def apply_into(self, f: FunDecl, args: list[View], env: dict, dest: View) -> None:
-        """Emits ``f`` applied to views into ``dest``."""
-        if isinstance(f, Lambda):
-            env2 = dict(env)
-            for p, a in zip(f.params, args):
-                env2[p.name] = a
-            self.emit_into(f.body, env2, dest)
-        elif isinstance(f, Map) and self.computes(f.f):
+    # apply_into(f, args, env, dest): emits ``f`` applied to views into ``dest``
+    def apply_into_lambda(self, f: Lambda, args: list[View], env: dict, dest: View) -> None:
+        env2 = dict(env)
+        for p, a in zip(f.params, args):
+            env2[p.name] = a
+        self.emit_into(f.body, env2, dest)
+
+    def apply_into_map(self, f: Map, args: list[View], env: dict, dest: View) -> None:
+        if self.computes(f.f):
             self.map_into(f, self._arr(args[0], f), env, dest)
-        elif isinstance(f, (UserFun, Vectorize)):
-            self.store(dest, self.call(f, args))
-        elif isinstance(f, ToMem):
-            self.apply_into(f.f, args, env, dest)
-        elif isinstance(f, Id):
-            self.copy_into(dest, args[0])
-        elif isinstance(f, Reduce):
-            init = self.map_types(f)
-            acc = self.alloc(args[0].type, "private", "", role="acc",
-                             sym_t=init[1].elem if init else None)
-            self.copy_into(acc, args[0])
-            self.reduce_loop(f, acc, self._arr(args[1], f), env)
-            self.copy_into(dest, ArrV(1, acc.type, lambda i: acc))
         else:
             self.copy_into(dest, self.apply_value(f, args, env))
 
+    def _apply_stored(self, f: UserFun | Vectorize, args: list[View], env: dict,
+                      dest: View) -> None:
+        self.store(dest, self.apply_value(f, args, env))
+
+    apply_into_user_fun = apply_into_vectorize = _apply_stored
+
+    def apply_into_to_mem(self, f: ToMem, args: list[View], env: dict, dest: View) -> None:
+        self.apply_into(f.f, args, env, dest)
+
+    def apply_into_id(self, f: Id, args: list[View], env: dict, dest: View) -> None:
+        self.copy_into(dest, args[0])
+
+    def apply_into_reduce(self, f: Reduce, args: list[View], env: dict, dest: View) -> None:
+        init = self.map_types(f)
+        acc = self.alloc(args[0].type, "private", "", role="acc",
+                         sym_t=init[1].elem if init else None)
+        self.copy_into(acc, args[0])
+        self.reduce_loop(f, acc, self._arr(args[1], f), env)
+        self.copy_into(dest, ArrV(1, acc.type, lambda i: acc))
+
+    def _apply_copied(self, f: FunDecl, args: list[View], env: dict, dest: View) -> None:
+        """A function that computes nothing: its view copied into ``dest``."""
+        self.copy_into(dest, self.apply_value(f, args, env))
+
+    apply_into_zip = apply_into_get = _apply_copied
+    apply_into_split = apply_into_join = apply_into_transpose = apply_into_slide = _apply_copied
+    apply_into_pad = apply_into_reorder_stride = _apply_copied
+    apply_into_as_vector = apply_into_as_scalar = _apply_copied
+
     # ---------------------------------------------------------------- inverses
-    def inverse(self, f: FunDecl, dest: View, arg_t: Type) -> View | None:
-        """The output view of ``x`` when ``f(x)`` is written into ``dest`` (None if ``f``
-        cannot be inverted)."""
-        if isinstance(f, Id):
-            return dest
+    # inverse(f, dest, arg_t): the output view of ``x`` when ``f(x)`` is written into
+    # ``dest`` (None if ``f`` cannot be inverted; but for id, only into an array)
+    def inverse_id(self, f: Id, dest: View, arg_t: Type) -> View | None:
+        return dest
+
+    def inverse_join(self, f: Join, dest: View, arg_t: Type) -> View | None:
         if not isinstance(dest, ArrV):
             return None
-        if isinstance(f, Join):
-            # the argument of a (type-checked) join is an array of arrays
-            assert isinstance(arg_t, ArrayType) and isinstance(arg_t.elem, ArrayType)
-            return vw.inverse_join(dest, arg_t.elem.size.as_int())
-        if isinstance(f, Split):
-            return vw.inverse_split(dest)
-        if isinstance(f, Transpose):
-            return vw.transpose(dest)
-        if isinstance(f, AsScalar):
-            # the argument of a (type-checked) asScalar is an array of vectors
-            assert isinstance(arg_t, ArrayType) and isinstance(arg_t.elem, VectorType)
-            return vw.as_vector(dest, arg_t.elem.width.as_int())
-        if isinstance(f, AsVector):
-            return vw.as_scalar(dest)
-        if isinstance(f, ReorderStride):
-            return vw.inverse_reorder(dest, self.ival(f.stride))
-        if isinstance(f, Map) and not self.computes(f.f):
-            return self.inverse_map(f, dest, arg_t)
-        if isinstance(f, Lambda) and len(f.params) == 1:
-            return self.inverse_body(f.body, f.params[0].name, dest)
-        return None
+        # the argument of a (type-checked) join is an array of arrays
+        assert isinstance(arg_t, ArrayType) and isinstance(arg_t.elem, ArrayType)
+        return vw.inverse_join(dest, arg_t.elem.size.as_int())
 
-    def inverse_map(self, m: Map, dest: View, arg_t: Type) -> View | None:
-        if not isinstance(dest, ArrV) or not isinstance(arg_t, ArrayType):
+    def inverse_split(self, f: Split, dest: View, arg_t: Type) -> View | None:
+        return vw.inverse_split(dest) if isinstance(dest, ArrV) else None
+
+    def inverse_transpose(self, f: Transpose, dest: View, arg_t: Type) -> View | None:
+        return vw.transpose(dest) if isinstance(dest, ArrV) else None
+
+    def inverse_as_scalar(self, f: AsScalar, dest: View, arg_t: Type) -> View | None:
+        if not isinstance(dest, ArrV):
+            return None
+        # the argument of a (type-checked) asScalar is an array of vectors
+        assert isinstance(arg_t, ArrayType) and isinstance(arg_t.elem, VectorType)
+        return vw.as_vector(dest, arg_t.elem.width.as_int())
+
+    def inverse_as_vector(self, f: AsVector, dest: View, arg_t: Type) -> View | None:
+        return vw.as_scalar(dest) if isinstance(dest, ArrV) else None
+
+    def inverse_reorder_stride(self, f: ReorderStride, dest: View, arg_t: Type) -> View | None:
+        return vw.inverse_reorder(dest, self.ival(f.stride)) if isinstance(dest, ArrV) else None
+
+    def inverse_map(self, f: Map, dest: View, arg_t: Type) -> View | None:
+        if not isinstance(dest, ArrV) or self.computes(f.f) or not isinstance(arg_t, ArrayType):
             return None
         et = arg_t.elem
-        probe = self.inverse(m.f, dest.get(0), et)
+        probe = self.inverse(f.f, dest.get(0), et)
         if probe is None:
             return None
 
         def elem(i: Expr) -> View:
-            v = self.inverse(m.f, dest.get(i), et)
+            v = self.inverse(f.f, dest.get(i), et)
             assert v is not None  # every element has element 0's structure (the probe)
             return v
 
         return ArrV(dest.n, et, elem)
 
-    def inverse_body(self, body: ExprNode, pname: str, dest: View) -> View | None:
-        while True:
-            if isinstance(body, Param):
-                return dest if body.name == pname else None
-            if not (isinstance(body, FunCall) and len(body.args) == 1):
-                return None
-            inv = self.inverse(body.f, dest, self.ctype(body.args[0]))
-            if inv is None:
-                return None
-            dest, body = inv, body.args[0]
+    def inverse_lambda(self, f: Lambda, dest: View, arg_t: Type) -> View | None:
+        if not isinstance(dest, ArrV) or len(f.params) != 1:
+            return None
+        return self.inverse_body(f.body, f.params[0].name, dest)
+
+    def _not_invertible(self, node: Node, *args: object) -> None:
+        return None
+
+    # functions that compute, select or pad: their argument is no view of their result
+    inverse_user_fun = inverse_vectorize = inverse_reduce = inverse_to_mem = _not_invertible
+    inverse_zip = inverse_get = inverse_slide = inverse_pad = _not_invertible
+
+    # inverse_body(body, pname, dest): the output view of the parameter ``pname`` when
+    # ``body`` (a chain of one-argument calls down to it) is written into ``dest``
+    def inverse_body_param(self, body: Param, pname: str, dest: View) -> View | None:
+        return dest if body.name == pname else None
+
+    def inverse_body_fun_call(self, body: FunCall, pname: str, dest: View) -> View | None:
+        if len(body.args) != 1:
+            return None
+        inv = self.inverse(body.f, dest, self.ctype(body.args[0]))
+        return None if inv is None else self.inverse_body(body.args[0], pname, inv)
+
+    inverse_body_literal = inverse_body_fun_decl = _not_invertible
+
+    # ---------------------------------------------------------------- fresh buffers
+    # owns_buffer(e): True when the lowering computes the value of ``e`` into a buffer of
+    # its own (materialize): a call of a memory annotation or of a map that computes
+    def owns_buffer_fun_call(self, e: FunCall) -> bool:
+        return self.owns_buffer(e.f)
+
+    def owns_buffer_to_mem(self, f: ToMem) -> bool:
+        return True
+
+    def owns_buffer_map(self, f: Map) -> bool:
+        return self.computes(f.f)
+
+    def _owns_no_buffer(self, node: Node) -> bool:
+        return False
+
+    owns_buffer_param = owns_buffer_literal = _owns_no_buffer
+    owns_buffer_fun_decl = _owns_no_buffer  # a call of any other function
 
     # ---------------------------------------------------------------- maps and reduce
     def map_into(self, m: Map, arr: ArrV, env: dict, dest: View) -> None:
@@ -570,19 +707,17 @@ class Builder:
                     f"{m.dim}; nested maps may share a dimension only as mapWrg(d) around "
                     "mapLcl(d) (CC'22 rules 3 and 6); use another dimension or mapSeq")
 
-    def reduce_value(self, call: FunCall, env: dict) -> View:
+    def reduce_value(self, r: Reduce, call: FunCall, env: dict) -> View:
+        """``call``, a call of ``r``: a sequential loop over a private accumulator (the
+        buffer of the initial value when that is computed into one of its own)."""
         init_e, arr_e = call.args
         init_t = self.ctype(init_e)
-        f = init_e.f if isinstance(init_e, FunCall) else None
-        fresh = isinstance(f, ToMem) or (isinstance(f, Map) and self.computes(f.f))
-        if fresh:
+        if self.owns_buffer(init_e):
             acc = self.value(init_e, env)
         else:
             iv = self.value(init_e, env)
             acc = self.alloc(init_t, "private", "", role="acc", sym_t=self.symtype(init_e))
             self.copy_into(acc, iv)
-        r = call.f
-        assert isinstance(r, Reduce)  # reduce_value lowers calls of reduce
         arr = self._arr(self.value(arr_e, env), r)
         self.reduce_loop(r, acc, arr, env)
         return ArrV(1, init_t, lambda i: acc)
