@@ -1,4 +1,5 @@
-"""One dispatch over node classes (ir.visitor), and the import graph of ir without cycles."""
+"""One dispatch over node classes (ir.visitor) in the passes of ir and in the lowering's walk
+(codegen.builder), and the import graph of ir without cycles."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ import pytest
 
 import ir
 import ir.nodes
-from ir.builders import USER_FUNS, dot, lam, param
+from codegen.builder import Builder  # (and codegen.write_through) define their dispatches
+from codegen.errors import LoweringError, UnsupportedError
+from codegen.memory import Buf, natural_view, size_of
+from ir.builders import USER_FUNS, dot, idf, lam, map_seq, param
 from ir.interp import Interpreter, evaluate
 from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Node
 from ir.syntax import parse, print_program, show
@@ -33,6 +37,9 @@ NODE_CLASSES = [c for c in vars(ir.nodes).values()
                 if isinstance(c, type) and issubclass(c, Node) and dataclasses.is_dataclass(c)
                 and c.__module__ == "ir.nodes"]
 PASSES = [d for d in dispatches() if d.owner and d.owner.__module__.startswith("ir.")]
+# the lowering's walk (codegen.builder) and its write-through analysis
+LOWERING = [d for d in dispatches()
+            if d.owner and d.owner.__module__ in ("codegen.builder", "codegen.write_through")]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=True)
@@ -116,6 +123,89 @@ def test_interpreter_entry_points_keep_their_signatures() -> None:
     assert it.expr(X, {"X": (np.arange(3.0), 0)}, 0).tolist() == [0.0, 1.0, 2.0]
     f = lam(lambda x: x)
     assert it.apply(f, [np.ones(2)], {}, 0).tolist() == [1.0, 1.0]
+
+
+# ------------------------------------------------------------------------ lowering
+
+
+def test_the_lowering_uses_the_visitor() -> None:
+    owners = {f"{d.owner.__qualname__}.{d.name}" for d in LOWERING}
+    assert owners == {
+        *(f"Builder.{n}" for n in ("value", "value_call", "apply_value", "emit_into",
+                                   "emit_call", "emit_annotated", "apply_into", "inverse",
+                                   "inverse_body", "owns_buffer")),
+        "_Spine.on_spine", "_Spine.through"}
+
+
+@pytest.mark.parametrize("dispatch", LOWERING, ids=repr)
+def test_the_lowering_handles_every_node_class(dispatch: Dispatch) -> None:
+    missing = unhandled(dispatch, NODE_CLASSES)
+    assert not missing, (
+        f"{dispatch!r} has no method for {', '.join(c.__name__ for c in missing)}: add "
+        + ", ".join(f"{dispatch.prefix}_{snake_name(c)}" for c in missing)
+        + " (or refuse the class with codegen.builder._refuse)")
+
+
+def _refusals() -> list[tuple[Dispatch, type]]:
+    out = []
+    for d in LOWERING:
+        assert d.owner is not None
+        for c in NODE_CLASSES:
+            fn = d.method_for(d.owner, c) if issubclass(c, d.root) else None
+            if getattr(fn, "refuses", False):
+                out.append((d, c))
+    return out
+
+
+def test_the_lowering_refuses_only_functions_where_values_are_lowered() -> None:
+    refused = {(d.name, c.__name__) for d, c in _refusals()}
+    funs = {c.__name__ for c in NODE_CLASSES if issubclass(c, FunDecl)}
+    assert refused == {*(("value", f) for f in funs), *(("emit_into", f) for f in funs),
+                       ("apply_value", "Reduce"), ("apply_value", "ToMem")}
+
+
+@pytest.mark.parametrize("dispatch,node_class", _refusals(),
+                         ids=lambda x: getattr(x, "name", None) or x.__name__)
+def test_a_refusal_is_a_typed_lowering_error_naming_the_class(dispatch: Dispatch,
+                                                              node_class: type) -> None:
+    entry = getattr(Builder, dispatch.name)
+    b = object.__new__(Builder)  # a refusal reads nothing of the builder nor of the node
+    with pytest.raises(UnsupportedError, match=rf"\b{node_class.__name__}\b") as e:
+        entry(b, object.__new__(node_class), {}, None, None)
+    assert isinstance(e.value, LoweringError) and e.value.check == "unsupported"
+
+
+def test_a_new_node_class_is_reported_by_the_lowering() -> None:
+    # a new primitive needs a decision wherever functions are lowered (toMem of anything
+    # but a lambda, and owns_buffer of anything but a memory annotation or a computing
+    # map, have one answer for every function); a new expression wherever one is
+    reported = {f"{d.owner.__qualname__}.{d.name}": [c.__name__ for c in
+                                                     unhandled(d, [*NODE_CLASSES, Rotate, Hole])]
+                for d in LOWERING if d.owner is not None}
+    assert reported == {
+        "Builder.value": ["Hole"], "Builder.value_call": ["Rotate"],
+        "Builder.apply_value": ["Rotate"], "Builder.emit_into": ["Hole"],
+        "Builder.emit_call": ["Rotate"], "Builder.emit_annotated": [],
+        "Builder.apply_into": ["Rotate"], "Builder.inverse": ["Rotate"],
+        "Builder.inverse_body": ["Hole"], "Builder.owns_buffer": ["Hole"],
+        "_Spine.on_spine": ["Hole"], "_Spine.through": ["Rotate"]}
+
+
+def test_the_builder_reports_an_unknown_class_and_refuses_a_function_as_a_value() -> None:
+    X = param("X", array(Float, 4))
+    copy = map_seq(idf)
+    b = Builder(Lambda((X,), copy(X)), {})
+    env = {"X": natural_view(array(Float, 4), Buf("X", "global", "float", size_of(
+        array(Float, 4)), "input"))}
+    with pytest.raises(UnhandledNodeError, match="the lowering does not handle Rotate") as e:
+        b.value(Rotate()(X), env)
+    assert e.value.method == "value_call_rotate"
+    with pytest.raises(UnhandledNodeError, match="the lowering does not handle Hole"):
+        b.emit_into(Hole(), env, env["X"])
+    with pytest.raises(UnsupportedError, match="cannot lower Rotate"):
+        b.value(Rotate(), env)
+    with pytest.raises(UnsupportedError, match="cannot lower Map"):
+        b.emit_into(copy, env, env["X"])
 
 
 # --------------------------------------------------------------------- import graph
