@@ -151,13 +151,17 @@ class Device:
     def load(cls, path: str | os.PathLike) -> Device:
         """A description saved with :meth:`save` (or written by hand)."""
         try:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 data = json.load(f)
         except OSError as e:
             raise DeviceDescriptionError(f"cannot read device description {path}: "
                                          f"{e.strerror}") from None
         except json.JSONDecodeError as e:
             raise DeviceDescriptionError(f"{path} is not JSON: {e}") from None
+        except UnicodeDecodeError as e:
+            bad = e.object[e.start]
+            raise DeviceDescriptionError(f"{path} is not UTF-8 text (byte 0x{bad:02x} at "
+                                         f"offset {e.start}); save it as UTF-8 JSON") from None
         if not isinstance(data, dict):
             raise DeviceDescriptionError(f"{path}: a device description is a JSON object")
         return cls.from_dict(data, source=f"file:{path}")

@@ -116,3 +116,12 @@ def test_live_device_description():
     assert dev.type in ("cpu", "gpu", "other")
     assert Device.from_limits(device_limits(cl_device)) == dev
     assert resolve(None) == dev  # the live default device when there is one
+
+
+def test_a_description_that_is_not_utf8_is_one_typed_error(tmp_path):
+    from codegen.target import Device, DeviceDescriptionError
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(DeviceDescriptionError, match="not UTF-8 text"):
+        Device.load(bad)
