@@ -25,6 +25,8 @@ from rich.table import Table
 from mapper.encoding import MapCodes, short_code
 from mapper.errors import UsageError, library_errors
 from mapper.sizes import check_sizes, parse_sizes, size_names
+from mapper.tune_cli import add_parser as add_tune_parser
+from mapper.tune_cli import cmd_tune
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -834,7 +836,21 @@ def cmd_explore(args) -> int:
     stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
     path = args.store or os.path.join("results", f"{stem}.sqlite")
     task = _explore_task(args)  # a bad program or shape leaves no store behind
-    store = ResultStore(path)
+    pool = None
+    if args.ray is not None:  # a cluster that cannot start leaves no store behind either
+        from mapper.explore.ray_pool import RayPool
+
+        specs = [d.strip() or None for d in args.device.split(",")] if args.device else None
+        pool = RayPool(specs, address=args.ray, workers_per_device=args.workers,
+                       timeout_s=args.timeout)
+        if not args.quiet:
+            err_console.print(pool.describe(), markup=False, highlight=False)
+    try:
+        store = ResultStore(path)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
     as_json = args.json or args.jsonl
     dash_console = None  # where the live dashboard goes, if anywhere
     if not (args.quiet or args.verbose):
@@ -857,8 +873,8 @@ def cmd_explore(args) -> int:
     try:
         kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
                   seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
-                  cut=args.cut or None, workers=args.workers,
-                  run_budget_s=args.run_budget or None)
+                  cut=args.cut or None, workers=args.workers or 1,
+                  run_budget_s=args.run_budget or None, pool=pool)
         if args.mapping:
             kw["mapping"] = args.mapping
         if dash_console is not None:
@@ -873,6 +889,8 @@ def cmd_explore(args) -> int:
         return 130
     finally:
         store.close()
+        if pool is not None:
+            pool.close()
     too_short = not res.records and res.stopped_by == "time"
     if as_json and not too_short:
         emit_json("explore", out.summary_json(res, file=args.file, store=path))
@@ -1009,6 +1027,7 @@ COMMANDS = {
     "explore": cmd_explore,
     "results": cmd_results,
     "plot": cmd_plot,
+    "tune": cmd_tune,
 }
 
 
@@ -1232,10 +1251,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "once; default 1; 0: always --repeats)")
     p.add_argument("--max", type=_int_in(1, MAX_RANGE), help="upper end of inferred tuning "
                    "ranges")
-    p.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=1, help="candidates "
+    p.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=None, help="candidates "
                    "lowered and "
                    "built in parallel worker processes; their timed runs still take turns on "
-                   "the device (default 1)")
+                   "the device (default 1; with --ray: per device, default the node's CPUs)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="evaluate on "
+                   "a Ray cluster: join the one at ADDRESS (host:port, or 'auto': the one "
+                   "`ray start` runs here), or without ADDRESS start one on this machine; "
+                   "--device applies on every node (several specs: SPEC,SPEC: one actor "
+                   "each); the store is written here (pip install 'liftmap[cluster]')")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON summary object at "
                      "the end on stdout instead of the text (schema: docs/cli-json.md)")
@@ -1270,6 +1294,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "time, time per stage, time-memory Pareto front")
     p.add_argument("store", help="the SQLite file written by mapper explore")
     p.add_argument("--out", help="folder for the PNGs (default: STORE without .sqlite + -plots)")
+    add_tune_parser(sub)
     return ap
 
 

@@ -103,6 +103,19 @@ def _kill_on(pool: RayPool, when) -> list[int]:
     return killed
 
 
+def test_without_ray_the_error_says_what_to_install(monkeypatch, tmp_path, capsys):
+    from mapper.cli import main
+    from mapper.explore.ray_pool import RayUnavailableError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as where not installed
+    with pytest.raises(RayUnavailableError, match=r"pip install 'liftmap\[cluster\]'"):
+        RayPool()
+    store = tmp_path / "none.sqlite"
+    rc = main(["explore", L3, "--sizes", "N=1024", "--store", str(store), "--ray"])
+    assert rc == 2 and "liftmap[cluster]" in capsys.readouterr().err
+    assert not store.exists()  # nothing was started, nothing written
+
+
 def test_ray_and_local_evaluators_agree_and_the_store_resumes_locally(cluster, local_run,
                                                                       tmp_path):
     path = tmp_path / "ray.sqlite"
@@ -208,8 +221,9 @@ def test_a_node_with_another_device_is_refused_or_left_out(cluster):
             os.environ["POCL_MAX_PTHREAD_COUNT"] = old
     try:
         cluster.wait_for_nodes()
+        head = ray.get_runtime_context().get_node_id()
         with pytest.raises(DeviceMismatchError, match="max_compute_units 1") as e:
-            RayPool()
+            RayPool(nodes=[head, odd.node_id])  # two nodes suffice to disagree
         assert "mismatch='exclude'" in str(e.value)  # what to do
         with RayPool(mismatch="exclude") as pool:
             assert len(pool.actors) == 3 and odd.node_id not in {a.node_id
@@ -237,7 +251,7 @@ def test_a_node_lost_mid_run_loses_no_candidate(cluster, tmp_path):
         return False  # its processes are gone already
 
     try:
-        with RayPool(revive_s=10) as pool:
+        with RayPool(revive_s=5) as pool:
             assert len(pool.actors) == 4
             _kill_on(pool, on_extra)
             res = explore(cc22_listing3(), SIZES, budget=8, store=path, pool=pool, **RUN)
