@@ -165,7 +165,7 @@ def test_the_lowering_refuses_only_functions_where_values_are_lowered() -> None:
 
 
 @pytest.mark.parametrize("dispatch,node_class", _refusals(),
-                         ids=lambda x: getattr(x, "name", None) or x.__name__)
+                         ids=lambda x: x.name if isinstance(x, Dispatch) else x.__name__)
 def test_a_refusal_is_a_typed_lowering_error_naming_the_class(dispatch: Dispatch,
                                                               node_class: type) -> None:
     entry = getattr(Builder, dispatch.name)
