@@ -85,6 +85,18 @@ def _rows(path) -> list[tuple[str, str]]:
         return []
 
 
+def _remove(cluster, node) -> None:
+    """Removes ``node`` (if still there) and waits until Ray lists it as dead, so that the
+    next test's pool does not place an actor on it (the death of a node that vanishes
+    between the listing and the placement is the pool's own test)."""
+    if node in cluster.worker_nodes:
+        cluster.remove_node(node)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+            n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+        time.sleep(0.5)
+
+
 def _kill_on(pool: RayPool, when) -> list[int]:
     """Wraps ``pool``'s dispatch: after sending a candidate for which ``when(slot,
     lower_fn)`` holds, the actor's process is killed (SIGKILL) with it in flight. Returns
@@ -207,9 +219,10 @@ def test_a_candidate_lost_twice_is_stored_once_as_lost(cluster, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_node_with_another_device_is_refused_or_left_out(cluster):
+def test_a_node_with_another_device_is_refused_or_left_out(cluster, monkeypatch):
     """A node whose PoCL runs one thread shows one compute unit: another device (the store
-    key holds it). Refused by default; with mismatch='exclude' the others are kept."""
+    key holds it). Refused by default; with mismatch='exclude' the others are kept. Once
+    the node is removed, a pool that still finds it listed leaves it out."""
     old = os.environ.get("POCL_MAX_PTHREAD_COUNT")
     os.environ["POCL_MAX_PTHREAD_COUNT"] = "1"  # inherited by the node's processes
     try:
@@ -229,8 +242,16 @@ def test_a_node_with_another_device_is_refused_or_left_out(cluster):
             assert len(pool.actors) == 3 and odd.node_id not in {a.node_id
                                                                  for a in pool.actors}
             assert len(pool.excluded) == 1 and odd.node_id[:8] in pool.excluded[0]
+        listing = ray.nodes()  # the odd node alive in it
     finally:
         cluster.remove_node(odd)
+    # a node that dies between the listing and the placement of its actor is left out
+    monkeypatch.setattr(ray, "nodes", lambda: listing)
+    with RayPool() as pool:
+        assert len(pool.actors) == 3 and odd.node_id not in {a.node_id for a in pool.actors}
+        assert len(pool.excluded) == 1 and "the node is gone" in pool.excluded[0]
+    monkeypatch.undo()
+    _remove(cluster, odd)
 
 
 @pytest.mark.slow
@@ -262,8 +283,7 @@ def test_a_node_lost_mid_run_loses_no_candidate(cluster, tmp_path):
                 time.sleep(0.2)
             assert gone.state == "gone"
     finally:
-        if extra in cluster.worker_nodes:
-            cluster.remove_node(extra)
+        _remove(cluster, extra)
     assert res.evaluated == 8 and "lost" not in res.counts
     rows = _rows(path)
     assert len(rows) == 8 and len({k for k, _ in rows}) == 8

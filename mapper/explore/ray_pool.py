@@ -282,6 +282,7 @@ class RayPool:
         done = set(ready)
         problems: list[tuple[_Slot, str]] = []
         groups: dict[str, list[_Slot]] = {}
+        vanished: list[_Slot] = []  # nodes that died between the listing and the placement
         for s, ref in zip(slots, refs):
             if ref not in done:
                 problems.append((s, f"its device actor did not start within "
@@ -292,6 +293,9 @@ class RayPool:
                 got = ray.get(ref)
             except ray.exceptions.RayError as e:
                 cause = getattr(e, "cause", None) or e
+                if _node_gone(ray, e) or _node_gone(ray, cause):
+                    vanished.append(s)
+                    continue
                 last = (str(cause).strip().splitlines() or ["?"])[-1][:300]
                 problems.append((s, f"its device actor failed: {type(cause).__name__}: "
                                     f"{last} (is liftmap installed in the same Python on "
@@ -302,6 +306,11 @@ class RayPool:
             a.info = {k: got[k] for k in ("spec", "limits", "pid") if k in got}
             a.device = device_description(dict(got.get("limits", {})))
             groups.setdefault(json.dumps(a.device, sort_keys=True), []).append(s)
+        self._kill(vanished)
+        self.excluded = [f"{s.actor.where}: the node is gone" for s in vanished]
+        if not groups and not problems:
+            raise RayClusterError("every node of the Ray cluster was lost while the device "
+                                  "actors started: check the cluster (ray status)")
         if groups and (problems or len(groups) > 1) and mismatch == "exclude":
             keep = max(groups.values(), key=lambda g: (len(g), -g[0].actor.index))
             for g in groups.values():
@@ -309,7 +318,7 @@ class RayPool:
                     problems += [(s, f"its device differs ({_device_words(s.actor.device)}"
                                      f", not {_device_words(keep[0].actor.device)})")
                                  for s in g]
-            self.excluded = [f"{s.actor.where}: {why}" for s, why in problems]
+            self.excluded += [f"{s.actor.where}: {why}" for s, why in problems]
             self._kill([s for s, _ in problems])
             return keep
         if problems or len(groups) > 1:
@@ -323,7 +332,7 @@ class RayPool:
                       + "\nchoose the same device on every node (--device SPEC, a platform "
                       "substring), leave the other nodes out of the cluster, or keep the "
                       "largest group of identical devices (RayPool(mismatch='exclude'))")
-        return slots
+        return next(iter(groups.values()))
 
     def _kill(self, slots: Sequence[_Slot]) -> None:
         for s in slots:
@@ -544,6 +553,13 @@ class RayPool:
 def _device_words(d: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in d.items() if k in ("name", "platform_version",
                                                                  "max_compute_units"))
+
+
+def _node_gone(ray: Any, err: BaseException) -> bool:
+    """Whether ``err`` says an actor's node no longer exists (it died after the listing)."""
+    unschedulable = getattr(ray.exceptions, "ActorUnschedulableError", None)
+    return (unschedulable is not None and isinstance(err, unschedulable)) or \
+        isinstance(err, getattr(ray.exceptions, "NodeDiedError", ()))
 
 
 def _actor_state(ray: Any, handle: Any) -> str | None:
