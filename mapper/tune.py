@@ -477,8 +477,8 @@ def tune_kernel(kernel_name: str, kernel_source: str | os.PathLike, problem_size
     ``constraints.space.EmptySpaceError``-like errors for a space without configurations;
     a configuration's own failure is its record's status."""
     from codegen.worker import WorkerPool
-    from mapper.explore.evaluator import device_description
     from mapper.explore.run import explore
+    from mapper.explore.store import device_description
 
     source = _source(kernel_source)
     if not isinstance(kernel_name, str) or not kernel_name.isidentifier():

@@ -16,18 +16,18 @@ from typing import Any
 from codegen.errors import Check
 from codegen.program import Outcome
 from mapper.explore.record import Record
-from mapper.explore.store import Context, ResultStore, candidate_key, library_version
+from mapper.explore.store import (  # noqa: F401  (device_description: its importers)
+    DEVICE_KEYS,
+    Context,
+    ResultStore,
+    candidate_key,
+    device_description,
+    library_version,
+)
 from mapper.explore.strategies import Candidate
 from mapper.explore.task import Task
 
-DEVICE_KEYS = ("name", "platform", "platform_version", "version", "driver_version", "type",
-               "max_compute_units")
 REASON_CHARS = 4000
-
-
-def device_description(limits: dict[str, Any]) -> dict[str, Any]:
-    """The parts of ``codegen.device.device_limits`` that identify a device (keys, meta)."""
-    return {k: limits[k] for k in DEVICE_KEYS if k in limits}
 
 
 class Evaluator:

@@ -250,7 +250,7 @@ class RayPool:
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from mapper.explore.evaluator import device_description
+        from mapper.explore.store import device_description
 
         nodes = [n for n in ray.nodes() if n.get("Alive")
                  and n.get("Resources", {}).get("CPU", 0) > 0

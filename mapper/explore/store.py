@@ -53,6 +53,15 @@ from typing import Any
 from ir.errors import LiftmapError
 from mapper.explore.record import Record
 
+# the parts of a device's limits that identify it (the store's device, the key's device)
+DEVICE_KEYS = ("name", "platform", "platform_version", "version", "driver_version", "type",
+               "max_compute_units")
+
+
+def device_description(limits: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of ``codegen.device.device_limits`` that identify a device (keys, meta)."""
+    return {k: limits[k] for k in DEVICE_KEYS if k in limits}
+
 SCHEMA_VERSION = 2  # 2: results.mapping_s, results.tuning_s, runs.mapping_s
 CONTEXT_KEYS = ("program_hash", "sizes", "device")
 
