@@ -128,6 +128,15 @@ def test_without_ray_the_error_says_what_to_install(monkeypatch, tmp_path, capsy
     assert not store.exists()  # nothing was started, nothing written
 
 
+def test_an_address_where_nothing_answers_is_one_error_at_once(tmp_path):
+    store = tmp_path / "none.sqlite"
+    out = _mapper("explore", L3, "--sizes", "N=1024", "--store", str(store), "--ray",
+                  "127.0.0.1:1")  # Ray itself would retry for many minutes
+    assert out.returncode == 2 and "nothing answers at the Ray cluster address" in \
+        out.stderr, out.stderr
+    assert not store.exists()
+
+
 def test_ray_and_local_evaluators_agree_and_the_store_resumes_locally(cluster, local_run,
                                                                       tmp_path):
     path = tmp_path / "ray.sqlite"

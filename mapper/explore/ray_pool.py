@@ -66,6 +66,10 @@ class RayClusterError(LiftmapError, RuntimeError):
     every device actor was lost."""
 
 
+class RayPoolArgumentError(LiftmapError, ValueError):
+    """An argument of ``RayPool`` is out of its range (the message says which)."""
+
+
 class DeviceMismatchError(RayClusterError, ValueError):
     """The nodes see different devices (or some cannot open theirs): one store holds the
     results of one device."""
@@ -172,7 +176,8 @@ def _devices(device: str | None | Sequence[str | None]) -> list[str | None]:
         return [device]
     out = list(device)
     if not out:
-        raise ValueError("RayPool needs at least one device spec (None: each node's default)")
+        raise RayPoolArgumentError("RayPool needs at least one device spec (None: each "
+                                   "node's default device)")
     return out
 
 
@@ -206,14 +211,18 @@ class RayPool:
                  nodes: Sequence[str] | None = None):
         ray = _ray()
         if mismatch not in ("refuse", "exclude"):
-            raise ValueError(f"mismatch must be 'refuse' or 'exclude', not {mismatch!r}")
+            raise RayPoolArgumentError(f"mismatch must be 'refuse' or 'exclude', not "
+                                       f"{mismatch!r}")
         if workers_per_device is not None and workers_per_device < 1:
-            raise ValueError(f"workers_per_device must be at least 1, not {workers_per_device}")
+            raise RayPoolArgumentError(f"workers_per_device must be at least 1, not "
+                                       f"{workers_per_device}")
         specs = _devices(device)
         self._ray = ray
         self._started = False
         if not ray.is_initialized():
             local = address in (None, "local")
+            if not local:
+                _check_reachable(ray, str(address))
             try:
                 ray.init(address="local" if local else address, log_to_driver=False,
                          logging_level=logging.ERROR,
@@ -553,6 +562,31 @@ class RayPool:
 def _device_words(d: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in d.items() if k in ("name", "platform_version",
                                                                  "max_compute_units"))
+
+
+def _check_reachable(ray: Any, address: str, timeout_s: float = 10.0) -> None:
+    """Raises ``RayUnavailableError`` at once where nothing answers at the cluster's
+    address (Ray itself retries for many minutes). ``auto`` is the address ``ray start``
+    recorded on this machine; an address of another form is left to Ray."""
+    if address == "auto":
+        try:
+            found = ray._private.services.get_ray_address_from_environment("auto", None)
+        except Exception:  # noqa: BLE001 - a private API, or no cluster recorded: Ray says
+            return
+        if not found or found == "auto":
+            return
+        address = str(found)
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise RayUnavailableError(
+            f"nothing answers at the Ray cluster address {address} ({e.strerror or e}): "
+            f"start the head there first (ray start --head --port {port}) or give its "
+            "address as `ray start` printed it") from None
 
 
 def _node_gone(ray: Any, err: BaseException) -> bool:
