@@ -13,7 +13,10 @@ from itertools import combinations
 
 from constraints.expr import FALSE, TRUE, And, Not, Or, Param, Pred, eq, ne
 from constraints.model import Constraint
-from mapper.nesting import MapNestingTree
+from ir import nodes
+from ir.computes import computes
+from ir.types import ArrayType
+from mapper.nesting import MapNestingTree, _Spaces
 from mapper.text import register_rule_kinds, show_constraint
 
 FUSION_STRATEGIES = ("always", "never", "free")
@@ -99,6 +102,12 @@ def unit(t: MapNestingTree, m: str) -> bool:
     return cache[m]
 
 
+def _units_in_kernel(t: MapNestingTree, m: str) -> bool:
+    """Some map of ``m``'s kernel runs one iteration (else the predicates below take their
+    simpler form: every map of a code then sizes its dimension)."""
+    return any(unit(t, x) for x in t.kernel_members(m))
+
+
 def _multi(t: MapNestingTree, maps) -> list[str]:
     return [m for m in maps if not unit(t, m)]
 
@@ -124,6 +133,12 @@ def crosses_groups(t: MapNestingTree, x: str, kinds=(2, 3)) -> Pred:
     has several mapGlb(d) work-items (the groups are then the runtime's, or of one
     work-item where local memory is used). ``kinds`` restricts to mapWrg (2) or mapGlb
     (3)."""
+    if not _units_in_kernel(t, x):
+        simple = [eq(level(x), 2)] if 2 in kinds else []
+        if 3 in kinds:
+            simple += [And(eq(c(x), 30 + d), Or(_has(t, x, 20 + d), Not(_has(t, x, 10 + d))))
+                       for d in range(3)]
+        return Or(*simple)
     parts = []
     for d in range(3):
         groups = _varies(t, x, 20 + d)
@@ -159,6 +174,8 @@ def runs_whole(t: MapNestingTree, x: str) -> Pred:
     mapLcl(d)/mapWrg(d), without such a mapGlb(d)); or a mapGlb(d) in a kernel whose
     dimension d has one work-item (mapLcl(d)/mapWrg(d) only of one iteration)."""
     parts = [level(x) < 1]
+    if not _units_in_kernel(t, x):
+        return parts[0]
     one = unit(t, x)
     for d in range(3):
         lcl, wrg = _varies(t, x, 10 + d), _varies(t, x, 20 + d)
@@ -193,6 +210,188 @@ def reads_own(t: MapNestingTree, prod: str, cons: str) -> Pred:
         return FALSE
     fused = Or(*(And(_fused_at(t, cons, f), _fused_at(t, prod, g)) for f, g in pairs))
     return And(fused, same_owner(t, prod, cons))
+
+
+# ------------------------------------------------------------ flat nests
+# A producer nest B (sequential) around C (mapWrg(0), T iterations) writes element b*T + c
+# of B's flattened output from work-group c; a mapGlb(0) consumer reading that output
+# flattened, in a kernel with T work-groups of one work-item (C the only mapWrg(0) of
+# several iterations, no such mapLcl(0)), reads element i on global id i mod T = c: its
+# own. Likewise B sequential around C mapLcl(0) (local size T, one work-group) and B
+# mapWrg(0) around C mapLcl(0) (local size T: global id b*T + c). The tree records how
+# perfectly nested maps are read element for element (``identity_from``); the layout
+# below also follows a map's output to the map its function returns through join/split
+# only (``join o mapC o split(s)``), and keeps the views siblings read each other through.
+
+
+class _Layout(_Spaces):
+    """``mapper.nesting``'s space inference run once more to record what the tree keeps
+    no trace of: ``read[(prod, cons)]``, the join/split steps through which ``cons`` reads
+    sibling ``prod``'s output, and ``out[m]``, the producers and join/split steps (None:
+    anything else) of the value map ``m``'s function returns."""
+
+    def __init__(self, tree: MapNestingTree):
+        super().__init__(tree)
+        self.read: dict[tuple[str, str], tuple] = {}
+        self.out: dict[str, tuple[frozenset[str], tuple | None]] = {}
+        self._maps: list[nodes.Map] = []
+
+    def identity_pairs(self, prod, cons, view):
+        self.read[(prod, cons)] = tuple(view)
+        return super().identity_pairs(prod, cons, view)
+
+    def call(self, f, args, dest, env, into=False):
+        if isinstance(f, nodes.Map) and computes(f.f):
+            self._maps.append(f)
+            try:
+                return super().call(f, args, dest, env, into)
+            finally:
+                self._maps.pop()
+        return super().call(f, args, dest, env, into)
+
+    def fun(self, f, vals, dest, env, into=False):
+        out = super().fun(f, vals, dest, env, into)
+        if self._maps and f is self._maps[-1].f:
+            label = self.t.label_of(self._maps[-1])
+            self.out.setdefault(label, (frozenset(out[1]), out[2]))
+        return out
+
+
+def _layout(t: MapNestingTree) -> _Layout:
+    cached = t.__dict__.get("_layout")
+    if cached is None:
+        fresh = MapNestingTree(t.program, t.info)
+        cached = t.__dict__["_layout"] = _Layout(fresh)
+        cached.run()
+    return cached
+
+
+def _trip(t: MapNestingTree, m: str):
+    types = t.info.map_types.get(id(t.maps[m].node))
+    return getattr(types[0], "size", None) if types else None
+
+
+def flat_chain(t: MapNestingTree, m: str) -> list[str]:
+    """``m``, then the map whose output ``m``'s function returns through join/split only
+    (a perfectly nested map, or ``join o mapC o split(s)``), then that map's, ...: their
+    iterations write ``m``'s output in row-major order."""
+    lay = _layout(t)
+    out = [m]
+    while True:
+        prods, view = lay.out.get(out[-1], (frozenset(), None))
+        if view is None or len(prods) != 1:
+            return out
+        (q,) = prods
+        if q not in t.maps[out[-1]].children or q in out:
+            return out
+        out.append(q)
+
+
+def _dims(ty) -> list:
+    out = []
+    while isinstance(ty, ArrayType):
+        out.append(ty.size)
+        ty = ty.elem
+    return out
+
+
+def _product(xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = out * x
+    return out
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001  (sizes the symbolic algebra cannot compare)
+        return False
+
+
+def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]]:
+    """(f, g): ``cons`` with its first f perfectly nested maps reads, at flat iteration i,
+    what ``prod``'s flat chain (:func:`flat_chain`) down to depth g writes at flat
+    iteration i (both iterate over the same number of elements, through join/split)."""
+    view = _layout(t).read.get((prod, cons))
+    types = t.info.map_types.get(id(t.maps[prod].node))
+    if view is None or not types:
+        return []
+    dims = _dims(types[1])
+    for op in view:
+        if op[0] == "join":
+            if len(dims) < 2:
+                return []
+            dims = [dims[0] * dims[1], *dims[2:]]
+        else:
+            if not dims:
+                return []
+            dims = [dims[0] / op[1], op[1], *dims[1:]]
+    pchain = flat_chain(t, prod)
+    trips = [_trip(t, m) for m in pchain]
+    nf = len(t.perfect_chain(cons))
+    out = []
+    for f in range(min(nf, len(dims) - 1) + 1):
+        a = _product(dims[:f + 1])
+        for g in range(len(pchain)):
+            if any(x is None for x in trips[:g + 1]):
+                break
+            if _same(a, _product(trips[:g + 1])):
+                out.append((f, g))
+    return out
+
+
+def _fused_chain(chain: list[str], depth: int) -> Pred:
+    """``chain[1..depth]`` fused into ``chain[0]`` and ``chain[depth + 1]`` not (only a
+    perfectly nested map can be)."""
+    parts = [eq(c(x), 1) for x in chain[1:depth + 1]]
+    if depth + 1 < len(chain):
+        parts.append(ne(c(chain[depth + 1]), 1))
+    return And(*parts)
+
+
+def _only(t: MapNestingTree, m: str, code: int) -> Pred:
+    """No map of ``m``'s kernel but ``m`` has ``code`` and several iterations: ``m``'s trip
+    count alone sizes the kernel in that code's dimension."""
+    return _none_is([x for x in _multi(t, t.kernel_members(m)) if x != m], code)
+
+
+def _as_global(t: MapNestingTree, chain: list[str], depth: int, d: int) -> Pred:
+    """``chain[0]`` and ``chain[1]`` (with ``chain[2..depth]`` fused into it) give flat
+    iteration i of the two to the work-item a mapGlb(d) over the flat range gives it to,
+    in a kernel with a mapLcl(d) or mapWrg(d): sequential around mapWrg(d) sizing the
+    work-groups in d with local size 1, sequential around mapLcl(d) sizing the local size
+    with one work-group, or mapWrg(d) around mapLcl(d) sizing the local size."""
+    m0, m1 = chain[0], chain[1]
+    lcl, wrg = 10 + d, 20 + d
+    return And(_fused_chain(chain[1:], depth - 1), Or(
+        And(runs_whole(t, m0), eq(c(m1), wrg), _only(t, m1, wrg), Not(_varies(t, m1, lcl))),
+        And(runs_whole(t, m0), eq(c(m1), lcl), _only(t, m1, lcl), Not(_varies(t, m1, wrg))),
+        And(eq(c(m0), wrg), eq(c(m1), lcl), _only(t, m1, lcl))))
+
+
+def reads_own_flat(t: MapNestingTree, prod: str, cons: str,
+                   kinds) -> Pred:
+    """Each work-item of ``cons`` reads what it wrote as a work-item of ``prod`` where one of
+    the two is a nest of two maps that distributes its flat iterations as a mapGlb(d)
+    over them (:func:`_as_global`) and the other is that mapGlb(d) (its perfectly nested
+    maps fused as far as the flat iterations go); the maps of ``prod``'s nest below stay
+    within their work-group (of ``kinds``)."""
+    parts = []
+    pchain = flat_chain(t, prod)
+    cchain = [cons, *t.perfect_chain(cons)]
+    for f, g in _flat_pairs(t, prod, cons):
+        for d in range(3):
+            if g >= 1:
+                below = [x for x in t.nested(prod) if x not in pchain[1:g + 1]]
+                parts.append(And(_as_global(t, pchain, g, d), _fused_at(t, cons, f),
+                                 eq(c(cons), 30 + d),
+                                 *(Not(crosses_groups(t, x, kinds)) for x in below)))
+            if f >= 1:
+                parts.append(And(_as_global(t, cchain, f, d), _fused_chain(pchain, g),
+                                 eq(c(prod), 30 + d),
+                                 *(Not(crosses_groups(t, x, kinds)) for x in t.nested(prod))))
+    return Or(*parts)
 
 
 def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
@@ -246,7 +445,7 @@ def _exchange(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
     inner = [Not(crosses_groups(t, x, kinds)) for x in t.nested(prod)]
     own = And(reads_own(t, prod, cons), *inner)
     group = And(Not(crosses_groups(t, prod, kinds)), *inner)
-    return Or(own, group)
+    return Or(own, reads_own_flat(t, prod, cons, kinds), group)
 
 
 def _whole(t: MapNestingTree, prod: str) -> Pred:
@@ -373,10 +572,12 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
                             _any_is(b[:w], lcl))]
                 if space != "local":
                     parts.append(Or(_none_is(only_a, wrg), _any_is(b, wrg), _any_is(b, glb)))
-                    # with a mapLcl(d)/mapWrg(d) in the kernel those size dimension d (and
-                    # are asked for above, in their own chains)
-                    parts.append(Or(_none_is(only_a, glb), _any_is(b, glb),
-                                    _group_dim(t, b[0], d)))
+                    # a mapGlb(d) varies no id of its own in a kernel with mapLcl(d)/mapWrg(d)
+                    # (they size dimension d, and are asked for above in their own chains);
+                    # without maps of one iteration, b's own are the ones that matter
+                    grp = (_group_dim(t, b[0], d) if _units_in_kernel(t, b[0])
+                           else Or(_any_is(b, wrg), _any_is(b, lcl)))
+                    parts.append(Or(_none_is(only_a, glb), _any_is(b, glb), grp))
                 yield _instance(
                     "exhaustive-indexing", And(*parts),
                     f"dimension {d} distributed in chain {_chain_text(a)} is also distributed "

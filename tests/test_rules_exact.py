@@ -183,9 +183,9 @@ def test_equivalent_index_functions_within_a_kernel():
         # not fused, C's work-item writes a whole row: another work-item reads it
         assert rejected_by(check_mapping(p, "A=S B=G1 C=W1 D=S", fusion="free",
                                          heuristics=False)) == "validity"
-        # with a mapLcl(1) in the kernel, mapWrg(1) and mapGlb(1) differ
-        assert rejected_by(check_mapping(p, "A=S B=G1 C=W1 D=L1", fusion="free",
-                                         heuristics=False)) == "validity"
+        # D not fused but mapLcl(1) (local size s1) under C mapWrg(1): together they give
+        # flat iteration i to global id i, as B mapGlb(1) does (a flat nest, issue 24)
+        assert check_mapping(p, "A=S B=G1 C=W1 D=L1", fusion="free", heuristics=False) == []
 
 
 def test_private_memory_read_element_for_element_by_its_writer():
@@ -212,3 +212,79 @@ def test_local_memory_written_by_every_work_group():
     # written by work-groups of one work-item (mapGlb) and read by others: out of scope
     assert "local-memory" in {c.rule for c in check_mapping(p, "A=W0 B=L1 C=L1 D=W1",
                                                             heuristics=False)}
+
+
+# ----------------------------------------------------------------- issue 24: recall holes
+SMOOTH = EX / "smooth1d_tiles.lift"
+QUOTED = ("A=S B=L0 D=L1 C=L0", "A=G0 B=S D=W1 C=G1")
+# B (sequential or mapWrg) around C writes tiles that A reads flattened, through local
+# memory (D, a map over the reduction's one-element result, writes it)
+FLAT = """X : [float]N
+mapA(\\x -> mult(x, 3.0f)) o join
+  o mapB(join o mapC(\\w -> mapD(toLocal(\\v -> mult(v, 2.0f))) $
+                       reduce(\\acc x -> add(acc, x))(0.0f, w)) o split(s0))
+  o split(s1) $ X
+"""
+FLAT_OWN = ("A=G0 B=S C=W0 D=W1", "A=G0 B=W0 C=L0 D=L1", "A=G0 B=S C=L0 D=S",
+            "A=G1 B=S C=W1 D=G0")
+
+
+def test_maps_of_one_iteration_are_known():
+    from mapper.rules import unit
+
+    t = problem(parse_file(SMOOTH)).tree
+    assert {m for m in t.maps if unit(t, m)} == {"D"}  # D maps over reduce's [float]1
+
+
+def test_issue24_quoted_mappings_are_valid():
+    """The two mappings issue 24 quotes: D runs one iteration, so D=L1 makes no local id 1
+    vary (C need not tell it apart) and D=W1 gives dimension 1 one work-group of one
+    work-item (C's mapGlb(1) then runs whole in each work-item of A)."""
+    p = parse_file(SMOOTH)
+    for m in QUOTED:
+        assert check_mapping(p, m, fusion="free", heuristics=False) == [], m
+    assert count_mappings(p, fusion="free", heuristics=False) == 925  # 655 before
+    # still refused: D's one iteration does not make C's copy and B's reads agree
+    bad = check_mapping(p, "A=S B=L0 D=S C=L1", fusion="free", heuristics=False)
+    assert rejected_by(bad) == "validity"
+
+
+def test_flat_nests_read_by_a_global_map():
+    p = parse(FLAT)
+    for m in FLAT_OWN:
+        assert check_mapping(p, m, fusion="free", heuristics=False) == [], m
+    # C sequential: B's work-group writes a whole tile that A's work-items read apart
+    for m in ("A=G0 B=W0 C=S D=S", "A=G0 B=S C=G0 D=S"):
+        assert "local-memory" in {c.rule for c in check_mapping(
+            p, m, fusion="free", heuristics=False)}, m
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("mapping", QUOTED)
+def test_issue24_quoted_mappings_run_correctly(mapping):
+    _runs(parse_file(SMOOTH), mapping, ({"N": 64, "s": 8}, {"N": 36, "s": 6}))
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("mapping", FLAT_OWN)
+def test_flat_nests_run_correctly(mapping):
+    _runs(parse(FLAT), mapping, ({"N": 64, "s0": 4, "s1": 16}, {"N": 72, "s0": 3, "s1": 12}))
+
+
+def _runs(p, mapping: str, points) -> None:
+    """The mapping lowers with the mapping checks on and matches the interpreter at every
+    size point."""
+    import numpy as np
+
+    from codegen.runner import Runner
+    from ir.interp import evaluate
+    from mapper.candidates import lower_candidate
+    from mapper.data import random_inputs
+
+    runner = Runner()
+    for sizes in points:
+        cp = lower_candidate(p, mapping, sizes, fusion="free", heuristics=False)
+        inputs = random_inputs(p, sizes, 0)
+        ref = evaluate(p, inputs, sizes)
+        o = runner.evaluate(cp, inputs, np.asarray(ref), repeats=1)
+        assert o.ok, (mapping, sizes, o.reason)
