@@ -227,27 +227,46 @@ def reads_own(t: MapNestingTree, prod: str, cons: str) -> Pred:
 class _Layout(_Spaces):
     """``mapper.nesting``'s space inference run once more to record what the tree keeps
     no trace of: ``read[(prod, cons)]``, the join/split steps through which ``cons`` reads
-    sibling ``prod``'s output, and ``out[m]``, the producers and join/split steps (None:
-    anything else) of the value map ``m``'s function returns."""
+    sibling ``prod``'s output; ``input[m]``, the producers and view steps (join, split or
+    transpose; None: anything else) of the value map ``m`` maps over; and ``out[m]``, the
+    same of the value ``m``'s function returns."""
 
     def __init__(self, tree: MapNestingTree):
         super().__init__(tree)
         self.read: dict[tuple[str, str], tuple] = {}
+        self.input: dict[str, tuple[frozenset[str], tuple | None]] = {}
         self.out: dict[str, tuple[frozenset[str], tuple | None]] = {}
         self._maps: list[nodes.Map] = []
+        self._last: dict[int, tuple] = {}  # id(expression) -> the value it last had
 
     def identity_pairs(self, prod, cons, view):
         self.read[(prod, cons)] = tuple(view)
+        if any(op[0] == "transpose" for op in view):
+            return ()
         return super().identity_pairs(prod, cons, view)
+
+    def expr(self, e, dest, env, into=False):
+        v = super().expr(e, dest, env, into)
+        self._last[id(e)] = v
+        return v
 
     def call(self, f, args, dest, env, into=False):
         if isinstance(f, nodes.Map) and computes(f.f):
             self._maps.append(f)
             try:
-                return super().call(f, args, dest, env, into)
+                out = super().call(f, args, dest, env, into)
             finally:
                 self._maps.pop()
-        return super().call(f, args, dest, env, into)
+            v = self._last.get(id(args[0])) if args else None
+            if v is not None:
+                self.input.setdefault(self.t.label_of(f), (frozenset(v[1]), v[2]))
+            return out
+        out = super().call(f, args, dest, env, into)
+        if isinstance(f, nodes.Transpose) and args:
+            v = self._last.get(id(args[0]))
+            if v is not None and v[2] is not None:
+                return out[0], out[1], (*v[2], ("transpose",))
+        return out
 
     def fun(self, f, vals, dest, env, into=False):
         out = super().fun(f, vals, dest, env, into)
@@ -255,6 +274,10 @@ class _Layout(_Spaces):
             label = self.t.label_of(self._maps[-1])
             self.out.setdefault(label, (frozenset(out[1]), out[2]))
         return out
+
+
+def _join_split(view) -> bool:
+    return view is not None and all(op[0] in ("join", "split") for op in view)
 
 
 def _layout(t: MapNestingTree) -> _Layout:
@@ -279,7 +302,7 @@ def flat_chain(t: MapNestingTree, m: str) -> list[str]:
     out = [m]
     while True:
         prods, view = lay.out.get(out[-1], (frozenset(), None))
-        if view is None or len(prods) != 1:
+        if not _join_split(view) or len(prods) != 1:
             return out
         (q,) = prods
         if q not in t.maps[out[-1]].children or q in out:
@@ -312,10 +335,17 @@ def _same(a, b) -> bool:
 def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]]:
     """(f, g): ``cons`` with its first f perfectly nested maps reads, at flat iteration i,
     what ``prod``'s flat chain (:func:`flat_chain`) down to depth g writes at flat
-    iteration i (both iterate over the same number of elements, through join/split)."""
-    view = _layout(t).read.get((prod, cons))
+    iteration i (both iterate over the same number of elements, through join/split).
+    ``cons`` is a sibling of ``prod`` or a map inside one that maps over ``prod``'s
+    output."""
+    lay = _layout(t)
+    view = lay.read.get((prod, cons))
+    if view is None:
+        prods, view = lay.input.get(cons, (frozenset(), None))
+        if prods != {prod}:
+            return []
     types = t.info.map_types.get(id(t.maps[prod].node))
-    if view is None or not types:
+    if view is None or not _join_split(view) or not types:
         return []
     dims = _dims(types[1])
     for op in view:
@@ -394,6 +424,49 @@ def reads_own_flat(t: MapNestingTree, prod: str, cons: str,
     return Or(*parts)
 
 
+def _within_groups(t: MapNestingTree, maps, kinds) -> list[Pred]:
+    return [Not(crosses_groups(t, x, kinds)) for x in maps]
+
+
+def reads_own_transposed(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
+    """``cons`` (iterating n2, its perfectly nested map S n1) reads ``prod``'s output
+    ``[[T]n2]n1`` (``prod`` n1, its perfectly nested map Q n2) transposed: S's iteration i
+    and ``cons``'s j read what ``prod``'s i and Q's j wrote. Neither inner map fused, S and
+    ``prod``, ``cons`` and Q give their iterations to the same work-items, and the maps
+    below Q stay within their work-group (of ``kinds``)."""
+    if _layout(t).read.get((prod, cons)) != (("transpose",),):
+        return FALSE
+    pq, rs = t.perfect_chain(prod), t.perfect_chain(cons)
+    if not pq or not rs:
+        return FALSE
+    q, s = pq[0], rs[0]
+    below = [x for x in t.nested(prod) if x != q]
+    return And(ne(c(q), 1), ne(c(s), 1), _fused_at(t, q, 0), _fused_at(t, s, 0),
+               same_owner(t, prod, s), same_owner(t, q, cons),
+               *_within_groups(t, below, kinds))
+
+
+def reads_own_nested(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
+    """A map D inside ``cons`` maps over ``prod``'s output (through join/split) element for
+    element, giving its iterations to the work-items ``prod`` gave them to, and the maps
+    from ``cons`` down to D's parent stay within their work-group (they repeat D's reads
+    there), as do the maps inside ``prod``: the reader of an element is in the work-group
+    of its writer."""
+    parts = []
+    pchain = flat_chain(t, prod)
+    for d in t.nested(cons):
+        pairs = _flat_pairs(t, prod, d)
+        if not pairs:
+            continue
+        path = [x for x in [*t.outer(d), d] if x in t.nested(cons) or x == cons][:-1]
+        for f, g in pairs:
+            below = [x for x in t.nested(prod) if x not in pchain[1:g + 1]]
+            parts.append(And(_fused_at(t, d, f), _fused_chain(pchain, g),
+                             same_owner(t, prod, d), *_within_groups(t, path, kinds),
+                             *_within_groups(t, below, kinds)))
+    return Or(*parts)
+
+
 def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
     """(1) Private memory is read only by the work-item that wrote it.
 
@@ -445,7 +518,9 @@ def _exchange(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
     inner = [Not(crosses_groups(t, x, kinds)) for x in t.nested(prod)]
     own = And(reads_own(t, prod, cons), *inner)
     group = And(Not(crosses_groups(t, prod, kinds)), *inner)
-    return Or(own, reads_own_flat(t, prod, cons, kinds), group)
+    return Or(own, reads_own_flat(t, prod, cons, kinds),
+              reads_own_transposed(t, prod, cons, kinds), reads_own_nested(t, prod, cons, kinds),
+              group)
 
 
 def _whole(t: MapNestingTree, prod: str) -> Pred:

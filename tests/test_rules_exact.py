@@ -288,3 +288,32 @@ def _runs(p, mapping: str, points) -> None:
         ref = evaluate(p, inputs, sizes)
         o = runner.evaluate(cp, inputs, np.asarray(ref), repeats=1)
         assert o.ok, (mapping, sizes, o.reason)
+
+
+# read transposed (CC'22 Listing 1: D, E read B, C's local tile transposed), and read by a
+# map inside a sibling (the tiled matmul: D, inside C, maps over G's local tile)
+TRANSPOSED_OWN = ("A=W1 D=L1 E=W0 B=W0 C=L1", "A=S D=G1 E=G0 B=L0 C=W1",
+                  "A=W0 D=S E=W1 B=G1 C=S")
+NESTED_OWN = ("A=S B=S C=L0 D=G1 G=W1 H=G0 E=L0 F=S", "A=S B=W1 C=S D=W0 G=W0 H=S E=S F=S")
+
+
+def test_transposed_and_nested_readers_of_their_own_elements():
+    p = cc22_listing1()
+    for m in TRANSPOSED_OWN:
+        assert check_mapping(p, m, fusion="free", heuristics=False) == [], m
+    # D reads C's columns from other work-groups than C wrote them in
+    assert "local-memory" in {c.rule for c in check_mapping(
+        p, "A=S D=L1 E=W0 B=W0 C=W1", fusion="free", heuristics=False)}
+    q = parse_file(EX / "matmul_tiled.lift")
+    for m in NESTED_OWN:
+        assert check_mapping(q, m, fusion="free", heuristics=False) == [], m
+    # C spreads D's reads of G's tile over work-groups G did not write it in
+    assert "local-memory" in {c.rule for c in check_mapping(
+        q, "A=S B=S C=W0 D=G1 G=W1 H=S E=S F=S", fusion="free", heuristics=False)}
+
+
+@pytest.mark.opencl
+def test_transposed_and_nested_readers_run_correctly():
+    _runs(cc22_listing1(), TRANSPOSED_OWN[0], ({"I": 4, "J": 8, "K": 8}, {"I": 3, "J": 5, "K": 6}))
+    _runs(parse_file(EX / "matmul_tiled.lift"), NESTED_OWN[0],
+          ({"M": 16, "N": 16, "K": 16, "t": 4}, {"M": 12, "N": 24, "K": 12, "t": 4}))
