@@ -13,6 +13,14 @@ was) adds local tiles (``join o map(g o map(toLocal(id))) o split(s)``), reducti
 private accumulators under (possibly nested) maps, as the program's output or as a first
 stage, and more top-level pipelines (compositions at the top, which the lowering splits
 into consecutive kernels).
+
+``wide=True`` (with ``extended``; the oracle's programs since issue 24) adds the shapes of
+a held-out program the rules once misjudged: a 1-D stencil over tiles copied to local
+memory (``join o map(join o map(\\w -> u $ reduce(f)(init, w)) o slide(k, 1) o
+map(toLocal(id))) o slideStrict(s + k - 1, s) o pad(l, r)``: sibling chains under the
+tile map of different depths, local memory written element by element and read through
+windows) and maps of one iteration ``u`` over a reduction's one-element result (here and
+after the reductions above), whose parallel codes distribute nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ from ir.builders import (
     lam,
     map_,
     mult,
+    pad,
     param,
+    slide,
     split,
     to_global,
     to_local,
@@ -34,6 +44,7 @@ from ir.builders import (
     transpose,
 )
 from ir.nodes import ExprNode, FunCall, FunDecl, Id, Lambda, Literal, Reduce, walk
+from ir.sym import sym
 from ir.types import Float, array
 
 _ANNOTATIONS = (None, None, "global", "local", "private")
@@ -41,11 +52,12 @@ _ANNOTATIONS = (None, None, "global", "local", "private")
 
 class _Gen:
     def __init__(self, rng: random.Random, max_maps: int, memory: bool,
-                 extended: bool = False):
+                 extended: bool = False, wide: bool = False):
         self.rng = rng
         self.maps_left = max_maps
         self.memory = memory
         self.extended = extended
+        self.wide = wide
         self.n_splits = 0
 
     def split_name(self) -> str:
@@ -63,12 +75,57 @@ class _Gen:
         k = self.rng.choice((1.5, 2.0, -0.5))
         red = Reduce(lam(lambda acc, x: FunCall(add, (acc, FunCall(mult, (x, Literal(
             k, Float))))), arity=2), "reduce")
-        body: FunDecl = lam(lambda w: FunCall(red, (init, w)))
+        body: FunDecl = self.reduced(red, init)
         f = compose(join(), map_(body), split(self.split_name()))
         if self.maps_left >= 1 and self.rng.random() < 0.5:
             self.maps_left -= 1
             f = compose(join(), map_(f), split(self.split_name()))
         return f
+
+    def reduced(self, red: Reduce, init: ExprNode) -> FunDecl:
+        """``\\w -> reduce(..)(init, w)``, with ``wide`` sometimes followed by a map of one
+        iteration over the reduction's ``[float]1`` result (when the budget allows)."""
+        if self.wide and self.maps_left >= 1 and self.rng.random() < 0.6:
+            self.maps_left -= 1
+            u = self.unit_fun()
+            return lam(lambda w: FunCall(map_(u), (FunCall(red, (init, w)),)))
+        return lam(lambda w: FunCall(red, (init, w)))
+
+    def unit_fun(self) -> FunDecl:
+        """The function of a map of one iteration: a scaling, sometimes written to global,
+        local or private memory."""
+        k = self.rng.choice((2.0, -0.5, 3.0))
+        f: FunDecl = lam(lambda e: FunCall(mult, (e, Literal(k, Float))))
+        ann = self.rng.choice((None, None, "global", "local", "private"))
+        if ann == "global":
+            f = to_global(f)
+        elif ann == "local":
+            f = to_local(f)
+        elif ann == "private":
+            f = to_private(f)
+        return f
+
+    def stencil_tile(self) -> FunDecl:
+        """``join o map(join o map(\\w -> [u $] reduce(+)(init, w)) o slide(k, 1) o
+        map(toLocal(id))) o slideStrict(s + k - 1, s) o pad(l, r)``: a 1-D k-point stencil
+        over tiles of ``s`` outputs, each tile (with its halo) copied to local memory and
+        read through windows (three maps, four with the map of one iteration)."""
+        self.maps_left -= 3
+        k = self.rng.choice((2, 3, 3))
+        left = (k - 1) // 2 if self.rng.random() < 0.7 else 0
+        s = sym(self.split_name())
+        init: ExprNode = Literal(0.0, Float)
+        if self.rng.random() < 0.4:
+            init = FunCall(to_private(Id()), (init,))
+        w = self.rng.choice((0.5, 1.0 / 3.0, 2.0))
+        red = Reduce(lam(lambda acc, x: FunCall(add, (acc, FunCall(mult, (x, Literal(
+            w, Float))))), arity=2), "reduce")
+        window = map_(self.reduced(red, init))
+        copy = map_(to_local(Id()) if self.rng.random() < 0.7 else to_local(
+            lam(lambda e: FunCall(mult, (e, Literal(2.0, Float))))))
+        tile = compose(join(), window, slide(k, 1), copy)
+        return compose(join(), map_(tile), slide(s + (k - 1), s, strict=True),
+                       pad(left, k - 1 - left))
 
     def local_tile(self, depth: int) -> FunDecl:
         """``join o map(g o map(toLocal(id))) o split(s)``: a tile copied to local memory,
@@ -94,6 +151,10 @@ class _Gen:
 
     def gen(self, depth: int) -> FunDecl:
         r = self.rng.random()
+        if self.wide and self.maps_left >= 3 and depth < 2 and r < 0.3:
+            return self.stencil_tile()
+        if self.wide:
+            r = self.rng.random()
         if self.extended and self.maps_left >= 3 and depth < 3 and r < 0.2:
             return self.local_tile(depth)
         if self.extended:
@@ -115,11 +176,14 @@ class _Gen:
 
 
 def random_program(seed: int, max_maps: int = 7, memory: bool = True,
-                   extended: bool = False) -> Lambda:
+                   extended: bool = False, wide: bool = False) -> Lambda:
     """A random program ``X: [float]N -> [float]N`` with at most ``max_maps`` maps
-    (``extended``: also reductions, so the output may be shorter; see the module doc)."""
+    (``extended``: also reductions, so the output may be shorter; ``wide`` (implies
+    ``extended``): also stencils over local tiles and maps of one iteration; see the module
+    doc). Without ``wide`` every seed gives the program it always gave."""
     rng = random.Random(seed)
-    g = _Gen(rng, max(1, max_maps), memory, extended)
+    extended = extended or wide
+    g = _Gen(rng, max(1, max_maps), memory, extended, wide)
     if extended:
         red = None
         r = rng.random()
@@ -141,12 +205,15 @@ def random_program(seed: int, max_maps: int = 7, memory: bool = True,
 
 
 def split_names(program) -> list[str]:
+    """The tuning sizes ``s0, s1, ...`` of the program's splits and slides."""
+    from ir.nodes import Slide, Split
+
     out = []
     for n in walk(program):
-        from ir.nodes import Split
-
         if isinstance(n, Split):
             out.extend(sorted(n.chunk.free_vars()))
+        elif isinstance(n, Slide):
+            out.extend(sorted(n.size.free_vars() | n.step.free_vars()))
     return sorted(set(out), key=lambda s: int(s[1:]))
 
 
