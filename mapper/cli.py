@@ -1009,7 +1009,7 @@ def cmd_plot(args) -> int:
     with ResultStore(args.store, readonly=True) as st:
         paths = plot_store(st, out)
     for p in paths:
-        console.print(p)
+        console.print(p, soft_wrap=True, markup=False)  # a path is one line
     return 0
 
 
