@@ -386,17 +386,27 @@ def _only(t: MapNestingTree, m: str, code: int) -> Pred:
     return _none_is([x for x in _multi(t, t.kernel_members(m)) if x != m], code)
 
 
-def _as_global(t: MapNestingTree, chain: list[str], depth: int, d: int) -> Pred:
+def _as_global(t: MapNestingTree, chain: list[str], depth: int, d: int,
+               writers: list[str] | None = None) -> Pred:
     """``chain[0]`` and ``chain[1]`` (with ``chain[2..depth]`` fused into it) give flat
     iteration i of the two to the work-item a mapGlb(d) over the flat range gives it to,
     in a kernel with a mapLcl(d) or mapWrg(d): sequential around mapWrg(d) sizing the
     work-groups in d with local size 1, sequential around mapLcl(d) sizing the local size
-    with one work-group, or mapWrg(d) around mapLcl(d) sizing the local size."""
+    with one work-group, or mapWrg(d) around mapLcl(d) sizing the local size. For a
+    reading chain, ``writers`` (the writing nest) may leave a dimension d' to
+    ``chain[0]``: it writes its elements in every work-item of d', so one distributed
+    there reads them too."""
     m0, m1 = chain[0], chain[1]
     lcl, wrg = 10 + d, 20 + d
+    outer = [runs_whole(t, m0)]
+    for e in (x for x in range(3) if x != d and writers is not None):
+        codes = (10 + e, 20 + e, 30 + e)
+        outer.append(And(Or(*(eq(c(m0), k) for k in codes)),
+                         *(_none_is(writers or [], k) for k in codes)))
+    whole = Or(*outer)
     return And(_fused_chain(chain[1:], depth - 1), Or(
-        And(runs_whole(t, m0), eq(c(m1), wrg), _only(t, m1, wrg), Not(_varies(t, m1, lcl))),
-        And(runs_whole(t, m0), eq(c(m1), lcl), _only(t, m1, lcl), Not(_varies(t, m1, wrg))),
+        And(whole, eq(c(m1), wrg), _only(t, m1, wrg), Not(_varies(t, m1, lcl))),
+        And(whole, eq(c(m1), lcl), _only(t, m1, lcl), Not(_varies(t, m1, wrg))),
         And(eq(c(m0), wrg), eq(c(m1), lcl), _only(t, m1, lcl))))
 
 
@@ -418,7 +428,8 @@ def reads_own_flat(t: MapNestingTree, prod: str, cons: str,
                                  eq(c(cons), 30 + d),
                                  *(Not(crosses_groups(t, x, kinds)) for x in below)))
             if f >= 1:
-                parts.append(And(_as_global(t, cchain, f, d), _fused_chain(pchain, g),
+                writers = [prod, *t.nested(prod)]
+                parts.append(And(_as_global(t, cchain, f, d, writers), _fused_chain(pchain, g),
                                  eq(c(prod), 30 + d),
                                  *(Not(crosses_groups(t, x, kinds)) for x in t.nested(prod))))
     return Or(*parts)

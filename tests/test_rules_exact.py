@@ -317,3 +317,21 @@ def test_transposed_and_nested_readers_run_correctly():
     _runs(cc22_listing1(), TRANSPOSED_OWN[0], ({"I": 4, "J": 8, "K": 8}, {"I": 3, "J": 5, "K": 6}))
     _runs(parse_file(EX / "matmul_tiled.lift"), NESTED_OWN[0],
           ({"M": 16, "N": 16, "K": 16, "t": 4}, {"M": 12, "N": 24, "K": 12, "t": 4}))
+
+
+def test_flat_nest_reading_across_another_dimension():
+    """Seed 16 of the wide generator: C (mapGlb(1), cycling over B's s1 work-groups) writes
+    local elements that A (mapGlb(0), a dimension C's nest leaves to every work-item) and
+    B (mapWrg(1)) read back on the work-items that wrote them."""
+    p = random_program(16, max_maps=4, wide=True)
+    assert check_mapping(p, "A=G0 B=W1 C=G1 D=S", fusion="free", heuristics=False) == []
+    assert rejected_by(check_mapping(p, "A=G0 B=W1 C=G0 D=S", fusion="free",
+                                     heuristics=False)) == "validity"
+
+
+@pytest.mark.opencl
+def test_flat_nest_reading_across_another_dimension_runs_correctly():
+    from experiments.oracle import random_points
+
+    p = random_program(16, max_maps=4, wide=True)
+    _runs(p, "A=G0 B=W1 C=G1 D=S", random_points(p))
