@@ -1,6 +1,6 @@
-"""The oracle (experiments/oracle.py) samples near the valid set, and the random program
-generator reaches the shapes issue 24 found; on a handful of those programs the validity
-rules admit exactly the mappings that lower and run correctly."""
+"""The oracle (mapper/oracle.py, run by experiments/oracle.py) samples near the valid set,
+and the random program generator reaches the shapes issue 24 found; on a handful of those
+programs the validity rules admit exactly the mappings that lower and run correctly."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import itertools
 
 import pytest
 
-from experiments.oracle import candidates, domains, meets, oracle_program, random_points, stats
 from ir.nodes import Slide, walk
 from ir.randprog import random_program
 from mapper.api import problem
+from mapper.oracle import candidates, domains, meets, oracle_program, random_points, stats
 from mapper.rules import flat_chain, unit
 
 FAST_SEEDS = (1, 2, 6, 10)  # a map of one iteration, a flat nest, a stencil over local tiles

@@ -331,7 +331,7 @@ def test_flat_nest_reading_across_another_dimension():
 
 @pytest.mark.opencl
 def test_flat_nest_reading_across_another_dimension_runs_correctly():
-    from experiments.oracle import random_points
+    from mapper.oracle import random_points
 
     p = random_program(16, max_maps=4, wide=True)
     _runs(p, "A=G0 B=W1 C=G1 D=S", random_points(p))
