@@ -289,36 +289,54 @@ def fmt(s: dict) -> str:
 
 
 def random_points(prog: Lambda, max_n: int = 4096) -> tuple[dict[str, int], ...]:
-    """``ir.randprog.size_points``, with sizes doubled (the same at both points, the least
-    doubling first) until every computing map runs at least two iterations at both: a
-    map of one iteration distributes nothing, so any code for it is correct there and
-    the verdict would say nothing about the mapping (the smallest sizes nest splits down
-    to single iterations: ``s1/s0`` with ``s0 = s1``). Maps over a constant one-element
-    array run once at every size, and the rules know it (``mapper.rules.unit``)."""
-    from ir.randprog import size_points
+    """Two size points for a random program (``ir.randprog``): every computing map runs at
+    least two iterations (a map of one iteration distributes nothing: any code is correct
+    for it there), and, as far as the program allows, maps with different trip counts (as
+    expressions) run different numbers of iterations and the tuning sizes ``s0, s1, ...``
+    differ (equal counts line a consumer's chunks up with a producer's, and a mapping
+    correct only then would count as correct); then the smallest ``N`` (a power of two, at
+    most ``max_n``), tuning sizes from {2, 4, 8, 16}. The second point has the same tuning
+    sizes and an ``N`` whose loop counts carry a factor 3, where the program allows.
+    Maps over a constant one-element array run once at every size, and the rules know it
+    (``mapper.rules.unit``). Without such sizes: ``ir.randprog.size_points``."""
+    from ir.randprog import size_points, split_names
     from ir.typecheck import typecheck
     from mapper.nesting import label_maps
 
-    pts = size_points(prog)
     info = typecheck(label_maps(prog))
-    # maps over a constant one-element array (a reduction's result) run once at any size
     trips = [t[0].size for t in info.map_types.values() if hasattr(t[0], "size")
              and not (t[0].size.is_const and t[0].size.as_int() == 1)]
     rels = [c.rel for c in info.constraints]
-    names = sorted(pts[0])
+    names = split_names(prog)
 
-    def good(env):
+    def good(env: dict[str, int]) -> bool:
         try:
-            return (env.get("N", 0) <= max_n and all(r.evaluate(env) for r in rels)
+            return (env["N"] <= max_n and all(r.evaluate(env) for r in rels)
                     and all(x.evaluate(env) >= 2 for x in trips))
         except Exception:  # noqa: BLE001  (a size the point does not give)
             return False
 
-    if all(good(p) for p in pts):
-        return pts
-    for shifts in sorted(itertools.product(range(4), repeat=len(names)), key=sum):
-        cand = tuple({k: v << sh for (k, v), sh in zip(sorted(p.items()), shifts)}
-                     for p in pts)
-        if all(good(c) for c in cand):
-            return cand
-    return pts
+    distinct = list({str(x): x for x in trips}.values())
+
+    def collisions(env: dict[str, int]) -> int:
+        counts = [x.evaluate(env) for x in distinct]
+        return len(counts) - len(set(counts))
+
+    best: tuple | None = None
+    for vals in itertools.product((2, 4, 8, 16), repeat=len(names)):
+        n = 4
+        while n <= max_n:
+            first = {**dict(zip(names, vals)), "N": n}
+            if good(first):
+                key = (collisions(first), len(vals) - len(set(vals)), n, max(vals, default=0),
+                       sum(vals))
+                if best is None or key < best[0]:
+                    best = (key, first)
+            n *= 2
+    if best is not None:
+        first = best[1]
+        n = first["N"]
+        second = next((e for e in ({**first, "N": m} for m in (n * 3 // 2, n * 3 // 4, n * 3))
+                       if good(e)), dict(first))
+        return first, second
+    return size_points(prog)

@@ -224,6 +224,9 @@ def reads_own(t: MapNestingTree, prod: str, cons: str) -> Pred:
 # only (``join o mapC o split(s)``), and keeps the views siblings read each other through.
 
 
+_ELEMENT = "element of "  # the pseudo-producer of a map's element, in ``_Layout.input``
+
+
 class _Layout(_Spaces):
     """``mapper.nesting``'s space inference run once more to record what the tree keeps
     no trace of: ``read[(prod, cons)]``, the join/split steps through which ``cons`` reads
@@ -269,11 +272,21 @@ class _Layout(_Spaces):
         return out
 
     def fun(self, f, vals, dest, env, into=False):
+        mine = bool(self._maps) and f is self._maps[-1].f
+        if mine and len(vals) == 1 and not vals[0][1] and vals[0][2] is None:
+            # the map's element: a producer of its own, so the maps inside that map over
+            # it record the view they read it through
+            label = self.t.label_of(self._maps[-1])
+            vals = [(vals[0][0], frozenset({_ELEMENT + label}), ())]
         out = super().fun(f, vals, dest, env, into)
-        if self._maps and f is self._maps[-1].f:
+        if mine:
             label = self.t.label_of(self._maps[-1])
             self.out.setdefault(label, (frozenset(out[1]), out[2]))
         return out
+
+    def consumed(self, vals):
+        super().consumed([(v[0], frozenset(p for p in v[1] if p in self.t.maps), v[2])
+                          for v in vals])
 
 
 def _join_split(view) -> bool:
@@ -310,6 +323,21 @@ def flat_chain(t: MapNestingTree, m: str) -> list[str]:
         out.append(q)
 
 
+def read_chain(t: MapNestingTree, m: str) -> list[str]:
+    """``m``, then the map inside it that maps over ``m``'s element through join/split only
+    (a perfectly nested map, or ``join o mapB o split(s)``), then that map's, ...: their
+    iterations read ``m``'s input in row-major order."""
+    lay = _layout(t)
+    out = [m]
+    while True:
+        kids = [k for k in t.maps[out[-1]].children
+                if lay.input.get(k, (frozenset(), None))[0] == {_ELEMENT + out[-1]}
+                and _join_split(lay.input[k][1])]
+        if len(kids) != 1:
+            return out
+        out.append(kids[0])
+
+
 def _dims(ty) -> list:
     out = []
     while isinstance(ty, ArrayType):
@@ -333,9 +361,9 @@ def _same(a, b) -> bool:
 
 
 def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]]:
-    """(f, g): ``cons`` with its first f perfectly nested maps reads, at flat iteration i,
-    what ``prod``'s flat chain (:func:`flat_chain`) down to depth g writes at flat
-    iteration i (both iterate over the same number of elements, through join/split).
+    """(f, g): ``cons``'s read chain (:func:`read_chain`) down to depth f reads, at flat
+    iteration i, what ``prod``'s flat chain (:func:`flat_chain`) down to depth g writes at
+    flat iteration i (both iterate over the same number of elements, through join/split).
     ``cons`` is a sibling of ``prod`` or a map inside one that maps over ``prod``'s
     output."""
     lay = _layout(t)
@@ -344,29 +372,20 @@ def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]
         prods, view = lay.input.get(cons, (frozenset(), None))
         if prods != {prod}:
             return []
-    types = t.info.map_types.get(id(t.maps[prod].node))
-    if view is None or not _join_split(view) or not types:
+    if view is None or not _join_split(view):
         return []
-    dims = _dims(types[1])
-    for op in view:
-        if op[0] == "join":
-            if len(dims) < 2:
-                return []
-            dims = [dims[0] * dims[1], *dims[2:]]
-        else:
-            if not dims:
-                return []
-            dims = [dims[0] / op[1], op[1], *dims[1:]]
-    pchain = flat_chain(t, prod)
-    trips = [_trip(t, m) for m in pchain]
-    nf = len(t.perfect_chain(cons))
+    pchain, cchain = flat_chain(t, prod), read_chain(t, cons)
+    ptrips = [_trip(t, m) for m in pchain]
+    ctrips = [_trip(t, m) for m in cchain]
     out = []
-    for f in range(min(nf, len(dims) - 1) + 1):
-        a = _product(dims[:f + 1])
+    for f in range(len(cchain)):
+        if any(x is None for x in ctrips[:f + 1]):
+            break
+        a = _product(ctrips[:f + 1])
         for g in range(len(pchain)):
-            if any(x is None for x in trips[:g + 1]):
+            if any(x is None for x in ptrips[:g + 1]):
                 break
-            if _same(a, _product(trips[:g + 1])):
+            if _same(a, _product(ptrips[:g + 1])):
                 out.append((f, g))
     return out
 
@@ -387,94 +406,117 @@ def _only(t: MapNestingTree, m: str, code: int) -> Pred:
 
 
 def _as_global(t: MapNestingTree, chain: list[str], depth: int, d: int,
-               writers: list[str] | None = None) -> Pred:
-    """``chain[0]`` and ``chain[1]`` (with ``chain[2..depth]`` fused into it) give flat
-    iteration i of the two to the work-item a mapGlb(d) over the flat range gives it to,
-    in a kernel with a mapLcl(d) or mapWrg(d): sequential around mapWrg(d) sizing the
-    work-groups in d with local size 1, sequential around mapLcl(d) sizing the local size
-    with one work-group, or mapWrg(d) around mapLcl(d) sizing the local size. For a
-    reading chain, ``writers`` (the writing nest) may leave a dimension d' to
-    ``chain[0]``: it writes its elements in every work-item of d', so one distributed
-    there reads them too."""
-    m0, m1 = chain[0], chain[1]
+               outer_ok: Callable[[str], Pred]) -> Pred:
+    """``chain[0..depth]`` (each map iterating its parent's element in row-major order)
+    give flat iteration i to the work-item a mapGlb(d) over the flat range gives it to, in
+    a kernel with a mapLcl(d) or mapWrg(d): the innermost distributed loop (the maps after
+    it fused into it) is a mapWrg(d) sizing the work-groups in d with local size 1, or a
+    mapLcl(d) sizing the local size with one work-group, or a mapLcl(d) sizing the local
+    size right inside a mapWrg(d) (sizing the work-groups too, if anything is outside);
+    the maps outside are ``outer_ok``."""
     lcl, wrg = 10 + d, 20 + d
-    outer = [runs_whole(t, m0)]
-    for e in (x for x in range(3) if x != d and writers is not None):
-        codes = (10 + e, 20 + e, 30 + e)
-        outer.append(And(Or(*(eq(c(m0), k) for k in codes)),
-                         *(_none_is(writers or [], k) for k in codes)))
-    whole = Or(*outer)
-    return And(_fused_chain(chain[1:], depth - 1), Or(
-        And(whole, eq(c(m1), wrg), _only(t, m1, wrg), Not(_varies(t, m1, lcl))),
-        And(whole, eq(c(m1), lcl), _only(t, m1, lcl), Not(_varies(t, m1, wrg))),
-        And(eq(c(m0), wrg), eq(c(m1), lcl), _only(t, m1, lcl))))
-
-
-def reads_own_flat(t: MapNestingTree, prod: str, cons: str,
-                   kinds) -> Pred:
-    """Each work-item of ``cons`` reads what it wrote as a work-item of ``prod`` where one of
-    the two is a nest of two maps that distributes its flat iterations as a mapGlb(d)
-    over them (:func:`_as_global`) and the other is that mapGlb(d) (its perfectly nested
-    maps fused as far as the flat iterations go); the maps of ``prod``'s nest below stay
-    within their work-group (of ``kinds``)."""
+    nxt = [ne(c(chain[depth + 1]), 1)] if depth + 1 < len(chain) else []
     parts = []
-    pchain = flat_chain(t, prod)
-    cchain = [cons, *t.perfect_chain(cons)]
-    for f, g in _flat_pairs(t, prod, cons):
-        for d in range(3):
-            if g >= 1:
-                below = [x for x in t.nested(prod) if x not in pchain[1:g + 1]]
-                parts.append(And(_as_global(t, pchain, g, d), _fused_at(t, cons, f),
-                                 eq(c(cons), 30 + d),
-                                 *(Not(crosses_groups(t, x, kinds)) for x in below)))
-            if f >= 1:
-                writers = [prod, *t.nested(prod)]
-                parts.append(And(_as_global(t, cchain, f, d, writers), _fused_chain(pchain, g),
-                                 eq(c(prod), 30 + d),
-                                 *(Not(crosses_groups(t, x, kinds)) for x in t.nested(prod))))
+    for j in range(depth + 1):
+        m = chain[j]
+        tail = [eq(c(x), 1) for x in chain[j + 1:depth + 1]] + nxt
+        outer = [outer_ok(x) for x in chain[:j]]
+        parts.append(And(eq(c(m), wrg), _only(t, m, wrg), Not(_varies(t, m, lcl)),
+                         *outer, *tail))
+        parts.append(And(eq(c(m), lcl), _only(t, m, lcl), Not(_varies(t, m, wrg)),
+                         *outer, *tail))
+        if j >= 1:
+            w = chain[j - 1]
+            sized = [_only(t, w, wrg)] if j >= 2 else []
+            parts.append(And(eq(c(w), wrg), eq(c(m), lcl), _only(t, m, lcl), *sized,
+                             *outer[:-1], *tail))
     return Or(*parts)
 
 
-def _within_groups(t: MapNestingTree, maps, kinds) -> list[Pred]:
-    return [Not(crosses_groups(t, x, kinds)) for x in maps]
+def _reader_outer(t: MapNestingTree, writers: list[str], d: int) -> Callable[[str], Pred]:
+    """An outer map of a reading chain: it runs whole, or distributes in a dimension other
+    than d that no writer uses (each work-item there wrote the elements itself)."""
+    def ok(x: str) -> Pred:
+        parts = [runs_whole(t, x)]
+        for e in (k for k in range(3) if k != d):
+            codes = (10 + e, 20 + e, 30 + e)
+            parts.append(And(Or(*(eq(c(x), k) for k in codes)),
+                             *(_none_is(writers, k) for k in codes)))
+        return Or(*parts)
+    return ok
 
 
-def reads_own_transposed(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
+def reads_own_flat(t: MapNestingTree, prod: str, cons: str,
+                   within: Callable[[str], Pred], exact: bool = False) -> Pred:
+    """Each work-item of ``cons`` reads what it wrote as a work-item of ``prod`` where one of
+    the two is a chain of maps that distributes its flat iterations as a mapGlb(d) over
+    them (:func:`_as_global`) and the other is that mapGlb(d) (its perfectly nested maps
+    fused as far as the flat iterations go). The maps of ``prod``'s nest below are
+    ``within`` (their work-group, or whole for private memory); with ``exact`` (private
+    memory) the maps inside ``cons`` below the flat iterations run whole too."""
+    parts = []
+    pchain, cchain = flat_chain(t, prod), read_chain(t, cons)
+    writers = [prod, *t.nested(prod)]
+    for f, g in _flat_pairs(t, prod, cons):
+        below = [within(x) for x in t.nested(prod) if x not in pchain[1:g + 1]]
+        if exact:
+            below += [runs_whole(t, x) for x in t.nested(cons) if x not in cchain[1:f + 1]]
+        for d in range(3):
+            if g >= 1:
+                parts.append(And(_as_global(t, pchain, g, d, lambda x: runs_whole(t, x)),
+                                 _fused_chain(cchain, f), eq(c(cons), 30 + d), *below))
+            if f >= 1:
+                parts.append(And(_as_global(t, cchain, f, d, _reader_outer(t, writers, d)),
+                                 _fused_chain(pchain, g), eq(c(prod), 30 + d), *below))
+    return Or(*parts)
+
+
+def _within_groups(t: MapNestingTree, kinds) -> Callable[[str], Pred]:
+    return lambda x: Not(crosses_groups(t, x, kinds))
+
+
+def reads_own_transposed(t: MapNestingTree, prod: str, cons: str,
+                         within: Callable[[str], Pred], exact: bool = False) -> Pred:
     """``cons`` (iterating n2, its perfectly nested map S n1) reads ``prod``'s output
     ``[[T]n2]n1`` (``prod`` n1, its perfectly nested map Q n2) transposed: S's iteration i
     and ``cons``'s j read what ``prod``'s i and Q's j wrote. Neither inner map fused, S and
     ``prod``, ``cons`` and Q give their iterations to the same work-items, and the maps
-    below Q stay within their work-group (of ``kinds``)."""
+    below Q are ``within`` (with ``exact``, those below S run whole)."""
     if _layout(t).read.get((prod, cons)) != (("transpose",),):
         return FALSE
     pq, rs = t.perfect_chain(prod), t.perfect_chain(cons)
     if not pq or not rs:
         return FALSE
     q, s = pq[0], rs[0]
-    below = [x for x in t.nested(prod) if x != q]
+    below = [within(x) for x in t.nested(prod) if x != q]
+    if exact:
+        below += [runs_whole(t, x) for x in t.nested(cons) if x != s]
     return And(ne(c(q), 1), ne(c(s), 1), _fused_at(t, q, 0), _fused_at(t, s, 0),
-               same_owner(t, prod, s), same_owner(t, q, cons),
-               *_within_groups(t, below, kinds))
+               same_owner(t, prod, s), same_owner(t, q, cons), *below)
 
 
-def reads_own_nested(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
+def reads_own_nested(t: MapNestingTree, prod: str, cons: str,
+                     within: Callable[[str], Pred], exact: bool = False) -> Pred:
     """A map D inside ``cons`` maps over ``prod``'s output (through join/split) element for
-    element, giving its iterations to the work-items ``prod`` gave them to, and the maps
-    from ``cons`` down to D's parent stay within their work-group (they repeat D's reads
-    there), as do the maps inside ``prod``: the reader of an element is in the work-group
-    of its writer."""
+    element, giving its iterations to the work-items ``prod`` gave them to; the maps from
+    ``cons`` down to D's parent (they repeat D's reads) and the maps inside ``prod`` are
+    ``within`` their work-group (with ``exact``, for private memory: all run whole, and
+    so do the maps inside ``cons`` below D's flat iterations)."""
     parts = []
     pchain = flat_chain(t, prod)
     for d in t.nested(cons):
         pairs = _flat_pairs(t, prod, d)
         if not pairs:
             continue
-        path = [x for x in [*t.outer(d), d] if x in t.nested(cons) or x == cons][:-1]
+        dchain = read_chain(t, d)
+        path = [x for x in [cons, *t.nested(cons)] if x in t.outer(d)]
         for f, g in pairs:
-            below = [x for x in t.nested(prod) if x not in pchain[1:g + 1]]
-            parts.append(And(_fused_at(t, d, f), _fused_chain(pchain, g),
-                             same_owner(t, prod, d), *_within_groups(t, path, kinds),
-                             *_within_groups(t, below, kinds)))
+            below = [within(x) for x in t.nested(prod) if x not in pchain[1:g + 1]]
+            below += [(runs_whole(t, x) if exact else within(x)) for x in path]
+            if exact:
+                below += [runs_whole(t, x) for x in t.nested(d) if x not in dchain[1:f + 1]]
+            parts.append(And(_fused_chain(dchain, f), _fused_chain(pchain, g),
+                             same_owner(t, prod, d), *below))
     return Or(*parts)
 
 
@@ -485,15 +527,20 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
     what it wrote (element for element, the same index function, every map inside both
     sequential or fused), or the writer runs whole in every work-item (it and the maps
     inside it are sequential or fused). Read by other code, the writer runs whole in every
-    work-item. A map whose function merely *contains* a private value (a reduction's
+    work-item; a map whose output is its parent's (through join/split) is judged with its
+    parent. A map whose function merely *contains* a private value (a reduction's
     accumulator, a ``toPrivate`` temporary) allocates one per iteration, so it may
     distribute threads around it (the tree records where each map writes the way the
     lowering does: a reduction is no annotation)."""
     for prod in t.concrete():
         if t.maps[prod].writes != "private":
             continue
-        whole = _whole(t, prod)
+        parent = t.maps[prod].parent
         cons_of = [m for m in t.siblings(prod) if prod in t.maps[m].depends_on]
+        if (not cons_of and parent is not None and t.maps[parent].writes == "private"
+                and flat_chain(t, parent)[1:2] == [prod]):
+            continue  # its output is its parent's: the parent's instances say how it runs
+        whole = _whole(t, prod)
         if t.maps[prod].read_by_code or not cons_of:
             yield _instance("private-memory", whole,
                             f"map {prod} writes private memory that other code reads, so it "
@@ -502,7 +549,9 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
             continue
         for cons in cons_of:
             inner = t.nested(prod)
-            own = And(reads_own(t, prod, cons), *(runs_whole(t, x) for x in inner))
+            own = Or(And(reads_own(t, prod, cons), *(runs_whole(t, x) for x in inner)),
+                     *(form(t, prod, cons, lambda x: runs_whole(t, x), True)
+                       for form in (reads_own_flat, reads_own_transposed, reads_own_nested)))
             yield _instance(
                 "private-memory", Or(own, whole),
                 f"map {cons} reads the private memory map {prod} writes: each work-item reads "
@@ -529,8 +578,9 @@ def _exchange(t: MapNestingTree, prod: str, cons: str, kinds) -> Pred:
     inner = [Not(crosses_groups(t, x, kinds)) for x in t.nested(prod)]
     own = And(reads_own(t, prod, cons), *inner)
     group = And(Not(crosses_groups(t, prod, kinds)), *inner)
-    return Or(own, reads_own_flat(t, prod, cons, kinds),
-              reads_own_transposed(t, prod, cons, kinds), reads_own_nested(t, prod, cons, kinds),
+    within = _within_groups(t, kinds)
+    return Or(own, *(form(t, prod, cons, within)
+                     for form in (reads_own_flat, reads_own_transposed, reads_own_nested)),
               group)
 
 
