@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 import numpy as np
 
 from codegen.handwritten import (  # noqa: F401  (re-exported for the experiment scripts)
@@ -19,7 +22,24 @@ from codegen.handwritten import (  # noqa: F401  (re-exported for the experiment
     register_tiled_conv_program,
     vector_add_program,
 )
+from codegen.program import CompiledProgram
 from ir.programs import ConvLayer
+
+# ------------------------------------------------------------------ candidates for a WorkerPool
+
+
+def given_program(program: CompiledProgram) -> CompiledProgram:
+    """A picklable ``lower_fn`` for an already built program. It lives in an importable
+    module: worker processes do not import a script's ``__main__``."""
+    return program
+
+
+def with_nonce(lower_fn: Callable[[], CompiledProgram], nonce: float) -> CompiledProgram:
+    """``lower_fn()`` with a comment added to every kernel: a source no cache has seen."""
+    prog = lower_fn()
+    kernels = tuple(replace(k, source=k.source + f"\n// nonce {nonce!r}\n")
+                    for k in prog.kernels)
+    return replace(prog, kernels=kernels)
 
 # ------------------------------------------------------------------ numpy and torch
 
