@@ -14,7 +14,7 @@ the other maps sequential or fused) with its tuning space in a random order; ``r
 draws code assignments until one is valid (about 1 in 1e9 for this stage): its run ends
 at the time budget, or after 10 million fruitless draws, with the draws recorded. VGG-16
 layers 19 and 21 have the same shape (GPGPU'20 Table 3): layer 21 is a second,
-independent repetition. The logic is ``mapper.explore.paper``; figures:
+independent repetition. The logic is ``experiments.paper``; figures:
 ``python -m experiments.figures``.
 
     python -m experiments.fig_exploration --layers 19 21 --scale 4 --budget 60s
@@ -48,7 +48,7 @@ def measure_baseline(layer, task, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from mapper.explore.paper import collect_fig5, fig5_parser, parse_fig5_args, run_layers
+    from experiments.paper import collect_fig5, fig5_parser, parse_fig5_args, run_layers
 
     args = parse_fig5_args(argv, fig5_parser(description=__doc__.split("\n\n")[0]))
     return run_layers(args, functools.partial(collect_fig5,

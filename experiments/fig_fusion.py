@@ -15,7 +15,7 @@ A setting whose valid mappings are exactly those of a setting collected before i
 with a note (``always`` with the heuristics off is ``free`` with them off: rule 8 is a
 heuristic). With the heuristics off, the space holds the mappings only a heuristic
 rejects, and so do the candidates' lowering checks. The logic is
-``mapper.explore.paper``; figures: ``python -m experiments.figures``.
+``experiments.paper``; figures: ``python -m experiments.figures``.
 
     python -m experiments.fig_fusion --layers 19 --scale 8 --candidates 40
 """
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from mapper.explore.paper import collect_fig6, fig6_parser, parse_fig6_args, run_layers
+    from experiments.paper import collect_fig6, fig6_parser, parse_fig6_args, run_layers
 
     args = parse_fig6_args(argv, fig6_parser(description=__doc__.split("\n\n")[0]))
     return run_layers(args, collect_fig6)

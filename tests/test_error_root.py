@@ -84,7 +84,7 @@ def test_compatibility_bases_are_kept() -> None:
     from codegen.target import DeviceDescriptionError
     from codegen.worker import WorkerStartError
     from mapper.cli import CliError
-    from mapper.explore.paper import ExperimentError
+    from experiments.paper import ExperimentError
     from mapper.explore.plot import PlotError
     from mapper.explore.ray_pool import RayUnavailableError
     from mapper.explore.run import BudgetError

