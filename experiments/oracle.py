@@ -117,12 +117,12 @@ class Totals:
               + (f" (not: {', '.join(self.missed)})" if self.missed else ""))
 
 
-def _program_of(name: str, max_maps: int = 4, wide: bool = True):
+def _program_of(name: str, max_maps: int = 4, wide: bool = True, tiles: bool = False):
     if name.startswith("random seed "):
         from ir.randprog import random_program
 
         return random_program(int(name.split()[-1]), max_maps=max_maps, extended=True,
-                              wide=wide)
+                              wide=wide, tiles=tiles)
     from ir.syntax import parse_file
 
     return parse_file(name)
@@ -143,7 +143,8 @@ def replay(path: str, quiet: bool = False) -> int:
             by_prog.setdefault(d["program"], []).append(d)
     totals = Totals()
     for name, ds in by_prog.items():
-        prog = _program_of(name, ds[0].get("max_maps", 4), ds[0].get("wide", False))
+        prog = _program_of(name, ds[0].get("max_maps", 4), ds[0].get("wide", False),
+                           ds[0].get("tiles", False))
         pv = problem_for(prog, "free", False)
         ph = problem_for(prog, "always", True)
         rows = []
@@ -177,6 +178,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-maps", type=int, default=4)
     ap.add_argument("--old-generator", action="store_true",
                     help="random programs without ir.randprog's wide shapes (before issue 24)")
+    ap.add_argument("--tiles", action="store_true",
+                    help="random programs with ir.randprog's 2-D local tiles too (needs "
+                    "--max-maps 5 or more)")
     ap.add_argument("--full", type=int, default=2500, help="enumerate all up to this many")
     ap.add_argument("--admitted", type=int, default=200,
                     help="otherwise: this many mappings the validity rules admit")
@@ -224,7 +228,7 @@ def main(argv=None) -> int:
             seeds = [int(x) for x in args.seeds.split(",")]
         for s in seeds:
             p = random_program(s, max_maps=args.max_maps, extended=True,
-                               wide=not args.old_generator)
+                               wide=not args.old_generator, tiles=args.tiles)
             try:
                 progs.append((f"random seed {s}", p, random_points(p)))
             except ValueError as e:
@@ -247,7 +251,8 @@ def main(argv=None) -> int:
                                            "origin": r.origin,
                                            "miscompiled": r.miscompiled,
                                            "max_maps": args.max_maps,
-                                           "wide": not args.old_generator}) + "\n")
+                                           "wide": not args.old_generator,
+                                           "tiles": args.tiles}) + "\n")
                 dump.flush()
             print(f"{name}: {fmt(totals.count(name, rows))}", flush=True)
     totals.report()

@@ -21,6 +21,14 @@ map(toLocal(id))) o slideStrict(s + k - 1, s) o pad(l, r)``: sibling chains unde
 tile map of different depths, local memory written element by element and read through
 windows) and maps of one iteration ``u`` over a reduction's one-element result (here and
 after the reductions above), whose parallel codes distribute nothing.
+
+``tiles=True`` (with ``wide``; the oracle's programs since issue 24's second run) adds 2-D
+tiles in local memory at the top (``join o join o map(T) o split(r) o split(s)``, with
+``T = [transpose o] map(map(g)) o [transpose o] map(map(toLocal(f)))``): sibling chains of
+two maps each under the tile map, local memory written row by row and read (most often)
+column by column, so each chain may distribute the tile's two dimensions differently. It
+needs five maps (``max_maps >= 5``); without ``tiles`` every seed gives the program
+``wide`` gave.
 """
 
 from __future__ import annotations
@@ -52,8 +60,9 @@ _ANNOTATIONS = (None, None, "global", "local", "private")
 
 class _Gen:
     def __init__(self, rng: random.Random, max_maps: int, memory: bool,
-                 extended: bool = False, wide: bool = False):
+                 extended: bool = False, wide: bool = False, tiles: bool = False):
         self.rng = rng
+        self.tiles = tiles
         self.maps_left = max_maps
         self.memory = memory
         self.extended = extended
@@ -127,6 +136,24 @@ class _Gen:
         return compose(join(), map_(tile), slide(s + (k - 1), s, strict=True),
                        pad(left, k - 1 - left))
 
+    def tile2d(self) -> FunDecl:
+        """``join o join o map(T) o split(r) o split(s)``, ``T = [transpose o] map(map(g))
+        o [transpose o] map(map(toLocal(f)))``: an r x s tile written to local memory row by
+        row (maps C, E) and read by sibling maps (B, D), most often transposed (five maps)."""
+        self.maps_left -= 5
+        s, r = self.split_name(), self.split_name()
+        k = self.rng.choice((2.0, -0.5, 1.5))
+        f: FunDecl = Id() if self.rng.random() < 0.6 else lam(
+            lambda e: FunCall(mult, (e, Literal(k, Float))))
+        copy = map_(map_(to_local(f)))
+        g = lam(lambda e: FunCall(add, (e, Literal(k, Float))))
+        if self.rng.random() < 0.4:
+            g = to_global(g)
+        work = map_(map_(g))
+        tile = (compose(transpose(), work, transpose(), copy) if self.rng.random() < 0.7
+                else compose(work, copy))
+        return compose(join(), join(), map_(tile), split(r), split(s))
+
     def local_tile(self, depth: int) -> FunDecl:
         """``join o map(g o map(toLocal(id))) o split(s)``: a tile copied to local memory,
         then processed by ``g`` (its threads read what others wrote)."""
@@ -150,6 +177,8 @@ class _Gen:
         return map_(f)
 
     def gen(self, depth: int) -> FunDecl:
+        if self.tiles and self.maps_left >= 5 and depth == 0 and self.rng.random() < 0.7:
+            return self.tile2d()
         r = self.rng.random()
         if self.wide and self.maps_left >= 3 and depth < 2 and r < 0.3:
             return self.stencil_tile()
@@ -176,14 +205,17 @@ class _Gen:
 
 
 def random_program(seed: int, max_maps: int = 7, memory: bool = True,
-                   extended: bool = False, wide: bool = False) -> Lambda:
+                   extended: bool = False, wide: bool = False, tiles: bool = False) -> Lambda:
     """A random program ``X: [float]N -> [float]N`` with at most ``max_maps`` maps
     (``extended``: also reductions, so the output may be shorter; ``wide`` (implies
-    ``extended``): also stencils over local tiles and maps of one iteration; see the module
-    doc). Without ``wide`` every seed gives the program it always gave."""
+    ``extended``): also stencils over local tiles and maps of one iteration; ``tiles``
+    (implies ``wide``): also 2-D local tiles read transposed; see the module doc). Without
+    ``wide`` every seed gives the program it always gave, without ``tiles`` the one
+    ``wide`` gave."""
     rng = random.Random(seed)
+    wide = wide or tiles
     extended = extended or wide
-    g = _Gen(rng, max(1, max_maps), memory, extended, wide)
+    g = _Gen(rng, max(1, max_maps), memory, extended, wide, tiles)
     if extended:
         red = None
         r = rng.random()

@@ -12,7 +12,7 @@ from ir.nodes import Slide, walk
 from ir.randprog import random_program
 from mapper.api import problem
 from mapper.oracle import candidates, domains, meets, oracle_program, random_points, stats
-from mapper.rules import flat_chain, unit
+from mapper.rules import _layout, flat_chain, unit
 
 FAST_SEEDS = (1, 2, 6, 10)  # a map of one iteration, a flat nest, a stencil over local tiles
 
@@ -75,6 +75,25 @@ def test_wide_generator_reaches_issue_24s_shapes():
     assert seen == {"stencil over a local tile", "map of one iteration",
                     "sibling chains of different depths exchanging local memory",
                     "a nest writing through join/split"}
+
+
+def test_tiles_generator_reaches_2d_local_tiles_read_transposed():
+    """``tiles=True``: a tile map whose sibling chains (two maps each) write local memory
+    row by row and read it column by column."""
+    found = 0
+    for seed in range(30):
+        prog = random_program(seed, max_maps=6, tiles=True)
+        t = problem(prog).tree
+        for m in t.maps:
+            kids = t.maps[m].children
+            writers = [k for k in kids if t.maps[k].writes == "local" or any(
+                t.maps[x].writes == "local" for x in t.nested(k))]
+            if (len(kids) == 2 and all(len(t.nested(k)) == 1 for k in kids) and writers
+                    and any(op == ("transpose",) for v in [_layout(t).read.get(
+                        (writers[0], k)) for k in kids] if v for op in v)):
+                found += 1
+        random_points(prog)  # sizes exist
+    assert found >= 5
 
 
 def _oracle(seeds, **kw) -> list[dict]:
