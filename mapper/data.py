@@ -85,3 +85,21 @@ def reference_result(program: Lambda, inputs: Mapping[str, np.ndarray],
     scalars = {p.name for p in program.params if not _declared_shape(p, sizes)[0]}
     return evaluate(program, {k: (v.reshape(())[()] if k in scalars else v)
                               for k, v in inputs.items()}, sizes)
+
+
+def conv2d_reference(x: np.ndarray, w: np.ndarray, stride: int = 1,
+                     pad: int = 0) -> np.ndarray:
+    """A direct convolution in float64 (``x`` HWC, ``w`` MKKC, zero padding ``pad`` on
+    each side) -> float32 ``[outH, outW, M]``: the witness convolution kernels are checked
+    against."""
+    H, W, _ = x.shape
+    M, K = w.shape[0], w.shape[1]
+    xp = np.pad(x.astype(np.float64), ((pad, pad), (pad, pad), (0, 0)))
+    oh, ow = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
+    out = np.zeros((oh, ow, M))
+    for i in range(K):
+        for j in range(w.shape[2]):
+            patch = xp[i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride]
+            out += patch @ w[:, i, j, :].astype(np.float64).T
+    return out.astype(np.float32)
+

@@ -33,24 +33,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mapper.data import conv2d_reference
 from mapper.encoding import MapCodes, short_code
 from mapper.kernel import pool_for
 
 if TYPE_CHECKING:
     from mapper.explore.record import Record
-
-
-def _conv_reference(x, w, stride, pad):
-    H, W, C = x.shape
-    M, K, _, _ = w.shape
-    xp = np.pad(x.astype(np.float64), ((pad, pad), (pad, pad), (0, 0)))
-    oh, ow = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
-    out = np.zeros((oh, ow, M))
-    for i in range(K):
-        for j in range(K):
-            patch = xp[i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride]
-            out += patch @ w[:, i, j, :].astype(np.float64).T
-    return out.astype(np.float32)
 
 
 def _codes(m) -> str:
@@ -189,7 +177,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
                  else ConvLayer("17/4", C=64, H=28, W=28, M=64))
         xs = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
         ws = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
-        ref_c = _conv_reference(xs, ws, layer.S, layer.P)
+        ref_c = conv2d_reference(xs, ws, layer.S, layer.P)
         conv_in = {"inputData": xs, "kernelsWeights": ws}
         tol = reduction_tolerance(ref_c)
         pipe = gpgpu20_conv_pipeline()

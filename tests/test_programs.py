@@ -132,3 +132,19 @@ def test_lowlevel_scaled_vgg_layer_paper_tuning():
     out = run_pipeline(gpgpu20_conv_pipeline(), {"inputData": x, "kernelsWeights": w}, env)
     np.testing.assert_allclose(out, conv2d_hwc(x, w, None, 1, (1, 1, 1, 1)), rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("H,W,C,M,K,S,P", [(7, 9, 3, 4, 3, 1, 1), (8, 8, 2, 3, 1, 1, 0),
+                                           (9, 7, 3, 2, 3, 2, 1), (6, 6, 1, 1, 5, 1, 2)])
+def test_library_conv_reference_agrees_with_the_tests_witness(H, W, C, M, K, S, P):
+    """mapper.data.conv2d_reference (what explorations and the demo check kernels against)
+    against the tests' independent convolution, stride 2 and 1x1 included."""
+    from mapper.data import conv2d_reference
+
+    rng = np.random.default_rng(H * 100 + K)
+    x = rng.standard_normal((H, W, C)).astype(np.float32)
+    w = rng.standard_normal((M, K, K, C)).astype(np.float32)
+    got = conv2d_reference(x, w, S, P)
+    want = conv2d_hwc(x, w, stride=S, pad=(P, P, P, P))
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

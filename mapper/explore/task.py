@@ -16,6 +16,7 @@ import numpy as np
 
 from codegen.program import CompiledProgram
 from codegen.target import Device
+from mapper.data import conv2d_reference
 from mapper.explore.store import content_hash
 from mapper.tuning import JointSpace
 
@@ -222,16 +223,9 @@ class Task:
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:
-    """A direct float64 convolution (HWC input, MKKC weights) -> float32 (H', W', M)."""
-    pad, s = layer.P, layer.S
-    xp = np.pad(x.astype(np.float64), ((pad, pad), (pad, pad), (0, 0)))
-    oh, ow = layer.out_h, layer.out_w
-    out = np.zeros((oh, ow, layer.M))
-    for i in range(layer.K):
-        for j in range(layer.K):
-            patch = xp[i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
-            out += patch @ w[:, i, j, :].astype(np.float64).T
-    return out.astype(np.float32)
+    """A direct float64 convolution of ``layer`` (HWC input, MKKC weights) -> float32
+    (H', W', M): ``mapper.data.conv2d_reference`` with the layer's stride and padding."""
+    return conv2d_reference(x, w, layer.S, layer.P)
 
 
 def parse_layer(text: str):
