@@ -97,13 +97,21 @@ def ray_available() -> str | None:
 # ------------------------------------------------------------------ the actor (on a node)
 
 
+def worker_pool(*, spec: str | None, workers: int, timeout_s: float) -> Any:
+    """The default backend of a device actor: a ``WorkerPool`` of ``workers`` processes on
+    the node's OpenCL device ``spec``."""
+    from codegen.worker import WorkerPool
+
+    return WorkerPool(spec, workers=workers, default_timeout_s=timeout_s)
+
+
 class _DeviceActor:
-    """Runs on a node: a ``WorkerPool`` of ``workers`` processes on one device."""
+    """Runs on a node: the pool ``backend`` builds there (a ``WorkerPool`` of ``workers``
+    processes on one device, by default)."""
 
-    def __init__(self, spec: str | None, workers: int, timeout_s: float):
-        from codegen.worker import WorkerPool
-
-        self.pool = WorkerPool(spec, workers=workers, default_timeout_s=timeout_s)
+    def __init__(self, spec: str | None, workers: int, timeout_s: float,
+                 backend: Callable[..., Any] = worker_pool):
+        self.pool = backend(spec=spec, workers=workers, timeout_s=timeout_s)
         self._lock = threading.Lock()
         self._data_key: str | None = None
         self._data: tuple[Any, Any] = ({}, None)
@@ -201,14 +209,19 @@ class RayPool:
     candidate. ``mismatch``: ``"refuse"`` (raise ``DeviceMismatchError`` when the nodes'
     devices differ or some cannot open theirs) or ``"exclude"`` (keep the largest group of
     identical devices). ``revive_s``: how long a dead actor is waited for. ``nodes``: the
-    node ids to use (default every alive node with a CPU).
+    node ids to use (default every alive node with a CPU). ``backend``: what each actor
+    evaluates with, a picklable ``(spec=, workers=, timeout_s=)`` -> pool with
+    ``WorkerPool``'s interface, built on the actor (default ``worker_pool``: the node's
+    OpenCL device; ``mapper.explore.simulate.SimulatedDevice.backend(store)``: a simulated
+    device replaying a store's times, for scaling studies).
     """
 
     def __init__(self, device: str | None | Sequence[str | None] = None, *,
                  address: str | None = None, workers_per_device: int | None = None,
                  timeout_s: float = 60.0, mismatch: str = "refuse",
                  start_timeout_s: float = 120.0, revive_s: float = 60.0,
-                 nodes: Sequence[str] | None = None):
+                 nodes: Sequence[str] | None = None,
+                 backend: Callable[..., Any] = worker_pool):
         ray = _ray()
         if mismatch not in ("refuse", "exclude"):
             raise RayPoolArgumentError(f"mismatch must be 'refuse' or 'exclude', not "
@@ -244,7 +257,7 @@ class RayPool:
         self._pinned: _Slot | None = None
         try:
             self._slots = self._start(specs, workers_per_device, timeout_s, mismatch,
-                                      start_timeout_s, nodes)
+                                      start_timeout_s, nodes, backend)
         except BaseException:
             self._shutdown()
             raise
@@ -254,8 +267,8 @@ class RayPool:
     # -------------------------------------------------------------- start-up
 
     def _start(self, specs: list[str | None], workers: int | None, timeout_s: float,
-               mismatch: str, start_timeout_s: float, only: Sequence[str] | None
-               ) -> list[_Slot]:
+               mismatch: str, start_timeout_s: float, only: Sequence[str] | None,
+               backend: Callable[..., Any]) -> list[_Slot]:
         ray = self._ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -281,7 +294,7 @@ class RayPool:
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"],
                                                                        soft=False),
                     runtime_env={"env_vars": dict(_KEEP_DEVICES_VISIBLE)},
-                ).remote(spec, n, timeout_s)
+                ).remote(spec, n, timeout_s, backend)
                 info = ActorInfo(len(slots), node["NodeID"],
                                  str(node.get("NodeManagerAddress", "?")),
                                  str(node.get("NodeManagerHostname", "?")), spec, n)

@@ -100,6 +100,9 @@ class Results:
     # mapping search in no row: the valid mappings' enumeration (strategies drawing from
     # them) and a search the end of the run cut short (random: its last, fruitless draws)
     mapping_s: float = 0.0
+    # seconds the driver loop waited for evaluations (the rest of its time is its own:
+    # proposing, receiving, storing; experiments/bench_ray_scaling.py measures it)
+    wait_s: float = 0.0
     # the winners re-timed at the end, by key
     retimed: dict[str, Retimed] = field(default_factory=dict)
     candidates: dict[str, Candidate] = field(default_factory=dict, repr=False)
@@ -411,7 +414,9 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     t_start + bud.seconds - (reserve() if reserve else 0.0) \
                     - time.perf_counter()
                 if ex is None:
+                    t_wait = time.perf_counter()
                     rec = evaluator.run(cand, idx, best_s, left, cap)
+                    res.wait_s += time.perf_counter() - t_wait
                     if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
                         raise KeyboardInterrupt
                     if rec is None:  # stopped by the end of the time budget
@@ -424,7 +429,9 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
             if not pending:
                 res.stopped_by = stop or strat.stopped_by or "exhausted"
                 break
+            t_wait = time.perf_counter()
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            res.wait_s += time.perf_counter() - t_wait
             if interrupted.is_set():
                 raise KeyboardInterrupt
             for f in done:
