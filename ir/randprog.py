@@ -146,7 +146,7 @@ class _Gen:
         f: FunDecl = Id() if self.rng.random() < 0.6 else lam(
             lambda e: FunCall(mult, (e, Literal(k, Float))))
         copy = map_(map_(to_local(f)))
-        g = lam(lambda e: FunCall(add, (e, Literal(k, Float))))
+        g: FunDecl = lam(lambda e: FunCall(add, (e, Literal(k, Float))))
         if self.rng.random() < 0.4:
             g = to_global(g)
         work = map_(map_(g))

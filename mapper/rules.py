@@ -480,8 +480,9 @@ def reads_own_transposed(t: MapNestingTree, prod: str, cons: str,
     """``cons`` (iterating n2, its perfectly nested map S n1) reads ``prod``'s output
     ``[[T]n2]n1`` (``prod`` n1, its perfectly nested map Q n2) transposed: S's iteration i
     and ``cons``'s j read what ``prod``'s i and Q's j wrote. Neither inner map fused, S and
-    ``prod``, ``cons`` and Q give their iterations to the same work-items, and the maps
-    below Q are ``within`` (with ``exact``, those below S run whole)."""
+    ``prod``, ``cons`` and Q give their iterations to the same work-items (or the writer
+    runs whole and the reader distributes in a dimension no writer uses: :func:`_owns`),
+    and the maps below Q are ``within`` (with ``exact``, those below S run whole)."""
     if _layout(t).read.get((prod, cons)) != (("transpose",),):
         return FALSE
     pq, rs = t.perfect_chain(prod), t.perfect_chain(cons)
@@ -491,8 +492,23 @@ def reads_own_transposed(t: MapNestingTree, prod: str, cons: str,
     below = [within(x) for x in t.nested(prod) if x != q]
     if exact:
         below += [runs_whole(t, x) for x in t.nested(cons) if x != s]
+    writers = [prod, *t.nested(prod)]
     return And(ne(c(q), 1), ne(c(s), 1), _fused_at(t, q, 0), _fused_at(t, s, 0),
-               same_owner(t, prod, s), same_owner(t, q, cons), *below)
+               _owns(t, prod, s, writers), _owns(t, q, cons, writers), *below)
+
+
+def _owns(t: MapNestingTree, w: str, r: str, writers: list[str]) -> Pred:
+    """The work-item running reader ``r``'s iteration i wrote writer ``w``'s iteration i
+    (the same index of the exchanged array): both give i to the same work-item, or ``w``
+    runs whole (every work-item running it writes all its iterations) and ``r``
+    distributes its iterations in a dimension no writer uses (so each work-item there
+    runs the writers' iterations itself)."""
+    free = []
+    for e in range(3):
+        codes = (10 + e, 20 + e, 30 + e)
+        free.append(And(Or(*(eq(c(r), k) for k in codes)),
+                        *(_none_is(writers, k) for k in codes)))
+    return Or(same_owner(t, w, r), And(runs_whole(t, w), Or(*free)))
 
 
 def reads_own_nested(t: MapNestingTree, prod: str, cons: str,

@@ -335,3 +335,26 @@ def test_flat_nest_reading_across_another_dimension_runs_correctly():
 
     p = random_program(16, max_maps=4, wide=True)
     _runs(p, "A=G0 B=W1 C=G1 D=S", random_points(p))
+
+
+# CC'22 Listing 1 (B, C write the local tile; D, E read it transposed): B runs whole, so
+# each work-item writes every row of its columns, and E spreads the rows over dimension 1,
+# which no writer uses; D reads the columns C wrote on the same work-group of one work-item
+WHOLE_WRITER_FREE_READER = "A=S D=G0 E=G1 B=S C=W0"
+
+
+def test_transposed_reader_of_a_whole_writer_in_a_free_dimension():
+    p = parse_file(EX / "cc22_listing1.lift")
+    assert check_mapping(p, WHOLE_WRITER_FREE_READER, fusion="free", heuristics=False) == []
+    # E's dimension 1 is C's: E's work-items read columns other work-groups wrote
+    bad = check_mapping(p, "A=S D=G0 E=G1 B=S C=W1", fusion="free", heuristics=False)
+    assert "local-memory" in {c.rule for c in bad}
+    # B distributes the rows, E reads them all: a work-item reads rows it did not write
+    bad = check_mapping(p, "A=S D=G0 E=S B=G1 C=W0", fusion="free", heuristics=False)
+    assert rejected_by(bad) == "validity"
+
+
+@pytest.mark.opencl
+def test_transposed_reader_of_a_whole_writer_runs_correctly():
+    _runs(parse_file(EX / "cc22_listing1.lift"), WHOLE_WRITER_FREE_READER,
+          ({"I": 4, "J": 8, "K": 8}, {"I": 3, "J": 5, "K": 6}))
