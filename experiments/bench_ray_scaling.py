@@ -18,9 +18,11 @@ for every worker count.
 Per worker count it prints: candidates per minute of the exploration loop (from the first
 proposal to the last result stored), the ideal (the simulated seconds of those candidates
 divided by the workers: devices never idle, a driver that costs nothing), the devices'
-utilisation (their ratio), and per candidate the driver's overhead (the loop's time not
-spent waiting for an evaluation: ``Results.wait_s``), the strategy's proposal time (the
-records' ``search_s``) and the store's write time (``ResultStore.add``, timed here).
+utilisation (their ratio), the simulated schedule (each candidate in order on the first
+free device, no overhead: the ideal less the idle end of the run), and per candidate the
+driver's overhead (the loop's time not spent waiting for an evaluation:
+``Results.wait_s``), the strategy's proposal time (the records' ``search_s``) and the
+store's time (``ResultStore.add`` and look-ups, timed here).
 
 ``--stored`` prints the candidate and proposal times of committed stores (what a real run
 measured: the stored distributions), and ``--devices 16`` what that many devices would
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import heapq
 import json
 import logging
 import os
@@ -88,6 +91,7 @@ class Row:
     driver_s: float  # the loop's time not waiting for evaluations
     proposal_s: float  # the strategy's search time, summed
     store_s: float  # ResultStore.add + look-ups, summed
+    scheduled_s: float  # the simulated makespan: each candidate, in order, on the first free
     outcomes: dict[str, int]
 
     @property
@@ -105,6 +109,10 @@ class Row:
     @property
     def utilisation(self) -> float:
         return self.ideal_s / self.loop_s
+
+    @property
+    def scheduled_per_min(self) -> float:
+        return 60.0 * self.candidates / self.scheduled_s if self.scheduled_s else float("inf")
 
     def per_candidate_ms(self, seconds: float) -> float:
         return 1e3 * seconds / max(1, self.candidates)
@@ -130,10 +138,21 @@ def run_one(store: str, workers: int, *, strategy: str, candidates: int, seed: i
                       on_start=lambda _: started.append(time.perf_counter()), **options)
     st.close()
     loop_s = res.elapsed_s - (started[0] - t_call)
-    sim = sum(outs[task.lower_fn(r.mapping, r.tuning).key].total_s for r in res.records)
-    return Row(workers, res.evaluated, loop_s, sim * time_scale, loop_s - res.wait_s,
+    times = [outs[task.lower_fn(r.mapping, r.tuning).key].total_s * time_scale
+             for r in sorted(res.records, key=lambda r: r.idx or 0)]
+    return Row(workers, res.evaluated, loop_s, sum(times), loop_s - res.wait_s,
                sum(r.search_s or 0.0 for r in res.records), st.add_s + st.lookup_s,
-               dict(res.counts))
+               makespan(times, workers), dict(res.counts))
+
+
+def makespan(times: Sequence[float], workers: int) -> float:
+    """When the last of ``times`` ends, each started in order on the first free of
+    ``workers`` devices, with no overhead (the simulated schedule: the end of a run leaves
+    devices idle that the ideal ``sum / workers`` does not)."""
+    free = [0.0] * workers
+    for t in times:
+        heapq.heappush(free, heapq.heappop(free) + t)
+    return max(free)
 
 
 def stored_times(patterns: Sequence[str]) -> list[dict[str, Any]]:
@@ -211,16 +230,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.strategy}, seed {args.seed}, {args.store}, time scale "
           f"{args.time_scale:g}; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPU(s), load {load:.1f}")
-    print("| workers | candidates | candidates/min | ideal/min | utilisation | driver "
-          "overhead ms/cand. | proposal ms/cand. | store ms/cand. |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| workers | candidates | candidates/min | ideal/min | scheduled/min | utilisation "
+          "| driver overhead ms/cand. | proposal ms/cand. | store ms/cand. |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r.workers} | {r.candidates} | {r.per_min:.1f} | {r.ideal_per_min:.1f} | "
+              f"{r.scheduled_per_min:.1f} | "
               f"{r.utilisation:.0%} | {r.per_candidate_ms(r.driver_s):.1f} | "
               f"{r.per_candidate_ms(r.proposal_s):.1f} | {r.per_candidate_ms(r.store_s):.1f} |")
     report: dict[str, Any] = {"args": vars(args), "load": load,
                               "rows": [{**asdict(r), "per_min": r.per_min,
                                         "ideal_per_min": r.ideal_per_min,
+                                        "scheduled_per_min": r.scheduled_per_min,
                                         "utilisation": r.utilisation} for r in rows]}
     if args.stored:
         # the driver's own cost per candidate besides proposing: receiving + storing
