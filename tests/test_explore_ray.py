@@ -12,8 +12,10 @@ Skipped only where Ray cannot be imported (CI installs the ``cluster`` extra).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -30,13 +32,19 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: the Ray evaluator
 
 from ir.programs import cc22_listing3  # noqa: E402
 from mapper.explore import ResultStore, Task, explore  # noqa: E402
-from mapper.explore.ray_pool import DeviceMismatchError, RayPool  # noqa: E402
+from mapper.explore.ray_pool import (  # noqa: E402
+    DeviceMismatchError,
+    RayClusterError,
+    RayPool,
+)
 
 pytestmark = [pytest.mark.opencl]
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 L3 = os.path.join(ROOT, "examples", "cc22_listing3.lift")
 SIZES = {"N": 1024}
+TINY = os.path.join(ROOT, "tests", "data", "figures",
+                    "fig6-layer19-scale8-fusion-always-heuristics-on.sqlite")
 # no early cut and no re-timing: the outcomes do not depend on the machine's load
 RUN = dict(strategy="solver", seed=3, cut=None, retime=0, timeout_s=120.0)
 
@@ -151,6 +159,69 @@ def test_ray_and_local_evaluators_agree_and_the_store_resumes_locally(cluster, l
     assert (again.evaluated, again.cached) == (2, 6)
 
 
+def test_a_local_store_resumes_on_ray(cluster, local_run, tmp_path):
+    """The other way round: a store written with local workers is continued on the
+    cluster, which evaluates only the candidates it does not hold."""
+    path = tmp_path / "from-local.sqlite"
+    shutil.copy(local_run.store_path, path)
+    more = explore(cc22_listing3(), SIZES, budget=8, store=path, ray=cluster.address, **RUN)
+    assert (more.evaluated, more.cached) == (2, 6)
+    assert [r.key for r in more.records[:6]] == [r.key for r in local_run.records]
+    rows = _rows(path)
+    assert len(rows) == 8 and len({k for k, _ in rows}) == 8
+
+
+def _simulated_run(n: int, tmp_path) -> tuple[object, dict[int, list], object]:
+    """The tiny committed store explored on ``n`` simulated device actors on the head
+    node (``RayPool(backend=SimulatedDevice.backend(...))``): the results, the stored
+    outcomes of the candidates each actor got, and the stored outcomes."""
+    from mapper.explore.simulate import ReplayTask, SimulatedDevice, StoredOutcomes
+
+    outs = StoredOutcomes.load(TINY)
+    task = ReplayTask.from_store(TINY)
+    got: dict[int, list] = {}
+    head = ray.get_runtime_context().get_node_id()
+    with RayPool([f"sim:{i}" for i in range(n)], nodes=[head], workers_per_device=1,
+                 backend=SimulatedDevice.backend(outs, time_scale=0.01)) as pool:
+        assert pool.size == n and pool.describe().startswith(f"Ray: {n} device actor(s)")
+        send = pool._submit
+        # the first n candidates wait for each other: each is on its own actor (sent to the
+        # least-loaded one while the others are busy), however loaded the machine is
+        start = threading.Barrier(n, timeout=120)
+        ticket = itertools.count(1)  # next() is atomic: one number per thread
+
+        def submit(slot, lower_fn, data, timeout_s, kw):
+            got.setdefault(slot.actor.index, []).append(outs[lower_fn.key])
+            if next(ticket) <= n:
+                start.wait()
+            return send(slot, lower_fn, data, timeout_s, kw)
+
+        pool._submit = submit  # type: ignore[method-assign]
+        res = explore(task, budget=12, store=tmp_path / f"sim{n}.sqlite", pool=pool,
+                      strategy="solver", seed=1, cut=None, retime=0)
+    return res, got, outs
+
+
+def test_simulated_devices_on_ray_share_the_work(cluster, tmp_path):
+    """The benchmark's mechanism: stored outcomes come back through the actors, and two
+    simulated devices finish the same candidates sooner than one in simulated time (each
+    device's stored seconds, summed: no wall clock)."""
+    one, got1, outs = _simulated_run(1, tmp_path)
+    two, got2, _ = _simulated_run(2, tmp_path)
+    for res in (one, two):
+        assert res.evaluated == 12 and len(outs) == 12
+        for r in res.records:
+            assert r.status == outs[(tuple(sorted(r.mapping.items())),
+                                     tuple(sorted(r.tuning.items())))].outcome.status
+    assert {(r.mapping, r.tuning) for r in one.records} == \
+        {(r.mapping, r.tuning) for r in two.records}  # the same exploration
+    span1 = max(sum(s.total_s for s in got) for got in got1.values())
+    span2 = max(sum(s.total_s for s in got) for got in got2.values())
+    assert len(got2) == 2 and sum(len(g) for g in got2.values()) == 12
+    assert span1 == pytest.approx(sum(s.total_s for s in outs.values()))
+    assert span2 < span1
+
+
 def test_timed_runs_take_turns_on_a_device(cluster, local_run):
     """One device actor with two worker processes: they lower and build side by side, and
     their timed runs never overlap (the device is to one kernel at a time)."""
@@ -261,6 +332,28 @@ def test_a_node_with_another_device_is_refused_or_left_out(cluster, monkeypatch)
         assert len(pool.excluded) == 1 and "the node is gone" in pool.excluded[0]
     monkeypatch.undo()
     _remove(cluster, odd)
+
+
+@pytest.mark.slow
+def test_each_node_opens_the_device_its_own_liftmap_device_names(cluster):
+    """Without a device spec, each actor opens its node's default device, which the
+    node's LIFTMAP_DEVICE (set where `ray start` runs there) chooses: a per-node spec. A
+    node whose LIFTMAP_DEVICE names no device is named in the refusal; with
+    mismatch='exclude' it is left out and the others run."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LIFTMAP_DEVICE", "NoSuchPlatform")  # inherited by the node's processes
+        odd = cluster.add_node(num_cpus=1)
+    try:
+        cluster.wait_for_nodes()
+        head = ray.get_runtime_context().get_node_id()
+        with pytest.raises(RayClusterError, match=odd.node_id[:8]) as e:
+            RayPool(nodes=[head, odd.node_id])
+        assert "NoSuchPlatform" in str(e.value)
+        with RayPool(nodes=[head, odd.node_id], mismatch="exclude") as pool:
+            assert [a.node_id for a in pool.actors] == [head]
+            assert len(pool.excluded) == 1 and odd.node_id[:8] in pool.excluded[0]
+    finally:
+        _remove(cluster, odd)
 
 
 @pytest.mark.slow
