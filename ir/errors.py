@@ -11,6 +11,8 @@ symbolic errors are defined here too (``ir.sym`` re-exports them), so that no mo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class LiftmapError(Exception):
     """Root of every error the library raises on purpose; anything else is a bug."""
@@ -36,22 +38,46 @@ class IRError(LiftmapError):
     """Base of all IR errors."""
 
 
+@dataclass(frozen=True)
+class Location:
+    """Where a construct starts in a program's text (``path`` None: text given inline)."""
+
+    path: str | None
+    line: int
+    column: int
+    source_line: str = ""
+
+    def format(self, message: str) -> str:
+        """``PATH, line L, column C: message``, then the source line with a caret."""
+        where = f"line {self.line}, column {self.column}"
+        text = f"{self.path}, {where}: {message}" if self.path else f"{where}: {message}"
+        if self.source_line:
+            text += f"\n  {self.source_line}\n  {' ' * (self.column - 1)}^"
+        return text
+
+
 class IRTypeError(IRError):
     """An expression is not well typed. Names the node and shows the expression around it.
 
     ``node`` is the construct at fault (the source position of a parsed program's nodes is
     in ``ir.parser.parse``'s ``spans``), ``root`` the program it was found in (the checker
     sets it: a rewritten copy of a parsed program, with its maps labelled, has the same
-    shape, so ``node`` is found in the parsed program at the same place)."""
+    shape, so ``node`` is found in the parsed program at the same place). ``location``
+    (set by ``ir.source_map.SourceMap.attach``) puts file, line and column in the text."""
 
     def __init__(self, message: str, node=None, context: str | None = None, root=None):
         self.node = node
         self.root = root
         self.context = context
+        self.location: Location | None = None
         text = message
         if context:
             text += f"\n  in: {context}"
         super().__init__(text)
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return text if self.location is None else self.location.format(text)
 
 
 class ConstraintViolation(IRTypeError):

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from collections.abc import Mapping as AbcMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from constraints import bruteforce, cp_backend, z3_backend
 from constraints.model import Constraint, Model, Parameter
+from ir.errors import IRTypeError
 from ir.nodes import Node
+from ir.source_map import SourceMap, parse_mapped
 from mapper.apply import apply_mapping
 from mapper.encoding import CODES, FUSED, MapCodes, code_name, parse_code
 from mapper.errors import (
@@ -31,21 +34,31 @@ if TYPE_CHECKING:
     from codegen.target import Device
     from mapper.kernel import CompiledKernel, RunResult
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 BACKENDS = {"cp": cp_backend, "z3": z3_backend, "brute": bruteforce}
 
 
-def _program(expr) -> Node:
-    """A program node with labelled maps from a node, program text or a ``.lift`` path."""
-    if isinstance(expr, os.PathLike) or (isinstance(expr, str) and "\n" not in expr
-                                          and expr.strip().endswith(".lift")):
-        from ir.syntax import parse_file
+def _program(expr) -> tuple[Node, SourceMap | None]:
+    """A program node from a node, program text or a ``.lift`` path, and the source map
+    of the text (None for a node)."""
+    if isinstance(expr, (str, os.PathLike)):
+        return parse_mapped(expr)
+    return expr, None
 
-        expr = parse_file(os.fspath(expr))
-    elif isinstance(expr, str):
-        from ir.syntax import parse
 
-        expr = parse(expr)
-    return label_maps(expr)
+def _locating(method: F) -> F:
+    """A method of ``MappingProblem`` whose type errors name the file, line and column
+    of the problem's text (where it was given as text or a path)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except IRTypeError as e:
+            if self.source is not None:
+                self.source.attach(e)
+            raise
+    return cast(F, wrapper)
 
 
 @dataclass
@@ -58,6 +71,8 @@ class MappingProblem:
     constraints: list[Constraint]
     heuristics: bool = True
     device: str | Device | None = None  # what kernels are built and run for (None: default)
+    # where the program's nodes are in its text (None: the program was given as a node)
+    source: SourceMap | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def model(self) -> Model:
@@ -103,28 +118,34 @@ class MappingProblem:
 
     # the library's functions as methods of the problem (its configuration applies)
 
+    @_locating
     def enumerate(self, *, backend: str = "cp", order: str = "solver", seed: int | None = None,
                   limit: int | None = None, fixed=None) -> Iterator[MapCodes]:
         """Every valid mapping (see ``enumerate_mappings``)."""
         return enumerate_mappings(self, backend=backend, order=order, seed=seed, limit=limit,
                                   fixed=fixed)
 
+    @_locating
     def count(self, *, backend: str = "cp", fixed=None) -> int:
         """The number of valid mappings."""
         return count_mappings(self, backend=backend, fixed=fixed)
 
+    @_locating
     def check(self, mapping) -> list[Constraint]:
         """The constraint instances ``mapping`` violates (empty when it is valid)."""
         return check_mapping(self, mapping)
 
+    @_locating
     def explain(self, partial) -> Explanation:
         """Why ``partial`` cannot be part of a valid mapping, or a valid completion."""
         return explain(self, partial)
 
+    @_locating
     def lower(self, mapping, *, check: bool = True) -> Node:
         """The program with ``mapping`` applied (the low-level IR; raises if invalid)."""
         return lower_mapping(self, mapping, check=check)
 
+    @_locating
     def build(self, mapping, sizes: AbcMapping[str, int], *, force: bool = False,
               flops: int | None = None) -> CompiledKernel:
         """``mapping`` lowered to OpenCL for ``sizes`` (every size of the program): a
@@ -136,6 +157,7 @@ class MappingProblem:
 
         return build(self, mapping, sizes, force=force, flops=flops)
 
+    @_locating
     def run(self, mapping, sizes: AbcMapping[str, int], inputs=None, **options) -> RunResult:
         """``build(mapping, sizes).run(inputs, **options)``: one call, a typed result."""
         return self.build(mapping, sizes).run(inputs, **options)
@@ -167,10 +189,16 @@ def problem(expr, *, fusion: str | None = None, heuristics: bool | None = None,
         raise ConfigurationError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
     if not isinstance(heuristics, bool):
         raise ConfigurationError(f"heuristics must be True or False, got {heuristics!r}")
-    prog = _program(expr)
-    tree = MapNestingTree(prog)
-    return MappingProblem(prog, tree, fusion, generate(tree, fusion, heuristics),
-                          heuristics, device)
+    prog, source = _program(expr)
+    try:
+        prog = label_maps(prog)
+        tree = MapNestingTree(prog)
+        return MappingProblem(prog, tree, fusion, generate(tree, fusion, heuristics),
+                              heuristics, device, source)
+    except IRTypeError as e:
+        if source is not None:
+            source.attach(e)
+        raise
 
 
 def _backend(name: str):

@@ -105,59 +105,26 @@ def progress(label: str, total: int | None = None) -> Iterator[Callable[..., Non
         yield update
 
 
-# where the nodes of the programs loaded by this command are in their files:
-# id(node) -> (path, line, column, source line); used to locate type errors
-_LOCATIONS: dict[int, tuple[str, int, int, str]] = {}
-_LOADED: list = []  # the loaded programs, kept alive while their ids are in _LOCATIONS
+def load(args: argparse.Namespace, path: str | None = None):
+    """The program in ``path`` (default ``args.file``); its source map is kept in
+    ``args.sources`` so that an error about one of its nodes names file, line and column
+    (``main`` attaches it)."""
+    from ir.source_map import parse_mapped
 
-
-def load(path: str):
-    """The program in ``path``, its nodes' source positions recorded for ``located``."""
-    from ir.syntax import parse_file, read_source
-
-    spans: dict[int, tuple[int, int]] = {}
-    program = parse_file(path, spans=spans)
-    lines = read_source(path).split("\n")
-    _LOADED.append(program)
-    for k, (line, col) in spans.items():
-        _LOCATIONS[k] = (path, line, col, lines[line - 1] if 0 < line <= len(lines) else "")
+    program, source = parse_mapped(path if path is not None else args.file)
+    if not hasattr(args, "sources"):
+        args.sources = []
+    args.sources.append(source)
     return program
 
 
-def _location(e: Exception) -> tuple[str, int, int, str] | None:
-    """Where the node of error ``e`` is in a loaded file: its own position, or, for a node
-    of a rewritten copy of a loaded program (``e.root``: maps labelled, same shape), the
-    position of the node at the same place in the loaded program."""
-    from ir.nodes import Node, walk
-
-    node = getattr(e, "node", None)
-    if node is None:
-        return None
-    if id(node) in _LOCATIONS:
-        return _LOCATIONS[id(node)]
-    root = getattr(e, "root", None)
-    if not isinstance(root, Node):
-        return None
-    for program in reversed(_LOADED):
-        for mine, theirs in zip(walk(program), walk(root)):
-            if type(mine) is not type(theirs):
-                break
-            if theirs is node:
-                return _LOCATIONS.get(id(mine))
-    return None
-
-
-def located(e: Exception) -> str:
-    """The error's text, with file, line and column where it names a node of a program
-    the user wrote (type errors of a loaded program)."""
-    loc = _location(e)
-    if loc is None:
-        return str(e)
-    path, line, col, src = loc
-    text = f"{path}, line {line}, column {col}: {e}"
-    if src:
-        text += f"\n  {src}\n  {' ' * (col - 1)}^"
-    return text
+def located(e: BaseException, sources: Sequence = ()) -> str:
+    """The error's text; a type error about a node of a program loaded from ``sources``
+    (``ir.source_map.SourceMap``) names its file, line and column."""
+    for source in sources:
+        if source.attach(e):
+            break
+    return str(e)
 
 
 # ------------------------------------------------------------------------ commands
@@ -167,7 +134,7 @@ def cmd_show(args) -> int:
     from ir.syntax import print_program
     from ir.typecheck import typecheck
 
-    prog = load(args.file)
+    prog = load(args)
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file)
     info = typecheck(prog, None)
@@ -213,7 +180,7 @@ def cmd_constraints(args) -> int:
     from mapper.api import problem
     from mapper.rules import RULES
 
-    p = problem(load(args.file), fusion=args.fusion,
+    p = problem(load(args), fusion=args.fusion,
                 heuristics=args.heuristics)
     src = {r.name: r.source for r in RULES}
     kind = {r.name: r.kind for r in RULES}
@@ -300,7 +267,7 @@ def _count(args, p) -> tuple[int, str]:
 def cmd_enumerate(args) -> int:
     from mapper.api import enumerate_mappings, problem
 
-    prog = load(args.file)
+    prog = load(args)
     p = problem(prog, fusion=args.fusion, heuristics=args.heuristics)
     fixed = mapping_json(p.mapping(args.fixed)) if args.fixed else None
     base = {"file": args.file, "fusion": args.fusion, "heuristics": args.heuristics,
@@ -355,7 +322,7 @@ def cmd_check(args) -> int:
     from mapper.rules import rule_kind
     from mapper.text import why_violated
 
-    p = problem(load(args.file), fusion=args.fusion,
+    p = problem(load(args), fusion=args.fusion,
                 heuristics=args.heuristics)
     m = p.mapping(args.mapping)
     bad = check_mapping(p, m)
@@ -387,7 +354,7 @@ def cmd_check(args) -> int:
 def cmd_explain(args) -> int:
     from mapper.api import explain, problem
 
-    p = problem(load(args.file), fusion=args.fusion,
+    p = problem(load(args), fusion=args.fusion,
                 heuristics=args.heuristics)
     e = explain(p, args.partial, fusion=args.fusion, heuristics=args.heuristics)
     if args.json:
@@ -500,138 +467,11 @@ def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
     return domains
 
 
-def _space_doc(path: str, sizes: dict[str, int], domains: dict, max_value: int | None,
-               device, mapping: str | None) -> dict:
-    """Build the tuning space of the program in ``path``: the JSON document of ``mapper
-    space`` (see docs/cli-json.md), less ``command`` and ``schema``."""
-    from mapper.api import lower_mapping, problem
-    from mapper.tuning import infer_tuning
-
-    prog = load(path)
-    if mapping:
-        prog = lower_mapping(problem(prog), mapping)
-    t0 = time.perf_counter()
-    tp = infer_tuning(prog, sizes, domains=domains, max_value=max_value, device=device)
-    if not tp.params:
-        raise CliError(f"every size of {path} is given, so there is nothing to tune: leave "
-                       "out the sizes to tune (mapper show --sizes checks a complete set)")
-    sp = tp.space
-    n = sp.count()
-    return {"file": path, "sizes": sizes, "mapping": mapping, "device": device.describe(),
-            "parameters": [{"name": p.name, "values": len(p.domain), "domain": list(p.domain),
-                            "why": p.why} for p in tp.params.values()],
-            "restrictions": [{"origin": origin, "restriction": src}
-                             for src, origin in tp.restrictions],
-            "groups": [list(g) for g in sp.groups], "order": list(sp.order),
-            "count": n, "cartesian": sp.cartesian_size(),
-            "seconds": time.perf_counter() - t0, "note": tp.resource_note or None}
-
-
-def _memory_budget() -> int:
-    """Bytes of address space a space-building worker may add: half the machine's memory."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return 8 << 30
-
-
-def _space_worker(conn, memory: int, *a) -> None:
-    """Worker process: cap its memory, build the space, send ``(kind, payload)`` back:
-    ``ok`` with the document, ``error`` with a library message, ``too-large``, ``memory``
-    or ``bug`` with a traceback."""
-    import traceback
-
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        with open("/proc/self/statm") as f:
-            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        cap = used + memory
-        if hard == resource.RLIM_INFINITY or cap < hard:
-            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    except (ImportError, OSError, ValueError):  # pragma: no cover - not Linux
-        pass
-    try:
-        from constraints.restrictions import SpaceTooLargeError
-
-        try:
-            conn.send(("ok", _space_doc(*a)))
-        except SpaceTooLargeError as e:
-            conn.send(("too-large", str(e)))
-        except MemoryError:
-            conn.send(("memory", ""))
-        except Exception as e:  # noqa: BLE001 - sorted into the user's and bugs below
-            if isinstance(e, library_errors()):
-                conn.send(("error", str(e)))
-            else:
-                conn.send(("bug", traceback.format_exc()))
-    finally:
-        conn.close()
-
-
-class SpaceWorkerError(RuntimeError):
-    """The space-building worker failed with an error that is not the user's (a bug); the
-    message holds the worker's traceback."""
-
-
-def build_space_doc(args, sizes: dict[str, int], domains: dict, device) -> dict:
-    """``_space_doc`` in a worker process (spawned) with a memory cap and ``--timeout``:
-    a space too large for the machine is a one-line error, not an exhausted machine."""
-    import multiprocessing
-
-    hint = ("narrow a parameter with --domain NAME=LO..HI (e.g. --domain s0=1..64), lower "
-            "--max, or fix more sizes with --sizes")
-    ctx = multiprocessing.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_space_worker, daemon=True,
-                       args=(send, _memory_budget(), args.file, sizes, domains, args.max,
-                             device, args.mapping))
-    limit = args.timeout if args.timeout > 0 else None
-    t0 = time.monotonic()
-    msg = None
-    try:
-        with progress("building the tuning space") as update:
-            proc.start()
-            send.close()
-            while msg is None:
-                if recv.poll(0.2):
-                    try:
-                        msg = recv.recv()
-                    except EOFError:  # the worker died without a word (killed)
-                        break
-                elif not proc.is_alive() and not recv.poll(0):
-                    break
-                elif limit is not None and time.monotonic() - t0 > limit:
-                    raise CliError(f"building the tuning space took more than --timeout "
-                                   f"{limit:g} s and was stopped: {hint}, or raise --timeout "
-                                   "(0: no limit)")
-                update(0, f"{time.monotonic() - t0:.0f} s")
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(5)
-        recv.close()
-    if msg is None:
-        raise CliError(f"building the tuning space stopped (worker exit status "
-                       f"{proc.exitcode}; out of memory?): {hint}")
-    kind, payload = msg
-    if kind == "ok":
-        return payload
-    if kind == "too-large":
-        raise CliError(f"the tuning space is too large to build: {payload} From the command "
-                       f"line: {hint}.")
-    if kind == "memory":
-        raise CliError(f"building the tuning space needs more than half the machine's "
-                       f"memory: {hint}")
-    if kind == "error":
-        raise CliError(payload)
-    raise SpaceWorkerError("building the tuning space failed in its worker:\n" + payload)
-
-
 def cmd_space(args) -> int:
+    from mapper.space_report import build_space_document
+
     device = target(args.device)
-    prog = load(args.file)  # user errors first, here, before the worker starts
+    prog = load(args)  # user errors first, here, before the worker starts
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file)
     domains = _space_domains(args, prog, sizes)
@@ -639,7 +479,10 @@ def cmd_space(args) -> int:
         from mapper.api import problem
 
         problem(prog).mapping(args.mapping)
-    doc = build_space_doc(args, sizes, domains, device)
+    with progress("building the tuning space") as update:
+        doc = build_space_document(args.file, sizes, domains, args.max, device, args.mapping,
+                                   timeout_s=args.timeout,
+                                   on_wait=lambda s: update(0, f"{s:.0f} s"))
     if args.json:
         emit_json("space", doc)
         return 0
@@ -678,7 +521,7 @@ def cmd_run(args) -> int:
     from mapper.kernel import is_description
     from mapper.rules import rule_kind
 
-    prog = load(args.file)
+    prog = load(args)
     sizes = parse_sizes(args.sizes)
     check_sizes(prog, sizes, args.file, complete=True)
     if args.repeats < 1:
@@ -1313,7 +1156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if not isinstance(e, library_errors()):
             raise  # a bug: the traceback is the report
-        err_console.print(f"[red]error:[/red] {escape(located(e))}", soft_wrap=True)
+        err_console.print(f"[red]error:[/red] {escape(located(e, getattr(args, 'sources', ())))}",
+                          soft_wrap=True)
         return 2
 
 

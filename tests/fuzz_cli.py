@@ -305,8 +305,8 @@ def run_case(case: Case, path: str, limit_s: int = 30) -> tuple[str, str]:
     about_program: list[str] = []  # the errors about the program's text or types, as shown
     real_located = cli.located
 
-    def located(e: Exception) -> str:
-        text = real_located(e)
+    def located(e: Exception, *sources) -> str:
+        text = real_located(e, *sources)
         if isinstance(e, (ParseError, IRTypeError)):
             about_program.append(text)
         return text

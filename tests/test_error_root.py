@@ -18,7 +18,7 @@ PACKAGES = ("ir", "constraints", "mapper", "codegen")
 ALLOWED = {
     # the space worker failed with an error that is not the user's: it marks a bug (its
     # message is the worker's traceback), so the CLI must not print it as a one-line error
-    ("mapper.cli", "SpaceWorkerError"): "a bug report",
+    ("mapper.space_report", "SpaceWorkerError"): "a bug report",
     # control flow inside ir.sym_expr (a constant that is a fraction), caught there
     ("ir.sym_expr", "_NonIntegral"): "internal, never escapes",
     # a warning (warnings.warn category), not an error
@@ -83,8 +83,8 @@ def test_compatibility_bases_are_kept() -> None:
     from codegen.runner import BuildError
     from codegen.target import DeviceDescriptionError
     from codegen.worker import WorkerStartError
-    from mapper.cli import CliError
     from experiments.paper import ExperimentError
+    from mapper.cli import CliError
     from mapper.explore.plot import PlotError
     from mapper.explore.ray_pool import RayUnavailableError
     from mapper.explore.run import BudgetError

@@ -12,8 +12,8 @@ from codegen.lower import lower, program_resources
 from codegen.resources import check
 from codegen.target import H100, POCL_CPU
 from ir.programs import ConvLayer, conv_partial_stage
+from ir.syntax import parse_file as load
 from mapper.api import lower_mapping
-from mapper.cli import load
 from mapper.tuning import JointSpace
 
 RESOURCE_CHECKS = {"private-memory", "local-memory", "max-allocation", "synchronizability"}
