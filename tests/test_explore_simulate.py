@@ -107,3 +107,22 @@ def test_an_exploration_over_a_store_replays_its_candidates(stored, task, outcom
     again = explore(task, budget=12, store=path, strategy=strategy, seed=2, cut=None,
                     retime=0, pool=SimulatedDevice(outcomes, time_scale=FAST))
     assert (again.evaluated, again.cached) == (0, 12)  # resumes like any store
+
+
+@pytest.mark.parametrize("workers, given, batch", [(1, None, None), (8, None, "8"),
+                                                   (8, 3, "3")])
+def test_the_model_proposes_a_batch_per_round_of_the_devices(task, outcomes, workers, given,
+                                                             batch):
+    """With more candidates in flight than the model's default batch (5), one refit
+    proposes as many as are in flight (the driver does not refit several times per round
+    of the devices); a batch the caller gives is kept; one worker keeps the default."""
+    import json
+
+    st = ResultStore(":memory:")
+    opts = {} if given is None else {"batch": given}
+    res = explore(task, budget=10, store=st, strategy="model", seed=0, cut=None, retime=0,
+                  pool=SimulatedDevice(outcomes, workers=workers, time_scale=FAST), **opts)
+    assert res.evaluated == 10
+    [run] = st.runs()
+    assert json.loads(run["options"]).get("batch") == batch
+    st.close()

@@ -255,6 +255,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
                                     "fusion": task.fusion, "heuristics": heur,
                                     "stage": task.stage or ""})
         joint = task.joint(Device.from_limits(evaluator.limits))
+        strategy_options = _batch_for(cls, getattr(evaluator.pool, "size", 1),
+                                      strategy_options)
         strat = cls(joint, seed=seed, **strategy_options)
         res = Results(run_id, strategy, seed, st.path, evaluator.context, bud)
         res.mapping_s = joint.enumerate_s if strat.uses_mappings else 0.0
@@ -285,6 +287,20 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             evaluator.close()
         if own_store:
             st.close()
+
+
+def _batch_for(cls: type, inflight: int, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a strategy's ``batch`` (proposals per refit: the ``model``'s) raised
+    to the candidates in flight, where the caller left it at its default: one refit then
+    feeds every device of a large pool (a Ray cluster), where a small batch would refit
+    several times per round of the devices, on the driver, while freed devices wait."""
+    import inspect
+
+    param = inspect.signature(cls).parameters.get("batch")
+    if param is None or "batch" in options or not isinstance(param.default, int) \
+            or inflight <= param.default:
+        return options
+    return {**options, "batch": inflight}
 
 
 def _retime_reserve(res: Results, n: int, rounds: int) -> float:
