@@ -22,6 +22,10 @@ unchanged over it (``explore(..., ray=ADDRESS)``, ``explore(..., pool=RayPool(..
   up, and when every actor is given up the run stops with ``RayClusterError`` (the store
   holds every result so far and resumes). A kernel that kills its worker process is the
   candidate's ``crash``, as with local workers (the actor survives it).
+* **The backend.** What an actor evaluates with is built on it by ``backend`` (default
+  ``worker_pool``: a ``WorkerPool`` on the node's OpenCL device). A simulated device
+  (``mapper.explore.simulate.SimulatedDevice.backend(store)``) replays a store's measured
+  times instead: ``experiments/bench_ray_scaling.py`` measures the driver with it.
 * **One device.** The store keys results by the device: nodes whose device differs from
   the others are refused (``DeviceMismatchError``), or left out with ``mismatch="exclude"``
   (the largest group of identical devices is kept; ``excluded`` says which were not).
