@@ -75,11 +75,15 @@ class _StoredConfigs:
 
 
 class ReplaySpace:
-    """A ``JointSpace`` look-alike over the candidates of a store."""
+    """A ``JointSpace`` look-alike over the candidates of a store. With ``transfer`` (and
+    the store's ``sizes``) it exposes ``sizes`` as a live space does, so the ``model``
+    strategy transfers knowledge of the same program at *other* sizes
+    (``Knowledge.for_space``: rows of these sizes are never used); without, it has none."""
 
     def __init__(self, problem, records: Iterable[Record],
-                 sizes: Mapping[str, int] | None = None):
+                 sizes: Mapping[str, int] | None = None, *, transfer: bool = False):
         self.problem = problem
+        self.sizes: dict[str, int] | None = dict(sizes) if transfer and sizes else None
         by_map: dict[MapCodes, list[dict[str, int]]] = {}
         self.records: dict[tuple, Record] = {}
         for r in records:
@@ -108,11 +112,15 @@ class ReplaySpace:
         return self.records[(MapCodes(dict(mapping)), _cfg_key(tuning))]
 
 
-def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
+def load_space(store: str | ResultStore, *, transfer: bool = False
+               ) -> tuple[ReplaySpace, ResultStore]:
     """The replay space of a store (opened read-only when given a path; a Kernel Tuner
     cache or T4 file is read by ``mapper.explore.interop``). A store of a kernel without
     liftmap maps (``mapper.tune``, a cache made by Kernel Tuner) replays its stored
-    configurations alone."""
+    configurations alone. ``transfer``: the ``model`` strategy may use the shipped
+    knowledge of the program at other sizes than the store's (leave-one-out when the
+    knowledge was built from stores of distinct sizes); by default replay transfers
+    nothing."""
     from ir.syntax import parse
     from mapper.api import problem
     from mapper.explore.interop import TUNE_PARAMS_META, KernelOnly, open_results
@@ -128,7 +136,8 @@ def load_space(store: str | ResultStore) -> tuple[ReplaySpace, ResultStore]:
     prob = problem(parse(meta["explored_program"]), fusion=meta.get("fusion") or "always",
                    heuristics=meta.get("heuristics", "on") != "off")
     ctx = st.context()
-    return ReplaySpace(prob, st.records(), ctx.sizes if ctx is not None else None), st
+    return ReplaySpace(prob, st.records(), ctx.sizes if ctx is not None else None,
+                       transfer=transfer), st
 
 
 def _features(problem, mapping, sizes: Mapping[str, int] | None) -> dict:
