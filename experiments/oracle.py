@@ -63,6 +63,13 @@ EXAMPLE_SIZES = {
     "examples/pipeline2.lift": ({"H": 8, "W": 8}, {"H": 7, "W": 5}),
     "examples/rowcol_sums.lift": ({"H": 8, "W": 8}, {"H": 7, "W": 5}),
     "examples/smooth1d_tiles.lift": ({"N": 64, "s": 8}, {"N": 36, "s": 6}),
+    "examples/matmul_blocked.lift": ({"M": 8, "N": 8, "K": 16, "bm": 4, "bn": 2, "v": 4},
+                                     {"M": 12, "N": 6, "K": 8, "bm": 4, "bn": 2, "v": 4}),
+    "examples/gpgpu20_conv_partial.lift": (
+        dict(C=4, H=4, W=4, M=4, K=3, S=1, P=1, theta=4, rho=0, kappa=2, sigma=2, omega=12,
+             v=4),
+        dict(C=4, H=6, W=8, M=6, K=3, S=1, P=1, theta=4, rho=0, kappa=3, sigma=4, omega=12,
+             v=4)),
 }
 
 
