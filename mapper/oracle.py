@@ -26,6 +26,7 @@ from ir.nodes import Lambda
 
 ORACLE_CODES = (0, 30, 31, 20, 21, 10, 11)  # S, G0, G1, W0, W1, L0, L1
 FUSED = 1
+NEAR_BASE = 5000  # at most this many admitted (4x one-away) ones seed the one-away (two-away)
 
 
 @dataclass
@@ -101,8 +102,12 @@ def candidates(p: Any, *, full: int, admitted: int, near1: int, near2: int, samp
                         out.add(k[:i] + (code,) + k[i + 1:])
         return out
 
-    d1 = around(vset) - vset
-    d2 = around(d1) - vset - d1
+    # one and two codes away: around every admitted (one-away) assignment, or, in a large
+    # valid set (where that would be millions), around a sample of them
+    base = vset if len(vset) <= NEAR_BASE else set(rng.sample(valid, NEAR_BASE))
+    d1 = around(base) - vset
+    base = d1 if len(d1) <= 4 * NEAR_BASE else set(rng.sample(sorted(d1), 4 * NEAR_BASE))
+    d2 = around(base) - vset - d1
     picked: list[tuple[tuple, str]] = []
     for pool, n, origin in ((valid, admitted, "admitted"), (sorted(d1), near1, "near1"),
                             (sorted(d2), near2, "near2")):
