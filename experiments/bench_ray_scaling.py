@@ -61,6 +61,9 @@ STORED = ("docs/figures/data/l19-half-1k.sqlite", "docs/figures/data/l19-half-li
           "docs/figures/data/fig5-layer19-scale4-random.sqlite", "results/search/*.sqlite")
 
 
+MODEL_BATCH = 5  # the model strategy's default batch (the stored runs' batch)
+
+
 class TimedStore(ResultStore):
     """A ``ResultStore`` that times its writes (``add``) and look-ups (``record``)."""
 
@@ -234,36 +237,48 @@ def main(argv: list[str] | None = None) -> int:
                     help="also print the stored candidate and proposal times")
     ap.add_argument("--devices", type=int, default=16,
                     help="the cluster size of the projection (default %(default)s)")
+    ap.add_argument("--driver-ms", type=float, default=None,
+                    help="with --stored: the driver's overhead per candidate besides the "
+                    "proposal, in ms (default: the largest the runs measured)")
     ap.add_argument("--out", help="write every figure as JSON")
     args = ap.parse_args(argv)
-    counts = [int(w) for w in args.workers.split(",")]
+    counts = [int(w) for w in args.workers.split(",") if w.strip() not in ("", "0")]
+    if not counts and not (args.stored and args.driver_ms is not None):
+        ap.error("give --workers, or --stored with --driver-ms")
     options = {"batch": args.batch} if args.batch else {}
 
-    import ray
-
-    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-    ray.init(num_cpus=max(counts), include_dashboard=False, log_to_driver=False,
-             logging_level=logging.ERROR)
     rows: list[Row] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="ray-scaling-") as tmp:
-            for n in counts:
-                rows.append(run_one(args.store, n, strategy=args.strategy,
-                                    candidates=args.candidates, seed=args.seed,
-                                    time_scale=args.time_scale, tmp=tmp, options=options))
-                r = rows[-1]
-                print(f"  {n} worker(s): {r.candidates} candidates in {r.loop_s:.1f} s",
-                      file=sys.stderr)
-    finally:
-        ray.shutdown()
+    if counts:
+        import ray
+
+        os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+        ray.init(num_cpus=max(counts), include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.ERROR)
+        try:
+            with tempfile.TemporaryDirectory(prefix="ray-scaling-") as tmp:
+                for n in counts:
+                    rows.append(run_one(args.store, n, strategy=args.strategy,
+                                        candidates=args.candidates, seed=args.seed,
+                                        time_scale=args.time_scale, tmp=tmp,
+                                        options=options))
+                    r = rows[-1]
+                    print(f"  {n} worker(s): {r.candidates} candidates in {r.loop_s:.1f} s",
+                          file=sys.stderr)
+        finally:
+            ray.shutdown()
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# {args.strategy}, seed {args.seed}, {args.store}, time scale "
-          f"{args.time_scale:g}; {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPU(s), load {load:.1f}")
-    print("| workers | candidates | candidates/min | ideal/min | scheduled/min | utilisation "
-          "| driver overhead ms/cand. | proposal ms/cand. | store ms/cand. |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU(s), " \
+        f"load {load:.1f}"
+    if rows:
+        print(f"# {args.strategy}, seed {args.seed}, {args.store}, time scale "
+              f"{args.time_scale:g}; {machine}")
+    else:
+        print(f"# {machine}")
+    if rows:
+        print("| workers | candidates | candidates/min | ideal/min | scheduled/min | "
+              "utilisation | driver overhead ms/cand. | proposal ms/cand. | store ms/cand. |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r.workers} | {r.candidates} | {r.per_min:.1f} | {r.ideal_per_min:.1f} | "
               f"{r.scheduled_per_min:.1f} | "
@@ -276,25 +291,35 @@ def main(argv: list[str] | None = None) -> int:
                                         "utilisation": r.utilisation} for r in rows]}
     if args.stored:
         # the driver's own cost per candidate besides proposing: receiving + storing
-        base = max(r.driver_s - r.proposal_s for r in rows) / max(1, rows[0].candidates)
+        base = 1e-3 * args.driver_ms if args.driver_ms is not None else \
+            max((r.driver_s - r.proposal_s) / max(1, r.candidates) for r in rows)
         report["stored"] = stored = stored_times(STORED)
+        # the model's proposal work is per batch (a refit, 128 more samples): with a batch
+        # of one per device (explore's default on a larger pool) it is spread over more
+        batched = MODEL_BATCH / max(MODEL_BATCH, args.devices)
         print(f"\n# stored times; {args.devices} devices: sustained candidates/min with a "
-              f"driver of {1e3 * base:.1f} ms + the strategy's mean proposal time")
+              f"driver of {1e3 * base:.1f} ms + the strategy's mean proposal time (model: as "
+              f"stored, batch {MODEL_BATCH}; and x {batched:.2f} for a batch of "
+              f"{max(MODEL_BATCH, args.devices)})")
         print("| store | strategy | candidates | candidate s (median / mean) | proposal ms "
-              f"(median / mean) | {args.devices} devices, ideal/min | sustained/min |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+              f"(median / mean) | {args.devices} devices, ideal/min | sustained/min | "
+              "batched/min |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
         for s in stored:
             name = os.path.basename(s["store"]).removesuffix(".sqlite")
             if not s["candidates"]:
-                print(f"| {name} | {s['strategy']} | 0 ({s['stopped_by']}) | | | | |")
+                print(f"| {name} | {s['strategy']} | 0 ({s['stopped_by']}) | | | | | |")
                 continue
             ideal = 60.0 * args.devices / s["wall_mean_s"]
             s["sustained_per_min"] = sus = sustained(args.devices, s["wall_mean_s"],
                                                      base + s["search_mean_s"])
+            bat = sustained(args.devices, s["wall_mean_s"], base + s["search_mean_s"]
+                            * (batched if s["strategy"] == "model" else 1.0))
+            s["batched_per_min"] = bat
             print(f"| {name} | {s['strategy']} | {s['candidates']} | "
                   f"{s['wall_median_s']:.2f} / {s['wall_mean_s']:.2f} | "
                   f"{1e3 * s['search_median_s']:.1f} / {1e3 * s['search_mean_s']:.1f} | "
-                  f"{ideal:.0f} | {sus:.0f} |")
+                  f"{ideal:.0f} | {sus:.0f} | {bat:.0f} |")
         report["proposals"] = props = proposal_times(("solver", "random"))
         print("\n# proposal times on a live joint space (no device)")
         print("| program | strategy | candidates | proposal ms (median / mean) | draws |")
