@@ -31,7 +31,7 @@ scalars numpy or Python ints and floats; ``answer`` is a list as long as ``argum
 with the expected content of one output argument and ``None`` elsewhere, compared as
 ``numpy.allclose(result, expected, atol=atol)`` compares.
 
-The command line form is ``mapper tune KERNEL.cl`` (``mapper.tune_cli``).
+The command line form is ``mapper tune KERNEL.cl`` (``mapper.cli.tune``).
 """
 
 from __future__ import annotations

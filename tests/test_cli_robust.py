@@ -141,7 +141,8 @@ def test_enumerate_listing_stops_at_the_time_limit(capsys, nest):
 
 def test_enumerate_count_shows_progress_on_a_terminal(capsys, nest, monkeypatch):
     buf = io.StringIO()
-    monkeypatch.setattr(cli, "err_console", Console(file=buf, force_terminal=True, width=100))
+    monkeypatch.setattr(cli.common, "err_console", Console(file=buf, force_terminal=True,
+                                                           width=100))
     rc, out, _ = run(capsys, "enumerate", nest(10), "--count")
     assert rc == 0 and "283258 valid mappings" in out
     assert "counting mappings" in buf.getvalue()

@@ -1,4 +1,4 @@
-"""Tuning a user's own OpenCL kernel (mapper/tune.py, mapper/tune_cli.py): launch sizes as
+"""Tuning a user's own OpenCL kernel (mapper/tune.py, mapper/cli/tune.py): launch sizes as
 Kernel Tuner computes them, the arguments' checks, and (``opencl``) kernels tuned end to
 end, checked against ``answer``, with every failure of a configuration a typed outcome."""
 
@@ -21,7 +21,7 @@ from mapper.tune import (
     launch_sizes,
     tune_kernel,
 )
-from mapper.tune_cli import parse_arg, parse_values
+from mapper.cli.tune import parse_arg, parse_values
 
 REPO = Path(__file__).resolve().parent.parent
 VECTOR_ADD = REPO / "examples" / "kernels" / "vector_add.cl"

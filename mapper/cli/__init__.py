@@ -1,0 +1,76 @@
+"""The ``mapper`` command line: show, constraints, enumerate, check, explain, space, run, demo,
+explore, results, plot, tune (``python -m mapper.cli`` runs it too).
+
+The package only parses and prints over the library: ``args`` (the parser), ``common``
+(consoles, JSON, progress, loading), ``mapping``, ``build``, ``explore`` and ``tune`` (the
+commands).
+
+Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
+mistakes (bad files, bad arguments, bad mappings, contradictory constraints) print one
+clear error and exit with status 2; nothing prints a traceback for them. Commands that
+print results take ``--json`` (one JSON document on stdout; schema in docs/cli-json.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from rich.markup import escape
+
+from mapper.cli.args import build_parser
+from mapper.cli.build import cmd_demo, cmd_device, cmd_repl, cmd_run, cmd_space
+from mapper.cli.common import (
+    JSON_SCHEMA_VERSION,
+    CliError,
+    console,
+    err_console,
+    located,
+    parse_domains,
+)
+from mapper.cli.explore import cmd_explore, cmd_plot, cmd_results
+from mapper.cli.mapping import cmd_check, cmd_constraints, cmd_enumerate, cmd_explain, cmd_show
+from mapper.cli.tune import cmd_tune
+from mapper.errors import library_errors
+from mapper.sizes import parse_sizes
+
+__all__ = ["main", "build_parser", "COMMANDS", "CliError", "JSON_SCHEMA_VERSION", "console",
+           "err_console", "located", "parse_domains", "parse_sizes", "library_errors"]
+
+COMMANDS = {
+    "show": cmd_show,
+    "constraints": cmd_constraints,
+    "enumerate": cmd_enumerate,
+    "check": cmd_check,
+    "explain": cmd_explain,
+    "space": cmd_space,
+    "device": cmd_device,
+    "repl": cmd_repl,
+    "run": cmd_run,
+    "demo": cmd_demo,
+    "explore": cmd_explore,
+    "results": cmd_results,
+    "plot": cmd_plot,
+    "tune": cmd_tune,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the library's errors print one line on stderr and give status 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    except BrokenPipeError:  # stdout closed early (| head): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush goes nowhere
+        return 141
+    except Exception as e:
+        if not isinstance(e, library_errors()):
+            raise  # a bug: the traceback is the report
+        err_console.print(f"[red]error:[/red] {escape(located(e, getattr(args, 'sources', ())))}",
+                          soft_wrap=True)
+        return 2

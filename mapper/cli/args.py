@@ -1,0 +1,284 @@
+"""The command line's parser: every command's arguments, range-checked."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from mapper.cli.common import MAX_RANGE
+from mapper.cli.tune import add_parser as add_tune_parser
+
+
+def _version() -> str:
+    from mapper.explore.store import library_version
+
+    return library_version()
+
+
+def _non_negative(text: str) -> int:
+    """argparse type: an integer >= 0 (argparse turns the error into one usage line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; give 0 or more")
+    return n
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    n = _non_negative(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("give 1 or more")
+    return n
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not x >= 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds (0: no limit)")
+    return x
+
+
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes 0..2^32-1
+
+
+MAX_REPEATS = 10**6  # timed executions of one kernel
+
+
+MAX_WORKERS = 256  # worker processes of mapper explore
+
+
+MAX_REPLAY_SEEDS = 10**4  # mapper results --compare
+
+
+MAX_TOP = 2**31 - 1  # rows mapper results shows
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """argparse type: an integer in ``lo``..``hi``."""
+    def parse(text: str) -> int:
+        shown = text if len(text) <= 24 else f"{text[:12]}...({len(text)} characters)"
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown!r} is not an integer") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{shown} is out of range: give an integer in "
+                                             f"{lo}..{hi}")
+        return n
+
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < x < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds more than 0")
+    return x
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="mapper",
+        description="Valid parallel mappings of functional array programs onto OpenCL, "
+        "found by constraint satisfaction.",
+    )
+    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def prog_cmd(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("file", help="program file in the text syntax (e.g. examples/*.lift)")
+        return p
+
+    def fusion(p):
+        p.add_argument("--fusion", choices=("always", "never", "free"), default="always",
+                       help="sequential map fusion strategy (CC'22 Section 4.5)")
+        p.add_argument("--no-heuristics", dest="heuristics", action="store_false",
+                       help="validity rules only: drop the heuristic rules that prune "
+                       "correct but unlikely mappings (see mapper constraints)")
+
+    def as_json(p):
+        p.add_argument("--json", action="store_true", help="print one JSON document instead "
+                       "(schema: docs/cli-json.md)")
+
+    p = prog_cmd("show", "parse a program, print it typed with its algorithmic constraints")
+    p.add_argument("--sizes", help="check the constraints for sizes, e.g. N=64,s0=16,s1=4")
+    as_json(p)
+    p = prog_cmd("constraints", "the map-nesting tree and the mapping constraints per rule")
+    fusion(p)
+    p.add_argument("--list", action="store_true", help="list every constraint instance")
+    as_json(p)
+    p = prog_cmd("enumerate", "enumerate (or count) the valid mappings")
+    fusion(p)
+    p.add_argument("--count", action="store_true", help="only count them (without listing "
+                   "them, unless --backend is given)")
+    p.add_argument("--limit", type=_non_negative, help="show at most N mappings")
+    p.add_argument("--random", action="store_true", help="uniformly random order")
+    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=None, help="seed of the "
+                   "random order")
+    p.add_argument("--backend", choices=("cp", "z3", "brute"), default=None,
+                   help="solver that lists the mappings (default cp); with --count, count "
+                   "by listing with it (a slow cross-check)")
+    p.add_argument("--fixed", help="pin some maps, e.g. 'A=W0 B=L0'")
+    p.add_argument("--timeout", type=_seconds, default=60.0, help="stop with exit status 2 "
+                   "after this many seconds (default 60; 0: no limit)")
+    as_json(p)
+    p = prog_cmd("check", "check one mapping and say which rules it violates")
+    fusion(p)
+    p.add_argument("--mapping", required=True, help="e.g. 'A=20 B=10 C=10 D=0' or 'A=W0 B=L0'")
+    as_json(p)
+    p = prog_cmd("explain", "why a partial mapping is impossible (minimal rule instances)")
+    fusion(p)
+    p.add_argument("--partial", required=True, help="e.g. 'A=W0 C=G0'")
+    as_json(p)
+    p = prog_cmd("space", "tuning parameters, their constraints and the exact count")
+    p.add_argument("--timeout", type=_seconds, default=120.0, help="stop building the space "
+                   "after this many seconds (default 120; 0: no limit)")
+    as_json(p)
+    p.add_argument("--sizes", required=True, help="the fixed sizes, e.g. H=28,W=28,C=64,...")
+    p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
+    p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
+    p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes; "
+                   f"1..{MAX_RANGE}, checked by the command)")
+    p.add_argument("--device", help="the device whose limits become constraints: a preset "
+                   "(pocl-cpu, h100), a JSON description or an OpenCL device spec "
+                   "(default: the pocl-cpu preset)")
+    p = sub.add_parser("device", help="describe a device (preset, JSON description or live "
+                       "OpenCL device) and save its description")
+    p.add_argument("spec", nargs="?", help="pocl-cpu, h100, FILE.json or an OpenCL device "
+                   "spec (default: the live default device)")
+    p.add_argument("--save", help="write the description to this JSON file")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
+    p = prog_cmd("run", "lower one mapping to OpenCL, run it on the device, check and time it")
+    fusion(p)
+    p.add_argument("--mapping", required=True, help="e.g. 'A=W0 B=L0 C=L0 D=S'")
+    p.add_argument("--sizes", required=True, help="every size and tuning value, e.g. N=4096,"
+                   "s0=64,s1=4")
+    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
+                   "that builds)")
+    p.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), default=5, help="timed "
+                   "executions (default 5)")
+    p.add_argument("--timeout", type=_positive_seconds, default=120.0, help="seconds for build "
+                   "and runs "
+                   "in the worker process (default 120)")
+    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of the random "
+                   "inputs")
+    p.add_argument("--show-source", action="store_true", help="print the OpenCL source on "
+                   "stdout, raw (the verdict then goes to stderr)")
+    p.add_argument("--source-out", metavar="FILE", help="write the OpenCL source to FILE")
+    p.add_argument("--flops", type=_non_negative, help="the FLOP count GFLOP/s is computed "
+                   "from (default: derived from the program's functions)")
+    p.add_argument("--force", action="store_true", help="skip the mapping constraints: let "
+                   "the lowering's checks judge an invalid mapping")
+    as_json(p)
+    p = sub.add_parser("repl", help="interactive shell to debug a program's mapping constraints")
+    p.add_argument("file", nargs="?", help="program to load first")
+    p = sub.add_parser("demo", help="the main job: enumerate, lower and run CC'22 Listing 3 "
+                       "and a convolution on the OpenCL device")
+    p.add_argument("--quick", action="store_true", help="smaller sizes")
+    class StrategyList(argparse.RawDescriptionHelpFormatter):
+        """Help whose epilog ``STRATEGIES`` becomes the registered strategies, one a line
+        (imported only when the help is printed)."""
+
+        def add_text(self, text: str | None) -> None:
+            if text == "STRATEGIES":
+                from mapper.explore.output import strategies_help
+
+                text = strategies_help()
+            super().add_text(text)
+
+    p = sub.add_parser("explore", help="search mappings x tuning on the device, every "
+                       "candidate recorded in a resumable SQLite store",
+                       description="Search mappings x tuning values on the device; every "
+                       "candidate is recorded in a\nresumable SQLite store. On a terminal a live "
+                       "dashboard shows the progress; -v prints\na line per candidate on stderr, "
+                       "--json/--jsonl print JSON on stdout (docs/cli-json.md),\n-q only the "
+                       "answer.", epilog="STRATEGIES", formatter_class=StrategyList)
+    p.add_argument("file", help="program file (examples/*.lift) or 'conv' (the GPGPU'20 "
+                   "convolution pipeline, with --layer)")
+    fusion(p)
+    p.add_argument("--sizes", help="the fixed sizes, e.g. N=4096; the other size variables "
+                   "are tuned")
+    p.add_argument("--flops", type=_non_negative, help="the FLOP count GFLOP/s is computed "
+                   "from (default: derived from the program's functions)")
+    p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
+                   "(default 19/2)")
+    p.add_argument("--strategy", default="model", help="the search strategy (default model; "
+                   "every strategy is listed below)")
+    p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
+    p.add_argument("--budget", default="100", help="candidates (500) or time (90s, 10m)")
+    p.add_argument("--store", help="SQLite results store (default results/<program>.sqlite)")
+    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of the "
+                   "strategy (the same seed "
+                   "and store resume a run; default 0)")
+    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
+                   "that builds)")
+    p.add_argument("--timeout", type=_positive_seconds, default=30.0, help="seconds for one "
+                   "candidate's "
+                   "lowering, build and runs (default 30)")
+    p.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), default=3, help="timed runs "
+                   "per candidate")
+    p.add_argument("--cut", type=_seconds, default=3.0, help="early cut: stop a candidate's runs "
+                   "after CUT times the best candidate's run time, at least 2 s (default 3; "
+                   "0: off)")
+    p.add_argument("--run-budget", type=_seconds, default=1.0, help="seconds the timed runs "
+                   "of one candidate may take: slow ones are timed fewer times (at least "
+                   "once; default 1; 0: always --repeats)")
+    p.add_argument("--max", type=_int_in(1, MAX_RANGE), help="upper end of inferred tuning "
+                   "ranges")
+    p.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=None, help="candidates "
+                   "lowered and "
+                   "built in parallel worker processes; their timed runs still take turns on "
+                   "the device (default 1; with --ray: per device, default the node's CPUs)")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="evaluate on "
+                   "a Ray cluster: join the one at ADDRESS (host:port, or 'auto': the one "
+                   "`ray start` runs here), or without ADDRESS start one on this machine; "
+                   "--device applies on every node (several specs: SPEC,SPEC: one actor "
+                   "each); the store is written here (pip install 'liftmap[cluster]')")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON summary object at "
+                     "the end on stdout instead of the text (schema: docs/cli-json.md)")
+    fmt.add_argument("--jsonl", action="store_true", help="print one JSON object per "
+                     "candidate on stdout as each finishes, then the summary object")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true", help="print one line per "
+                      "candidate on stderr (also without a terminal; no dashboard)")
+    talk.add_argument("-q", "--quiet", action="store_true", help="print only the answer: "
+                      "the final mapping and tuning values (no dashboard, no summary)")
+    p = sub.add_parser("results", help="what a results store holds: program, sizes, device, "
+                       "outcome counts, best candidates")
+    p.add_argument("store", help="the SQLite file written by mapper explore (or a Kernel "
+                   "Tuner cache or T4 results file, .json)")
+    p.add_argument("--top", type=_int_in(1, MAX_TOP), default=10, help="show the N best "
+                   "(default 10)")
+    p.add_argument("--format", choices=("kernel-tuner", "t4"), help="write the candidates as "
+                   "a Kernel Tuner cache (its simulation mode replays it) or T4 results to "
+                   "--out")
+    p.add_argument("--out", help="--format: the JSON file to write")
+    p.add_argument("--csv", help="also write every candidate to this CSV file (mapping in "
+                   "short codes, one column per tuning parameter)")
+    p.add_argument("--json", action="store_true", help="print everything as one JSON object "
+                   "instead (schema: docs/cli-json.md)")
+    p.add_argument("--compare", help="replay these strategies (e.g. solver,random,model) on "
+                   "the stored candidates, without a device")
+    p.add_argument("--seeds", type=_int_in(1, MAX_REPLAY_SEEDS), default=10, help="--compare: "
+                   "seeds per strategy")
+    p.add_argument("--target", type=float, default=0.9, help="--compare: fraction of the "
+                   "best throughput to reach (default 0.9)")
+    p = sub.add_parser("plot", help="PNG plots of a results store: best throughput against "
+                       "time, time per stage, time-memory Pareto front")
+    p.add_argument("store", help="the SQLite file written by mapper explore")
+    p.add_argument("--out", help="folder for the PNGs (default: STORE without .sqlite + -plots)")
+    add_tune_parser(sub)
+    return ap

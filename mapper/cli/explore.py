@@ -1,0 +1,271 @@
+"""The exploration commands: ``explore``, ``results``, ``plot``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+from rich.markup import escape
+from rich.table import Table
+
+from mapper.cli.common import CliError, console, emit_json, err_console
+from mapper.sizes import check_sizes, parse_sizes
+
+
+def _explore_task(args):
+    """The task of ``mapper explore``: a ``.lift`` file, or ``conv`` (the GPGPU'20
+    convolution pipeline on ``--layer``)."""
+    from mapper.explore import Task, parse_layer
+
+    if args.file == "conv":
+        if args.sizes:
+            from ir.programs import ConvLayer
+
+            if args.layer:
+                raise CliError("conv takes --sizes or --layer, not both")
+            s = parse_sizes(args.sizes, minimum=0)  # P=0: no padding; ConvLayer checks
+            need = ("C", "H", "W", "M")
+            unknown = sorted(set(s) - {*need, "K", "S", "P"})
+            if unknown:
+                raise CliError(f"conv has no size {', '.join(unknown)}: its sizes are C, H, "
+                               "W, M (input channels, height, width, kernels) and K, S, P "
+                               "(kernel size 3, stride 1, padding 1 unless given)")
+            missing = [k for k in need if k not in s]
+            if missing:
+                raise CliError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
+                               f"--layer, e.g. --layer 19/2; missing {', '.join(missing)}")
+            layer = ConvLayer("custom", s["C"], s["H"], s["W"], s["M"], s.get("K", 3),
+                              s.get("S", 1), s.get("P", 1))
+        else:
+            text = args.layer or "19/2"
+            if not re.fullmatch(r"\w+(/[0-9]{1,4})?", text):
+                raise CliError(f"--layer {text!r}: give a VGG-16 layer and an optional scale, "
+                               "e.g. 19 or 19/2")
+            try:
+                layer = parse_layer(text)
+            except ValueError as e:  # parse_layer's own message (an unknown layer name)
+                raise CliError(f"--layer {text!r}: {e}") from None
+        if args.flops is not None:
+            raise CliError("--flops goes with a .lift program (conv counts its own FLOPs)")
+        return Task.conv_layer(layer, fusion=args.fusion, heuristics=args.heuristics)
+    if args.layer:
+        raise CliError("--layer goes with the program name conv (the convolution pipeline)")
+    sizes = parse_sizes(args.sizes)
+    import os
+
+    from ir.syntax import parse_file
+
+    prog = parse_file(args.file)
+    check_sizes(prog, sizes, args.file)
+    from ir.types import shape_of
+
+    for p in getattr(prog, "params", ()):
+        dims = shape_of(p.type)[0]
+        missing = sorted({str(v) for d in dims for v in d.free_vars()} - sizes.keys())
+        if missing:
+            raise CliError(f"input {p.name} of {args.file} has size(s) {', '.join(missing)}: "
+                           "give them with --sizes (the other sizes are tuned)")
+    return Task.from_program(prog, sizes, fusion=args.fusion, heuristics=args.heuristics,
+                             name=os.path.basename(args.file), max_value=args.max,
+                             flops=args.flops)
+
+
+def cmd_explore(args) -> int:
+    """``mapper explore``: a dashboard on a terminal (stdout; on stderr with --json/--jsonl
+    when only stderr is one), -v: a line per candidate on stderr, --jsonl: a JSON object per
+    candidate on stdout, then the summary (text, or JSON with --json/--jsonl; -q: the
+    answer alone)."""
+    import os
+
+    from rich.live import Live
+
+    from mapper.explore import ResultStore, explore, get_strategy, parse_budget
+    from mapper.explore import output as out
+    from mapper.explore.display import Dashboard
+
+    budget = parse_budget(args.budget)  # user errors first, before any work
+    get_strategy(args.strategy)
+    if args.mapping and args.strategy != "manual":
+        raise CliError("--mapping goes with --strategy manual")
+    if args.strategy == "manual" and not args.mapping:
+        raise CliError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
+    stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
+    path = args.store or os.path.join("results", f"{stem}.sqlite")
+    task = _explore_task(args)  # a bad program or shape leaves no store behind
+    pool = None
+    if args.ray is not None:  # a cluster that cannot start leaves no store behind either
+        from mapper.explore.ray_pool import RayPool
+
+        specs = [d.strip() or None for d in args.device.split(",")] if args.device else None
+        pool = RayPool(specs, address=args.ray, workers_per_device=args.workers,
+                       timeout_s=args.timeout)
+        if not args.quiet:
+            err_console.print(pool.describe(), markup=False, highlight=False)
+    try:
+        store = ResultStore(path)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
+    as_json = args.json or args.jsonl
+    dash_console = None  # where the live dashboard goes, if anywhere
+    if not (args.quiet or args.verbose):
+        if not as_json and console.is_terminal:
+            dash_console = console
+        elif as_json and err_console.is_terminal and not console.is_terminal:
+            dash_console = err_console
+    dash = Dashboard()
+
+    def on_result(rec, res) -> None:
+        if args.verbose:
+            sys.stderr.write(out.candidate_line(rec, res) + "\n")
+            sys.stderr.flush()
+        if args.jsonl:
+            emit_json("explore", out.candidate_json(rec, res))
+            sys.stdout.flush()
+        if dash_console is not None:
+            dash.update(rec, res)
+
+    try:
+        kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
+                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
+                  cut=args.cut or None, workers=args.workers or 1,
+                  run_budget_s=args.run_budget or None, pool=pool)
+        if args.mapping:
+            kw["mapping"] = args.mapping
+        if dash_console is not None:
+            # JSON on stdout is never captured into a dashboard on stderr
+            with Live(dash, console=dash_console, refresh_per_second=4, transient=False,
+                      redirect_stdout=dash_console is console):
+                res = explore(task, on_start=dash.start, on_result=on_result, **kw)
+        else:
+            res = explore(task, on_result=on_result, **kw)
+    except KeyboardInterrupt:  # before the first candidate (start-up, building the space)
+        err_console.print("interrupted before the first candidate; nothing was evaluated")
+        return 130
+    finally:
+        store.close()
+        if pool is not None:
+            pool.close()
+    too_short = not res.records and res.stopped_by == "time"
+    if as_json and not too_short:
+        emit_json("explore", out.summary_json(res, file=args.file, store=path))
+    elif args.quiet:
+        answer = out.answer_line(res)
+        if answer is not None:
+            sys.stdout.write(answer + "\n")
+        elif not too_short:
+            err_console.print("no candidate ran ok", markup=False, highlight=False)
+    elif not as_json:
+        console.print(res.summary(), markup=False, highlight=False)
+        console.print(f"store: {path} ({res.context.describe()})", markup=False)
+    if res.stopped_by == "interrupted":
+        return 130
+    if too_short:
+        err_console.print(f"error: the budget {budget.text} ended before one candidate was "
+                          f"evaluated (start-up and the first candidate took longer): give "
+                          "a larger --budget", markup=False, highlight=False)
+        return 2
+    return 0
+
+
+def cmd_results(args) -> int:
+    """``mapper results``: tables, ``--json`` (docs/cli-json.md), ``--csv``; mappings in
+    short codes, tuning values as columns or objects. STORE may be a Kernel Tuner cache or
+    T4 file (``.json``); ``--format kernel-tuner|t4 --out F.json`` writes one."""
+
+    from mapper.explore import output as out
+    from mapper.explore.display import best_table, counts_table
+    from mapper.explore.interop import export_store, open_results
+
+    if args.compare:
+        return _compare(args)
+    if args.format is not None or args.out is not None:
+        if args.format is None or args.out is None:
+            raise CliError("--format and --out go together, e.g. mapper results STORE "
+                           "--format kernel-tuner --out cache.json")
+        n = export_store(args.store, args.format, args.out)
+        console.print(f"wrote {n} candidate(s) to {escape(args.out)} ({args.format})")
+        return 0
+    with open_results(args.store) as st:
+        ctx, counts, rows = st.context(), st.counts(), st.records()
+        best, runs = st.best_records(args.top), st.runs()
+        doc = out.results_json(st, args.top) if args.json else None
+    if args.csv:
+        out.write_csv(args.csv, rows)
+    if doc is not None:
+        emit_json("results", doc)
+        return 0
+    console.print(f"[bold]{escape(args.store)}[/bold]: "
+                  + (escape(ctx.describe()) if ctx else "empty (no run has started)"))
+    if ctx:
+        console.print(f"device: {escape(json.dumps(ctx.device))}", soft_wrap=True)
+    console.print(f"{len(rows)} candidate(s) in {len(runs)} run(s)")
+    if runs:
+        t = Table(title="Runs")
+        for col in ("run", "strategy", "seed", "budget", "stopped by", "evaluated",
+                    "from store", "random draws"):
+            t.add_column(col)
+        for r in runs:
+            t.add_row(r["run_id"], r["strategy"], str(r["seed"]), str(r["budget"]),
+                      str(r["stopped_by"] or r.get("state") or "running or killed"),
+                      "" if r["evaluated"] is None else str(r["evaluated"]),
+                      "" if r["cached"] is None else str(r["cached"]),
+                      "" if r["draws"] is None else str(r["draws"]))
+        console.print(t)
+    if counts:
+        console.print(counts_table(counts))
+    if best:
+        console.print(best_table(best, f"Best {len(best)} candidate(s)"))
+    if args.csv:
+        console.print(f"wrote {len(rows)} row(s) to {escape(args.csv)}")
+    return 0
+
+
+def _compare(args) -> int:
+    """``mapper results STORE --compare solver,model``: replay without a device."""
+    import statistics
+
+    from mapper.explore.replay import compare
+
+    names = [n.strip() for n in args.compare.split(",") if n.strip()]
+    if args.seeds < 1:
+        raise CliError(f"--seeds must be >= 1, got {args.seeds}")
+    if not 0 < args.target <= 1:
+        raise CliError(f"--target is a fraction of the best in (0, 1], got {args.target}")
+    t0 = time.perf_counter()
+    c = compare(args.store, names, seeds=args.seeds, fraction=args.target)
+    if args.json:
+        emit_json("results", {"store": args.store, "best": c.best, "fraction": c.fraction,
+                              "candidates": c.candidates, "evaluations": c.evaluations,
+                              "median": {n: c.median(n) for n in names}})
+        return 0
+    t = Table(title=f"Replay of {c.candidates} stored candidates: evaluations to reach "
+                    f"{c.fraction:.0%} of the best ({c.best:.4g}), {args.seeds} seeds")
+    for col in ("strategy", "reached", "median", "mean of reached", "per seed"):
+        t.add_column(col)
+    for n in names:
+        ev = c.evaluations[n]
+        got = [v for v in ev if v is not None]
+        med = c.median(n)
+        t.add_row(n, f"{len(got)}/{len(ev)}", "never" if med is None else f"{med:g}",
+                  f"{statistics.mean(got):.1f}" if got else "",
+                  " ".join("-" if v is None else str(v) for v in ev))
+    console.print(t)
+    console.print(f"(replayed in {time.perf_counter() - t0:.1f} s, no device)")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from mapper.explore import ResultStore
+    from mapper.explore.plot import plot_store
+
+    out = args.out or os.path.splitext(args.store)[0] + "-plots"
+    with ResultStore(args.store, readonly=True) as st:
+        paths = plot_store(st, out)
+    for p in paths:
+        console.print(p, soft_wrap=True, markup=False)  # a path is one line
+    return 0
