@@ -50,7 +50,7 @@ __all__ = [
     "Call",
     "Compare",
     "BoolOp",
-    "Not",
+    "Negation",
     "Str",
     "Member",
     "conjunction",
@@ -312,7 +312,7 @@ class BoolOp(Expression):
 
 
 @dataclass(frozen=True)
-class Not(Expression):
+class Negation(Expression):
     """``not operand``."""
 
     kind: ClassVar[str] = TRUTH
@@ -439,7 +439,7 @@ class _Parser:
             return Arith(_BINOPS[type(node.op)], (left, right))
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
-                return Not(self.need(node.operand, TRUTH, "operand of 'not'"))
+                return Negation(self.need(node.operand, TRUTH, "operand of 'not'"))
             if isinstance(node.op, (ast.USub, ast.UAdd)):
                 operand = self.need(node.operand, NUMBER, "operand of a sign")
                 return Sign("-" if isinstance(node.op, ast.USub) else "+", operand)

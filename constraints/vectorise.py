@@ -33,7 +33,7 @@ from constraints.predicates import (
     Expression,
     Member,
     Name,
-    Not,
+    Negation,
     Num,
     Sign,
     Str,
@@ -178,7 +178,7 @@ def _build(e: Expression, index: dict[str, int]) -> Closure:
             return (hit if err is None else hit & ~err), err
 
         return _member
-    if isinstance(e, Not):
+    if isinstance(e, Negation):
         f = _build(e.operand, index)
 
         def _not(cols: tuple) -> tuple[Any, Any]:
@@ -333,7 +333,7 @@ def _to_ast(e: Expression, index: dict[str, int]) -> ast.expr:
     if isinstance(e, Sign):
         sign: ast.unaryop = ast.USub() if e.op == "-" else ast.UAdd()
         return ast.UnaryOp(sign, _to_ast(e.operand, index))
-    if isinstance(e, Not):
+    if isinstance(e, Negation):
         return ast.UnaryOp(ast.Not(), _to_ast(e.operand, index))
     if isinstance(e, Arith):
         out = _to_ast(e.args[0], index)

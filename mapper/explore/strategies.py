@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 STRATEGIES: dict[str, type[Strategy]] = {}
 
 
-class SearchSpace(Protocol):
+class StrategySpace(Protocol):
     """What a strategy reads of its space: a ``JointSpace``, or the stored candidates of a
     replay (``mapper.explore.replay.ReplaySpace``)."""
 
@@ -112,7 +112,7 @@ class Strategy:
     summary = ""
     uses_mappings = True
 
-    def __init__(self, joint: SearchSpace, *, seed: int = 0, **options: Any):
+    def __init__(self, joint: StrategySpace, *, seed: int = 0, **options: Any):
         if options:
             raise StrategyError(f"strategy {self.name!r} takes no option(s) "
                                 f"{', '.join(sorted(options))}")
@@ -155,7 +155,7 @@ class Manual(Strategy):
     summary = "one fixed --mapping, every tuning configuration once (seeded order)"
     uses_mappings = False
 
-    def __init__(self, joint: SearchSpace, *, seed: int = 0, mapping=None, **options: Any):
+    def __init__(self, joint: StrategySpace, *, seed: int = 0, mapping=None, **options: Any):
         super().__init__(joint, seed=seed, **options)
         if mapping is None:
             raise StrategyError("strategy 'manual' needs a mapping, e.g. --mapping "
