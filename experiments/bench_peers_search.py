@@ -265,6 +265,39 @@ def fmt(s: dict[str, Any]) -> str:
     return f"{s['median']:g} [{s['q1']:g}-{q3}] ({s['reached']}/{s['seeds']})"
 
 
+def short_name(store: str) -> str:
+    """A store's column name in the table: its file name without ``search-`` and suffix."""
+    name = os.path.basename(store).removesuffix(".sqlite").removeprefix("search-")
+    return name.replace("fig6-layer19-scale8-fusion-", "l19/8-")
+
+
+def markdown(docs: Sequence[dict[str, Any]], fraction: float) -> str:
+    """One markdown table from ``--out`` files: a row per strategy, a column per store,
+    each cell the median evaluations to ``fraction`` of the best and the seeds that reached
+    it (``never`` when more than half did not)."""
+    stores = [(st, d) for doc in docs for st, d in doc["stores"].items()]
+    names: list[str] = []
+    for _, d in stores:
+        names += [n for n in d["strategies"] if n not in names]
+    head = ["strategy"] + [f"{short_name(st)} ({d['kind']}, {d['candidates']}, "
+                           f"{d['targets'][str(fraction)]} target)" for st, d in stores]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * len(stores) + "|"]
+    for n in names:
+        cells = []
+        for _, d in stores:
+            row = d["strategies"].get(n)
+            if row is None:
+                cells.append("")
+                continue
+            s = row[str(fraction)]
+            med = "never" if s["median"] is None else f"{s['median']:g}"
+            ended = ", ".join(f"{k} {v}" for k, v in sorted(ends_of(row).items())) \
+                if "ended" in row else ""
+            cells.append(f"{med} ({s['reached']}/{s['seeds']}{'; ' + ended if ended else ''})")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def default_stores() -> list[str]:
     """The committed stores of ``DEFAULT_STORES`` that exist here, in that order."""
     out: list[str] = []
@@ -287,7 +320,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kt-wall", type=float, default=120.0, help="wall-clock seconds one "
                     "Kernel Tuner run may take (default 120; past it, the run ends)")
     ap.add_argument("--out", help="write every figure to this JSON file")
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="print the markdown tables "
+                    "(90%% and 95%%) of these --out files and run nothing")
     args = ap.parse_args(argv)
+    if args.table:
+        docs = []
+        for path in args.table:
+            with open(path) as f:
+                docs.append(json.load(f))
+        for fr in FRACTIONS:
+            print(f"\nevaluations to {fr:.0%} of the best: median (seeds reached; runs that "
+                  f"did not finish)\n\n{markdown(docs, fr)}")
+        return 0
     try:
         import kernel_tuner
     except ModuleNotFoundError:

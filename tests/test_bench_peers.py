@@ -109,3 +109,20 @@ def test_replay_transfers_only_when_asked_and_never_from_the_store_itself() -> N
     same_program = [r for r in read_rows() if r["program"] == own[0]["program"]]
     assert kn.rows == len(same_program) - len(own)  # leave-one-out: its own rows are out
     assert json.dumps(own[0]["sizes"], sort_keys=True) not in kn.sizes
+
+
+def test_a_store_named_with_regex_metacharacters_loads_in_kernel_tuner(tmp_path) -> None:
+    """Kernel Tuner compiles the cache's kernel_name into a regular expression: the store of
+    a run with options (``... [fusion-always-heuristics-on]``) must still load."""
+    _kernel_tuner()
+    from mapper.explore.interop import export_store, kernel_tuner_name
+
+    assert kernel_tuner_name("conv:vgg16-19,21/8 [fusion-always]") == \
+        "conv:vgg16-19,21/8 _fusion-always_"
+    assert kernel_tuner_name("conv:vgg16-19") == "conv:vgg16-19"
+    store = str(REPO / "docs" / "figures" / "data" /
+                "fig6-layer19-scale8-fusion-always-heuristics-on.sqlite")
+    cache = str(tmp_path / "c.json")
+    export_store(store, "kernel-tuner", cache)
+    (tr,) = bp.kernel_tuner_runs(cache, "random_sample", [0], failures=True)
+    assert tr.ended == "done" and len(tr.trace) == 250, tr.error

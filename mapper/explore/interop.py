@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -314,6 +315,15 @@ def _unique(records: Iterable[Record], names: Sequence[str],
     return out
 
 
+def kernel_tuner_name(name: str) -> str:
+    """``name`` as a cache's ``kernel_name`` Kernel Tuner 1.5 can load: it compiles the name
+    into a regular expression (``util.check_argument_list``) and compares it with the
+    cache's, so a regex metacharacter (``[``, ``(``, ``*``...: a store of a run with options,
+    ``conv:vgg16-19,21/8 [fusion-always-heuristics-on]``) becomes ``_``. Reading a cache
+    back takes the name from the liftmap document, not from this field."""
+    return re.sub(r"[\\\[\](){}*+?|^$]", "_", name)
+
+
 def to_kernel_tuner(tf: TuningFile) -> dict[str, Any]:
     """The Kernel Tuner 1.5 cache document of ``tf`` (see the module docstring); a
     configuration stored twice is written once (the first)."""
@@ -339,7 +349,7 @@ def to_kernel_tuner(tf: TuningFile) -> dict[str, Any]:
         entry.update({_PREFIX + k: v for k, v in _record_fields(r).items()})
         cache[",".join(str(cfg[p]) for p in names)] = entry
     dims = list(tf.sizes.values())  # Kernel Tuner's problem sizes have 1 to 3 dimensions
-    return {"device_name": tf.device_name, "kernel_name": tf.kernel_name,
+    return {"device_name": tf.device_name, "kernel_name": kernel_tuner_name(tf.kernel_name),
             "problem_size": dims if 1 <= len(dims) <= 3 else [math.prod(dims)],
             "tune_params_keys": names,
             "tune_params": values, "objective": "time", "liftmap": _liftmap_doc(tf, names),
