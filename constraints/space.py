@@ -393,7 +393,7 @@ class SearchSpace(Persistent):
         and independently."""
         k = operator.index(k)
         if k < 0:
-            raise ValueError(f"sample size must be >= 0, got {k}")
+            raise SpaceError(f"sample size must be >= 0, got {k}")
         if self._count == 0:
             raise self._empty()
         if not replace and k > self._count:
@@ -416,7 +416,7 @@ class SearchSpace(Persistent):
         ``range(count)`` lazily, without materialising anything.
         """
         if method not in ("auto", "permutation", "feistel"):
-            raise ValueError(f"method must be 'auto', 'permutation' or 'feistel', got {method!r}")
+            raise SpaceError(f"method must be 'auto', 'permutation' or 'feistel', got {method!r}")
         if self._count == 0:
             raise self._empty()
         if method == "permutation" or (method == "auto" and self._count <= MATERIALISE_MAX):

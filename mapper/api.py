@@ -205,7 +205,8 @@ def _backend(name: str):
     try:
         return BACKENDS[name]
     except KeyError:
-        raise ValueError(f"backend must be one of {sorted(BACKENDS)}, got {name!r}") from None
+        raise ConfigurationError(f"backend must be one of {sorted(BACKENDS)}, "
+                                 f"got {name!r}") from None
 
 
 def _fixed(p: MappingProblem, fixed) -> dict[str, int]:
@@ -240,7 +241,7 @@ def enumerate_mappings(
     contradictory ``fixed`` raises ``ContradictoryFixedError`` with the reason.
     """
     if order not in ("solver", "random"):
-        raise ValueError(f"order must be 'solver' or 'random', got {order!r}")
+        raise ConfigurationError(f"order must be 'solver' or 'random', got {order!r}")
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     f = _fixed(p, fixed)
     solver = _backend(backend)

@@ -17,6 +17,7 @@ from ir.nodes import Node
 from ir.programs import Pipeline
 from mapper.api import MappingProblem, enumerate_mappings, lower_mapping, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
+from mapper.errors import InvalidMappingError
 
 
 @functools.lru_cache(maxsize=64)
@@ -91,7 +92,7 @@ def first_mapping(program: Node, fixed: Mapping[str, str | int], *,
     for m in enumerate_mappings(program, fixed=fixed, fusion=fusion):
         if not rest_sequential or all(m[k] in (0, 1) for k in labels if k not in fixed):
             return dict(m)
-    raise ValueError(f"no valid mapping with {dict(fixed)} and the other maps sequential")
+    raise InvalidMappingError(f"no valid mapping with {dict(fixed)} and the other maps sequential")
 
 
 def conv_stage_mappings(pipeline: Pipeline) -> dict[str, dict[str, int]]:

@@ -25,7 +25,7 @@ from constraints.model import Constraint
 from ir.errors import LiftmapError
 from mapper.data import check_inputs, random_inputs, reduction_tolerance, reference_result
 from mapper.encoding import MapCodes
-from mapper.errors import DeviceUseError, InputError
+from mapper.errors import ConfigurationError, DeviceUseError, InputError
 from mapper.sizes import check_sizes
 
 if TYPE_CHECKING:
@@ -225,9 +225,9 @@ class CompiledKernel:
                 f"({self.device.source}), which cannot run kernels; build it on a problem "
                 "whose device is a live OpenCL device (device=None or a device spec)")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-            raise ValueError(f"repeats must be 1 or more, got {repeats!r}")
+            raise ConfigurationError(f"repeats must be 1 or more, got {repeats!r}")
         if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be more than 0 seconds, got {timeout_s!r}")
+            raise ConfigurationError(f"timeout_s must be more than 0 seconds, got {timeout_s!r}")
         data = check_inputs(self.source_program, self.sizes,
                             random_inputs(self.source_program, self.sizes, seed=seed)
                             if inputs is None else inputs)
@@ -275,7 +275,7 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
     check_sizes(prog, sizes, complete=True, flag="sizes")
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int)
                               or flops < 0):
-        raise ValueError(f"flops must be a non-negative integer, got {flops!r}")
+        raise ConfigurationError(f"flops must be a non-negative integer, got {flops!r}")
     m = p.mapping(mapping)
     overridden = tuple(p.check(m)) if force and len(m) == len(p.labels) else ()
     low = p.lower(m, check=not force)

@@ -22,7 +22,7 @@ from ir.computes import computes
 from ir.errors import LiftmapError
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType
-from mapper.errors import NoMapsError
+from mapper.errors import MappingError, NoMapsError
 
 if TYPE_CHECKING:  # type-only: keeps the run-time imports as they are
     from ir.sym import Expr
@@ -82,7 +82,7 @@ class MapNestingTree:
         if isinstance(node, nodes.Map) and computes(node.f):
             label = node.label
             if label is None or label in self.maps:
-                raise ValueError("maps must be labelled uniquely; use label_maps(program)")
+                raise MappingError("maps must be labelled uniquely; use label_maps(program)")
             mi = MapInfo(label, node.uid, node, parent)
             mi.perfectly_nested = parent is not None and _direct_map(
                 self.maps[parent].node.f) is node

@@ -16,6 +16,7 @@ from constraints.model import Constraint
 from ir import nodes
 from ir.computes import computes
 from ir.types import ArrayType
+from mapper.errors import ConfigurationError
 from mapper.nesting import MapNestingTree, _Spaces
 from mapper.text import register_rule_kinds, show_constraint
 
@@ -856,7 +857,7 @@ def generate(t: MapNestingTree, fusion: str = "always",
     """Every constraint instance for the tree, rule by rule: the validity rules, and the
     heuristic rules when ``heuristics`` (rule 8 only when fusion is 'always')."""
     if fusion not in FUSION_STRATEGIES:
-        raise ValueError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
+        raise ConfigurationError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
     out: list[Constraint] = []
     for r in RULES:
         if r.kind == "heuristic" and not heuristics:

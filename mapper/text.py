@@ -37,6 +37,7 @@ from constraints.expr import (
 )
 from constraints.model import Constraint
 from mapper.encoding import CODES, FUSED, PARALLEL_CODES, SEQ, code_name
+from mapper.errors import MappingError
 
 __all__ = [
     "SHOW_LIMIT",
@@ -802,9 +803,9 @@ def blame(c: Constraint, mapping: Mapping[str, int],
     p = c.predicate
     missing = sorted(m for m in p.params() if m not in mapping)
     if missing:
-        raise ValueError(f"the mapping gives no code for map(s) {', '.join(missing)}")
+        raise MappingError(f"the mapping gives no code for map(s) {', '.join(missing)}")
     if p.evaluate(mapping):
-        raise ValueError(f"the mapping satisfies the constraint instance {c}")
+        raise MappingError(f"the mapping satisfies the constraint instance {c}")
     codes = tuple(sorted((m, mapping[m]) for m in p.params()))
     return _blame(c, codes, _frozen({m: v for m, v in (domains or {}).items()
                                      if m in p.params()}))

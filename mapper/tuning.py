@@ -37,6 +37,7 @@ from ir.nodes import AsVector, FunCall, Map, Node, Split, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, Type, VectorType, shape_of
+from mapper.errors import ConfigurationError
 
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
 
@@ -77,7 +78,7 @@ class TuningProblem:
     def space(self) -> SearchSpace:
         if self._space is None:
             if not self.params:
-                raise ValueError("the program has no tuning parameter: every size is given")
+                raise ConfigurationError("the program has no tuning parameter: every size is given")
             key = (tuple((p.name, p.domain) for p in self.params.values()),
                    tuple(self.restrictions))
             cache = self.space_cache if self.space_cache is not None else {}
@@ -206,7 +207,7 @@ def infer_tuning(
             free += [v for v in sorted(p.type.free_vars()) if v not in sizes and v not in free]
     unknown = sorted(set(domains) - set(free) - sizes.keys())
     if unknown:
-        raise ValueError(f"domains given for unknown parameter(s) {', '.join(unknown)}; "
+        raise ConfigurationError(f"domains given for unknown parameter(s) {', '.join(unknown)}; "
                          f"the tuning parameters are {', '.join(free) or 'none'}")
     hi = max_value or 2 * max([*sizes.values(), 1])
     params: dict[str, TuningParam] = {}

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from mapper.errors import ConfigurationError
 from mapper.explore import (
     STRATEGIES,
     BudgetError,
@@ -619,7 +620,7 @@ def test_explore_with_parallel_workers_evaluates_each_candidate_once(tmp_path):
     assert len({row.key for row in r.records}) == 6
     again = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2)
     assert (again.evaluated, again.cached) == (0, 6)
-    with pytest.raises(ValueError, match="workers must be at least 1"):
+    with pytest.raises(ConfigurationError, match="workers must be at least 1"):
         explore(L3, {"N": 1024}, budget=1, workers=0)
 
 

@@ -40,6 +40,7 @@ from constraints.model import Constraint, Model, Parameter
 from ir.syntax import parse_file
 from mapper.api import check_mapping, problem
 from mapper.encoding import CODES
+from mapper.errors import MappingError
 from mapper.rules import dim, level
 from mapper.text import (
     SHOW_LIMIT,
@@ -394,7 +395,7 @@ def test_why_violated(path):
 def test_why_violated_refuses_a_satisfied_instance():
     p = problem(parse_file(L3))
     c = p.constraints[0]
-    with pytest.raises(ValueError, match="satisfies"):
+    with pytest.raises(MappingError, match="satisfies"):
         why_violated(c, {m: 0 for m in p.labels})
-    with pytest.raises(ValueError, match="no code"):
+    with pytest.raises(MappingError, match="no code"):
         why_violated(c, {})

@@ -18,6 +18,7 @@ from ir.programs import (
     run_pipeline,
 )
 from ir.typecheck import typecheck
+from mapper.errors import ConfigurationError
 from mapper.tuning import JointSpace, infer_tuning, to_predicate
 
 
@@ -125,6 +126,6 @@ def test_joint_space():
 
 
 def test_bad_domains():
-    with pytest.raises(ValueError, match="unknown parameter"):
+    with pytest.raises(ConfigurationError, match="unknown parameter"):
         infer_tuning(conv_partial_stage(), ConvLayer("a", 2, 6, 6, 4).sizes(),
                      domains={"zeta": (1, 2)})

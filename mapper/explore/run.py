@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.errors import ConfigurationError
 from mapper.explore.record import Record, Retimed
 from mapper.explore.store import ResultStore
 from mapper.explore.strategies import Candidate, Manual, get_strategy
@@ -170,7 +171,7 @@ def _task(program, sizes, *, fusion, heuristics, inputs, reference, flops, max_v
 
     if isinstance(program, Pipeline):
         if inputs is None or reference is None:
-            raise ValueError("exploring a pipeline needs its inputs and reference result")
+            raise ConfigurationError("exploring a pipeline needs its inputs and reference result")
         return Task.from_pipeline(program, sizes or {}, inputs=inputs, reference=reference,
                                   flops=flops, max_value=max_value, fusion=fusion,
                                   heuristics=heuristics)
@@ -231,7 +232,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     """
     t_call = time.perf_counter()  # a time budget counts from here: start-up included
     if workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
+        raise ConfigurationError(f"workers must be at least 1, not {workers}")
     bud = parse_budget(budget)
     cls = get_strategy(strategy)
     if mapping is not None:

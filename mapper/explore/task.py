@@ -17,6 +17,7 @@ import numpy as np
 from codegen.program import CompiledProgram
 from codegen.target import Device
 from mapper.data import conv2d_reference
+from mapper.errors import ConfigurationError, InputError
 from mapper.explore.store import content_hash
 from mapper.tuning import JointSpace
 
@@ -107,7 +108,7 @@ class Task:
         sizes = {k: int(v) for k, v in sizes.items()}
         prog = problem(program, fusion=fusion).program
         if not isinstance(prog, Lambda):
-            raise ValueError("the explored program must declare its inputs (e.g. X : [float]N)")
+            raise InputError("the explored program must declare its inputs (e.g. X : [float]N)")
         text = print_program(prog)
         for p in prog.params:
             from ir.types import shape_of
@@ -116,7 +117,7 @@ class Task:
             missing = sorted(set().union(*(d.free_vars() for d in dims)) - sizes.keys(),
                              key=str) if dims else []
             if missing:
-                raise ValueError(f"input {p.name} has size(s) {', '.join(map(str, missing))}"
+                raise InputError(f"input {p.name} has size(s) {', '.join(map(str, missing))}"
                                  " that are not given: give them in the sizes")
         task = cls(name or "program", text, prog, sizes, {}, None, flops, {},
                    fusion=fusion, heuristics=heuristics, max_value=max_value)
@@ -236,10 +237,10 @@ def parse_layer(text: str):
     try:
         base = vgg16_layer(name)
     except KeyError as e:
-        raise ValueError(str(e).strip("'\"")) from None
+        raise ConfigurationError(str(e).strip("'\"")) from None
     k = int(scale) if scale else 1
     if k < 1:
-        raise ValueError(f"the layer scale must be >= 1, got {k}")
+        raise ConfigurationError(f"the layer scale must be >= 1, got {k}")
     if k == 1:
         return base
     return ConvLayer(f"{base.name}/{k}", base.C, base.H // k, base.W // k, base.M, base.K,
