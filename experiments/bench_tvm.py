@@ -1,0 +1,380 @@
+"""TVM's MetaSchedule against liftmap and PyTorch on one convolution layer, on this CPU.
+
+    python -m experiments.bench_tvm --layer 19 --budget 10m --rounds 3
+    python -m experiments.bench_tvm --sizes C=64,H=56,W=56,M=128,S=2 --budget 4m \\
+        --liftmap-store results/search/search-shape0-64x56x56x128k3s2p1.sqlite
+    python -m experiments.bench_tvm --sizes C=16,H=14,W=14,M=16 --budget 15s --rounds 2  # check
+
+The layer is given as ``mapper explore conv`` takes it (``--layer 19`` or ``19/2``, or
+``--sizes C=,H=,W=,M=[,K=,S=,P=]``, K=3 S=1 P=1 unless given) and computed by each tool in
+float32: TVM on an NCHW input and MCKK weights (``topi.nn.conv2d_nchw``), liftmap on its
+task's layout (``Task.conv_layer``), PyTorch's ``conv2d`` (NCHW).
+
+1. TVM: MetaSchedule (``tvm.s_tir.meta_schedule.tune_tir``: evolutionary search, XGBoost
+   cost model, the local builder and runner) tunes the layer for the target ``llvm`` with
+   this host's CPU as LLVM names it (``-mcpu``) and its usable cores, for ``--budget`` of
+   wall time (checked after each batch of ``--trials-per-iter`` trials: the last batch
+   runs to its end). A measure callback records every trial's latency, so the run's
+   best-so-far curve gives the trials and seconds to 90% and 95% of its final best.
+2. liftmap: the best ``ok`` candidate of ``--liftmap-store`` (a store of the same sizes,
+   e.g. one ``experiments.bench_search`` wrote), or else ``mapper.explore.explore`` with
+   its defaults for the same wall budget (stored in ``--store-dir``).
+3. Timing: ``--rounds`` interleaved rounds of liftmap's kernel (OpenCL profiling times, in a
+   worker, checked), TVM's best (wall time of one call) and PyTorch (wall time of one call,
+   as ``experiments.bench_search``), each after a ``--settle`` pause and an untimed
+   warm-up, ``--repeats`` runs each; medians and maxima in GFLOP/s. TVM's output is checked
+   against the float64 reference before timing.
+
+The machine (``experiments.machine.cpu_model``), the load average before and after, and any
+other process using more than a tenth of a core (``bench_search.busy_others``) are printed:
+figures taken beside other work are not comparable. Needs the ``bench`` extra
+(``pip install -e ".[bench]"``: apache-tvm with apache-tvm-ffi 0.1.14, xgboost, PyTorch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from experiments.machine import cpu_model
+
+DEFAULT_LAYER = "19"
+
+
+def parse_layer_args(layer: str | None, sizes: str | None) -> Any:
+    """The ``ConvLayer`` of ``--layer`` (a VGG-16 layer, ``19`` or ``19/2``) or ``--sizes``
+    (``C=,H=,W=,M=[,K=,S=,P=]``, as ``mapper explore conv --sizes``); ValueError if both
+    or neither form is usable."""
+    from ir.programs import ConvLayer
+    from mapper.explore import parse_layer
+
+    if layer and sizes:
+        raise ValueError("give --layer or --sizes, not both")
+    if not sizes:
+        return parse_layer(layer or DEFAULT_LAYER)
+    kv: dict[str, int] = {}
+    for item in sizes.split(","):
+        k, eq, v = item.partition("=")
+        if not eq or not v.strip().lstrip("-").isdigit():
+            raise ValueError(f"--sizes: {item!r} is not NAME=INTEGER")
+        kv[k.strip()] = int(v)
+    unknown = sorted(set(kv) - {"C", "H", "W", "M", "K", "S", "P"})
+    if unknown:
+        raise ValueError(f"--sizes: no size {', '.join(unknown)} (C, H, W, M, K, S, P)")
+    missing = [k for k in ("C", "H", "W", "M") if k not in kv]
+    if missing:
+        raise ValueError(f"--sizes: missing {', '.join(missing)}")
+    return ConvLayer("custom", kv["C"], kv["H"], kv["W"], kv["M"], kv.get("K", 3),
+                     kv.get("S", 1), kv.get("P", 1))
+
+
+def nchw_shapes(layer: Any) -> dict[str, tuple[int, ...]]:
+    """The NCHW float32 shapes of the layer's input, weights and output (batch 1)."""
+    return {"data": (1, layer.C, layer.H, layer.W),
+            "kernel": (layer.M, layer.C, layer.K, layer.K),
+            "output": (1, layer.M, layer.out_h, layer.out_w)}
+
+
+def to_nchw(x_hwc: np.ndarray, w_mkkc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """liftmap's task inputs (HWC input, MKKC weights) as NCHW input and MCKK weights."""
+    return (np.ascontiguousarray(x_hwc.transpose(2, 0, 1))[None],
+            np.ascontiguousarray(w_mkkc.transpose(0, 3, 1, 2)))
+
+
+def llvm_target(cpu: str, cores: int) -> dict[str, Any]:
+    """TVM's target for this host: LLVM code for ``cpu`` (LLVM's name, e.g. ``znver3``)
+    on ``cores`` cores, as the JSON dict TVM 0.27 takes."""
+    return {"kind": "llvm", "mcpu": cpu, "num-cores": int(cores)}
+
+
+def parse_seconds(text: str) -> float:
+    """``"90"``, ``"90s"``, ``"10m"``, ``"1h"`` -> seconds (> 0)."""
+    t = text.strip().lower()
+    unit = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(t[-1:], None)
+    value = float(t[:-1] if unit else t) * (unit or 1.0)
+    if not value > 0:
+        raise ValueError(f"budget {text!r} must be positive")
+    return value
+
+
+class NoSchedule(RuntimeError):
+    """MetaSchedule's budget ended before any trial built and ran."""
+
+
+@dataclass
+class Curve:
+    """A tuning run's trials: (seconds since its start, latency in s; inf for a failed
+    trial), in order."""
+
+    points: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        """The lowest latency (inf when no trial ran)."""
+        return min((lat for _, lat in self.points), default=math.inf)
+
+    def reach(self, fraction: float) -> tuple[int, float] | None:
+        """(trials, seconds) until a latency at most ``best / fraction`` (the run's own
+        final best as reference); None when no trial ran."""
+        best = self.best
+        if math.isinf(best):
+            return None
+        for i, (s, lat) in enumerate(self.points, 1):
+            if lat <= best / fraction:
+                return i, s
+        return None
+
+
+def tune_tvm(layer: Any, budget_s: float, work_dir: str, trials_per_iter: int, seed: int,
+             cores: int, population: int | None = None, timeout_s: float | None = None
+             ) -> tuple[Any, Curve, dict[str, Any]]:
+    """MetaSchedule tuning of ``layer`` for ``budget_s`` of wall time (from the start of
+    ``tune_tir``; TVM's one-time imports come before); returns the compiled best (a TVM
+    module), the curve and what the run used. ``population``: the evolutionary search's
+    population, ``timeout_s`` the local builder's and runner's per-trial timeout (None:
+    MetaSchedule's defaults, 512 and 30 s)."""
+    t_import = time.perf_counter()
+    import tvm
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (parsed on first use: a minute under load)
+    from tvm import te, topi
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.measure_callback import MeasureCallback, PyMeasureCallback
+
+    import_s = time.perf_counter() - t_import
+
+    sh = nchw_shapes(layer)
+    data = te.placeholder(sh["data"], name="data", dtype="float32")
+    kernel = te.placeholder(sh["kernel"], name="kernel", dtype="float32")
+    out = topi.nn.conv2d_nchw(data, kernel, layer.S, layer.P, 1, out_dtype="float32")
+    func = te.create_prim_func([data, kernel, out])
+    cpu = str(tvm.target.codegen.llvm_get_system_cpu())
+    target = tvm.target.Target(llvm_target(cpu, cores))
+    curve = Curve()
+    start = time.perf_counter()
+
+    @derived_object
+    class Record(PyMeasureCallback):
+        """Records each trial's latency; ends the task once the budget is spent."""
+
+        def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Any,
+                  builder_results: Any, runner_results: Any) -> None:
+            now = time.perf_counter() - start
+            for r in runner_results:
+                secs = [float(s) for s in (r.run_secs or [])]
+                ok = r.error_msg is None and secs
+                curve.points.append((now, statistics.mean(secs) if ok else math.inf))
+            if now >= budget_s:
+                task_scheduler.terminate_task(task_id)
+
+    callbacks = [*MeasureCallback.create("default"), Record()]
+    strategy: Any = "evolutionary" if population is None else \
+        ms.search_strategy.EvolutionarySearch(population_size=population)
+    builder: Any = "local" if timeout_s is None else \
+        ms.builder.LocalBuilder(timeout_sec=timeout_s)
+    runner: Any = "local" if timeout_s is None else ms.runner.LocalRunner(timeout_sec=timeout_s)
+    db = ms.tune_tir(func, target, work_dir, max_trials_global=1_000_000,
+                     num_trials_per_iter=trials_per_iter, measure_callbacks=callbacks,
+                     strategy=strategy, builder=builder, runner=runner, seed=seed,
+                     num_tuning_cores=cores)
+    tuned_s = time.perf_counter() - start
+    sch = ms.tir_integration.compile_tir(db, func, target)
+    if sch is None:
+        raise NoSchedule(f"none of MetaSchedule's {len(curve.points)} trial(s) ran (its log "
+                         "is in --work-dir's logs; on a loaded machine, raise --tvm-timeout)")
+    lib = tvm.compile(sch.mod, target=target)
+    return lib, curve, {"target": str(target), "mcpu": cpu, "tuning_s": tuned_s,
+                        "trials": len(curve.points), "import_s": import_s,
+                        "population": population, "timeout_s": timeout_s}
+
+
+def tvm_runner(lib: Any, x_nchw: np.ndarray, w_mckk: np.ndarray,
+               out_shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """A zero-argument call of TVM's compiled layer on these inputs, and its output."""
+    import tvm
+
+    dev = tvm.cpu(0)
+    a, w = tvm.runtime.tensor(x_nchw, dev), tvm.runtime.tensor(w_mckk, dev)
+    out = tvm.runtime.tensor(np.zeros(out_shape, dtype=np.float32), dev)
+    fn = lib["main"]
+
+    def run() -> None:
+        fn(a, w, out)
+
+    return run, out
+
+
+def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace) -> tuple[Any, dict]:
+    """liftmap's found kernel (a ``lower_fn``) from ``--liftmap-store`` or a new search."""
+    from mapper.explore import explore
+    from mapper.explore.store import ResultStore
+
+    if args.liftmap_store:
+        with ResultStore(args.liftmap_store, readonly=True) as st:
+            ctx = st.context()
+            if ctx is None or dict(ctx.sizes) != dict(layer.sizes()):
+                raise ValueError(f"{args.liftmap_store} holds sizes "
+                                 f"{None if ctx is None else dict(ctx.sizes)}, not "
+                                 f"{layer.sizes()}")
+            recs = [r for r in st.records() if r.ok and r.gflops]
+        if not recs:
+            raise ValueError(f"{args.liftmap_store} has no ok candidate")
+        best = max(recs, key=lambda r: r.gflops or 0.0)
+        info: dict[str, Any] = {"source": args.liftmap_store, "evaluated": len(recs)}
+    else:
+        os.makedirs(args.store_dir, exist_ok=True)
+        path = os.path.join(args.store_dir, f"tvm-bench-{layer.C}x{layer.H}x{layer.W}x"
+                            f"{layer.M}k{layer.K}s{layer.S}p{layer.P}.sqlite")
+        t0 = time.time()
+        res = explore(task, budget=f"{args.budget_s:g}s", store=path, seed=args.seed)
+        if res.final is None:
+            raise RuntimeError("liftmap's search found no candidate that runs")
+        best = res.final
+        info = {"source": path, "evaluated": res.evaluated, "explore_s": time.time() - t0}
+    info["best"] = f"{best.short_mapping}; {dict(best.tuning)}"
+    mapping = task.joint().problem.mapping(best.mapping)
+    return task.lower_fn(mapping, dict(best.tuning)), info
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments.bench_search import busy_others, load
+
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--layer", help="VGG-16 layer, e.g. 19 or 19/2 (default 19)")
+    ap.add_argument("--sizes", help="C=,H=,W=,M=[,K=,S=,P=] instead of --layer")
+    ap.add_argument("--budget", default="10m", help="wall budget of each tuner (default 10m)")
+    ap.add_argument("--trials-per-iter", type=int, default=64,
+                    help="MetaSchedule trials per batch (default 64)")
+    ap.add_argument("--population", type=int, help="evolutionary search population "
+                    "(default: MetaSchedule's, 512; smaller only for a quick check)")
+    ap.add_argument("--tvm-timeout", type=float, help="seconds one MetaSchedule build or run "
+                    "may take (default: MetaSchedule's, 30; more on a loaded machine)")
+    ap.add_argument("--liftmap-store", help="take liftmap's kernel from this store (same "
+                    "sizes) instead of searching")
+    ap.add_argument("--store-dir", default="results/tvm", help="where liftmap's search is "
+                    "stored (default results/tvm)")
+    ap.add_argument("--work-dir", help="MetaSchedule's database (default: a temporary one)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--settle", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args(argv)
+    try:
+        layer = parse_layer_args(args.layer, args.sizes)
+        args.budget_s = parse_seconds(args.budget)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        print("needs TVM: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    from codegen.worker import WorkerPool
+    from experiments.baselines import torch_available, torch_conv_fn
+    from mapper.explore import Task
+
+    cores = len(os.sched_getaffinity(0))
+    print(f"machine: {cpu_model()}; load {load()}", flush=True)
+    others = busy_others()
+    warn = [f"busy before: {', '.join(others)}"] if others else []
+    out: dict[str, Any] = {"machine": cpu_model(), "layer": layer.sizes(),
+                           "flops": layer.flops, "budget_s": args.budget_s,
+                           "load_before": load(), "command": sys.argv}
+    task = Task.conv_layer(layer)
+    x, w = to_nchw(task.inputs["inputData"], task.inputs["kernelsWeights"])
+    with tempfile.TemporaryDirectory(prefix="tvm-ms-") as tmp:
+        try:
+            lib, curve, info = tune_tvm(layer, args.budget_s, args.work_dir or tmp,
+                                        args.trials_per_iter, args.seed, cores,
+                                        args.population, args.tvm_timeout)
+        except NoSchedule as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    out["tvm"] = info
+    tvm_fn, tvm_out = tvm_runner(lib, x, w, nchw_shapes(layer)["output"])
+    tvm_fn()
+    got = tvm_out.numpy()[0].transpose(1, 2, 0)
+    ref = np.asarray(task.reference)
+    err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+    out["tvm"]["max_rel_error"] = err
+    if err > 1e-3:
+        print(f"error: TVM's result differs from the reference (max relative error "
+              f"{err:.2g})", file=sys.stderr)
+        return 1
+    for frac in (0.9, 0.95):
+        r = curve.reach(frac)
+        out["tvm"][f"to{round(frac * 100)}"] = r
+    print(f"TVM: {info['trials']} trials in {info['tuning_s']:.0f} s ({info['target']}), "
+          f"best {layer.flops / curve.best / 1e9:.1f} GFLOP/s while tuning; 90% at "
+          f"{out['tvm']['to90']}, 95% at {out['tvm']['to95']} (trials, s)", flush=True)
+    found_fn, linfo = liftmap_kernel(task, layer, args)
+    out["liftmap"] = linfo
+    print(f"liftmap: {linfo['best']} ({linfo['source']}, {linfo['evaluated']} evaluated)",
+          flush=True)
+    times: dict[str, list[float]] = {"liftmap": [], "TVM": []}
+    torch_fn = None
+    if torch_available():
+        torch_fn, _ = torch_conv_fn(task.inputs["inputData"], task.inputs["kernelsWeights"],
+                                    layer.S, layer.P, threads=cores)
+        times["PyTorch"] = []
+
+    def wall(fn: Any, into: list[float]) -> None:
+        fn()  # untimed warm-up
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            fn()
+            into.append(time.perf_counter() - t)
+
+    with WorkerPool() as pool:
+        for _ in range(args.rounds):
+            time.sleep(args.settle)
+            o = pool.evaluate_candidate(found_fn, task.inputs, task.reference, timeout_s=300,
+                                        repeats=args.repeats, flops=layer.flops)
+            if not o.ok:
+                print(f"error: liftmap's kernel re-run: {o.label}: {o.reason}",
+                      file=sys.stderr)
+                return 1
+            times["liftmap"] += list(o.times_s)
+            time.sleep(args.settle)
+            wall(tvm_fn, times["TVM"])
+            if torch_fn is not None:
+                time.sleep(args.settle)
+                wall(torch_fn, times["PyTorch"])
+    out["load_after"] = load()
+    others = busy_others()
+    if others:
+        warn.append(f"busy after: {', '.join(others)}")
+    out["warnings"] = warn
+    parts = []
+    for name, ts in times.items():
+        med = layer.flops / statistics.median(ts) / 1e9
+        out[f"{name}_gflops"] = {"median": med, "max": layer.flops / min(ts) / 1e9}
+        parts.append(f"{name} {med:.1f} (max {out[f'{name}_gflops']['max']:.1f})")
+    tv, lm = out["TVM_gflops"]["median"], out["liftmap_gflops"]["median"]
+    ratio = f"; liftmap / TVM {lm / tv:.2f}x"
+    if "PyTorch_gflops" in out:
+        ratio += f", TVM / PyTorch {tv / out['PyTorch_gflops']['median']:.2f}x"
+    print(f"GFLOP/s, median of {args.rounds} interleaved rounds x {args.repeats}: "
+          f"{', '.join(parts)}{ratio}; load {out['load_before']} -> {out['load_after']}"
+          + (f"; WARNING: {'; '.join(warn)}" if warn else ""), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
