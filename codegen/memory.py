@@ -3,9 +3,9 @@
 Every value that a computation produces lives in a buffer. Program inputs and the output
 are global buffers; the result of a map nest consumed by another map inside the same
 kernel goes to a *temporary* whose address space comes from the program's annotations
-(:func:`infer_space`; ``toLocal``/``toPrivate``/``toGlobal`` on the user function inside
-the nest), global by default. Reduce accumulators are private unless their initial value
-is written by an annotated expression.
+(:func:`ir.memory_space.infer_space`, re-exported here; ``toLocal``/``toPrivate``/
+``toGlobal`` on the user function inside the nest), global by default. Reduce
+accumulators are private unless their initial value is written by an annotated expression.
 
 Sizes follow from the types and from where the temporary is allocated (CC'22 5.1's
 "memory allocation reports"): a private temporary holds what one work-item writes in one
@@ -23,24 +23,7 @@ from __future__ import annotations
 from codegen.buffers import ITEM_BYTES, Buf
 from codegen.errors import UnsupportedError
 from codegen.views import ArrV, Mem, TupV, VecMem, View
-from ir.nodes import (
-    AsScalar,
-    AsVector,
-    ExprNode,
-    FunCall,
-    FunDecl,
-    Id,
-    Join,
-    Lambda,
-    Map,
-    Pad,
-    Param,
-    ReorderStride,
-    Slide,
-    Split,
-    ToMem,
-    Transpose,
-)
+from ir.memory_space import infer_fun_space, infer_space  # noqa: F401  (this module's API)
 from ir.sym import Expr, sym
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType, base_scalar
 
@@ -137,40 +120,3 @@ def dtype_of(t: Type) -> str:
     return s.name
 
 
-# -------------------------------------------------------------- address-space inference
-
-
-def infer_space(e: ExprNode) -> str | None:
-    """The address space an annotation inside ``e`` gives the buffer ``e`` is written to:
-    the outermost ``toGlobal``/``toLocal``/``toPrivate`` on the path to the values it
-    writes (through maps, lambdas and layout primitives). None when unannotated."""
-    if isinstance(e, FunCall):
-        f = e.f
-        if isinstance(f, ToMem):
-            return f.space
-        if isinstance(f, Map):
-            return infer_fun_space(f.f)
-        if isinstance(f, Lambda):
-            return infer_space(f.body)
-        if len(e.args) == 1 and _is_layout(f):
-            return infer_space(e.args[0])
-    return None
-
-
-def infer_fun_space(f: FunDecl) -> str | None:
-    """:func:`infer_space` for a function (the body of a map)."""
-    if isinstance(f, ToMem):
-        return f.space
-    if isinstance(f, Map):
-        return infer_fun_space(f.f)
-    if isinstance(f, Lambda):
-        body = f.body
-        if isinstance(body, Param):
-            return None
-        return infer_space(body)
-    return None
-
-
-def _is_layout(f: FunDecl) -> bool:
-    return isinstance(f, (AsScalar, AsVector, Id, Join, Pad, ReorderStride, Slide, Split,
-                          Transpose))

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
 
-from codegen.memory import infer_space
 from ir import nodes
 from ir.computes import computes
 from ir.errors import LiftmapError
+from ir.memory_space import infer_space
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType
 from mapper.errors import MappingError, NoMapsError
@@ -261,7 +261,7 @@ class _Spaces:
     destination its consumer provides (the program's output, an enclosing map's element):
     then ``toLocal``/``toPrivate`` annotations on the way are ignored and computing maps
     write where the destination is; or it *materialises* a value another expression reads:
-    then the buffer's space is the annotation (``codegen.memory.infer_space``), else global.
+    then the buffer's space is the annotation (``ir.memory_space.infer_space``), else global.
     ``into`` follows that distinction; where the lowering's choice depends on more than the
     expression's shape (a lambda's argument written through its body), the value case is
     assumed, which can only make the tree stricter than the lowering.

@@ -272,3 +272,12 @@ def test_the_library_never_imports_the_experiments() -> None:
                    for path in (ROOT / pkg).rglob("*.py")
                    if pattern.search(path.read_text(encoding="utf-8")))
     assert not users, f"library modules import experiments: {users}"
+
+
+def test_the_mapping_rules_do_not_depend_on_the_lowering() -> None:
+    """The rules read the IR (address spaces come from ``ir.memory_space``); the lowering
+    is one of their independent witnesses, so they must not be built from it."""
+    pattern = re.compile(r"^\s*(from|import)\s+codegen\b", re.MULTILINE)
+    users = [name for name in ("nesting.py", "rules.py")
+             if pattern.search((ROOT / "mapper" / name).read_text(encoding="utf-8"))]
+    assert not users, f"mapper/{users} import codegen"
