@@ -34,29 +34,25 @@ def _positive_int(text: str) -> int:
     return n
 
 
-def _seconds(text: str) -> float:
-    """argparse type: a number of seconds >= 0."""
+def _float_seconds(text: str) -> float:
     try:
-        x = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0."""
+    x = _float_seconds(text)
     if not x >= 0 or x == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds (0: no limit)")
     return x
 
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes 0..2^32-1
-
-
 MAX_REPEATS = 10**6  # timed executions of one kernel
-
-
 MAX_WORKERS = 256  # worker processes of mapper explore
-
-
 MAX_REPLAY_SEEDS = 10**4  # mapper results --compare
-
-
 MAX_TOP = 2**31 - 1  # rows mapper results shows
 
 
@@ -78,10 +74,7 @@ def _int_in(lo: int, hi: int) -> Callable[[str], int]:
 
 def _positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds > 0."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    x = _float_seconds(text)
     if not 0 < x < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds more than 0")
     return x
