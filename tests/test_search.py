@@ -322,3 +322,55 @@ def test_a_budget_too_small_for_one_evaluation_says_so(tmp_path, capsys):
                str(tmp_path / "s.sqlite")])
     err = capsys.readouterr().err
     assert rc == 2 and "ended before one candidate was evaluated" in err, err
+
+
+def test_best_rows_take_the_best_of_every_source_size_first():
+    from mapper.explore.knowledge import best_rows
+
+    def row(n, score, s0):
+        return {"sizes": {"N": n}, "mapping": {"A": 0}, "tuning": {"s0": s0}, "score": score}
+
+    rows = [row(64, 0.0, 4), row(64, -0.1, 8), row(64, -0.1, 8), row(64, -0.2, 16),
+            row(128, -0.5, 2), row(128, 0.0, 32)]
+    best = best_rows(rows, per_size=2)
+    assert [(r["sizes"]["N"], r["tuning"]["s0"]) for r in best] == \
+        [(64, 4), (128, 32), (64, 8), (128, 2)]  # each size's best, then its second
+
+
+def test_projection_takes_the_nearest_valid_configuration(joint):
+    from mapper.explore.knowledge import project
+
+    m = joint.mappings[0]
+    space = joint.tuning(m).space
+    cfg = dict(space[len(space) // 2])
+    assert project(cfg, space) == cfg  # valid here: itself
+    near = {k: v + 0.1 * v for k, v in cfg.items()}  # values of no domain, close to cfg's
+    assert project({k: round(v) if v >= 10 else v for k, v in near.items()}, space) == cfg
+    far = {k: v * 1000 + 1 for k, v in cfg.items()}  # from a much larger size
+    got = project(far, space)
+    assert got is not None and got in space
+    assert project({}, space) is None  # a configuration of another program
+
+
+def test_first_proposals_start_from_the_knowledges_best(joint, tmp_path, monkeypatch):
+    """The best candidates of the other sizes, projected, are proposed first (half of the
+    initial design), in the order of best_rows; without knowledge, no change."""
+    import json
+
+    from mapper.explore.knowledge import best_rows, project
+
+    rows = _knowledge_rows(joint, {"N": 4096}, lambda m, c: -math.log2(c["s0"]), n=200)
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    monkeypatch.setenv("LIFTMAP_KNOWLEDGE", str(tmp_path))
+    s = make_strategy("model", joint, seed=0, n_init=4, batch=4)
+    first = [next(s.candidates()) for _ in range(1)]
+    want = []
+    for r in best_rows(rows):
+        m = next(m for m in joint.mappings if dict(m) == r["mapping"])
+        cfg = project(r["tuning"], joint.tuning(m).space)
+        if cfg is not None and (m, cfg) not in want:
+            want.append((m, cfg))
+    assert (first[0].mapping, first[0].tuning) == want[0]
+    it = make_strategy("model", joint, seed=0, n_init=4, batch=4).candidates()
+    again = [(c.mapping, c.tuning) for c in (next(it) for _ in range(4))]
+    assert again[:2] == want[:2]  # n_init // 2 starts, the same on every run

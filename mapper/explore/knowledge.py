@@ -118,6 +118,66 @@ def mapping_features(labels: Sequence[str], codes: Mapping[str, int]) -> list[fl
     return f
 
 
+def best_rows(rows: Sequence[Mapping[str, Any]], per_size: int = 4
+              ) -> list[Mapping[str, Any]]:
+    """The ``per_size`` best distinct candidates of each size the rows come from, best
+    first, taking one from each size in turn (the best of every source first)."""
+    by_size: dict[str, list[Mapping[str, Any]]] = {}
+    for r in sorted(rows, key=lambda r: -float(r["score"])):
+        group = by_size.setdefault(json.dumps(r["sizes"], sort_keys=True), [])
+        key = (sorted(r["mapping"].items()), sorted(r["tuning"].items()))
+        if len(group) < per_size and all(
+                (sorted(g["mapping"].items()), sorted(g["tuning"].items())) != key
+                for g in group):
+            group.append(r)
+    out: list[Mapping[str, Any]] = []
+    for i in range(per_size):
+        ranked = sorted((g[i] for g in by_size.values() if len(g) > i),
+                        key=lambda r: -float(r["score"]))
+        out += ranked
+    return out
+
+
+def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000
+            ) -> dict[str, int] | None:
+    """The valid configuration of ``space`` (a ``constraints.space.SearchSpace``) closest
+    to ``tuning`` (from another size): best-first over the parameters' domains ranked by
+    distance to the given values on a log scale, the sum of the distances the order, at
+    most ``max_checks`` configurations tried; None when ``tuning`` lacks a parameter of the
+    space or nothing near is valid."""
+    import heapq
+
+    params = dict(getattr(space, "params", None) or {})
+    if not params or not set(params) <= set(tuning):
+        return None
+    names = sorted(params)
+    ranked = []  # per parameter: (distance, value), nearest first
+    for p in names:
+        want = math.log2(1 + max(0, int(tuning[p])))
+        dist = sorted((abs(math.log2(1 + max(0, int(v))) - want), int(v)) for v in params[p])
+        if not dist:
+            return None
+        ranked.append(dist)
+    start = (0,) * len(names)
+    heap = [(sum(r[0][0] for r in ranked), start)]
+    queued = {start}
+    for _ in range(max_checks):
+        if not heap:
+            break
+        cost, idx = heapq.heappop(heap)
+        cfg = {p: ranked[k][i][1] for k, (p, i) in enumerate(zip(names, idx))}
+        if cfg in space:
+            return cfg
+        for k in range(len(names)):
+            if idx[k] + 1 < len(ranked[k]):
+                nxt = idx[:k] + (idx[k] + 1,) + idx[k + 1:]
+                if nxt not in queued:
+                    queued.add(nxt)
+                    step = ranked[k][idx[k] + 1][0] - ranked[k][idx[k]][0]
+                    heapq.heappush(heap, (cost + step, nxt))
+    return None
+
+
 class Knowledge:
     """A random forest fitted on transferred rows; ``predict`` scores candidates."""
 
@@ -128,6 +188,7 @@ class Knowledge:
 
         self.labels, self.params = list(labels), list(params)
         self.rows = len(rows)
+        self.best = best_rows(rows)
         self.sizes = sorted({json.dumps(r["sizes"], sort_keys=True) for r in rows})
         X = np.array([self._features(r["mapping"], r["tuning"]) for r in rows])
         y = np.array([float(r["score"]) for r in rows])

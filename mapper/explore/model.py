@@ -9,7 +9,11 @@ the acquisition rule.
 1. A pool of valid candidates is drawn like ``solver`` does (known constraints are
    satisfied by construction): 128 before the first proposal, 128 more before each batch,
    up to ``pool_size``.
-2. The first ``n_init`` proposals are the pool's best by the analytic prior
+2. With transferred knowledge (``mapper.explore.knowledge``: stored results of the same
+   program at other sizes), half the first ``n_init`` proposals are the best candidates
+   found at those sizes (the best of each size first), projected onto this space: the
+   same mapping, the nearest valid tuning values (``knowledge.project``).
+   The other first proposals are the pool's best by the analytic prior
    (``mapper.explore.prior``: parallel balance over the compute units, SIMD width), one
    per mapping, so the first measurements are plausible kernels of different mappings
    instead of uniform draws (which, on a convolution, are nearly all slow).
@@ -96,6 +100,7 @@ class ModelStrategy(Strategy):
 
             self.knowledge = Knowledge.for_space(joint, seed=seed)
         self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
+        self._start_list: list | None = None  # the knowledge's best, projected here
         self._norm: tuple[float, float] = (0.0, 1.0)
 
     # features -------------------------------------------------------------
@@ -329,6 +334,35 @@ class ModelStrategy(Strategy):
 
     # the strategy -----------------------------------------------------------
 
+    def _starts(self, seen: set) -> list:
+        """The best candidates of the transferred knowledge (the best few of every other
+        size) projected onto this space: the same mapping where it is valid here, the
+        nearest valid tuning (``knowledge.project``); computed once, in order."""
+        if self._start_list is not None:
+            return self._start_list
+        self._start_list = []
+        if self.knowledge is None:
+            return self._start_list
+        from mapper.explore.knowledge import project
+
+        by_codes = {tuple(m[lab] for lab in self.labels): m for m in self.joint.mappings}
+        for row in self.knowledge.best:
+            m = by_codes.get(tuple(row["mapping"].get(lab) for lab in self.labels))
+            if m is None:
+                continue
+            try:
+                space = self.joint.tuning(m).space
+            except LiftmapError:  # a mapping the lowering cannot apply at these sizes
+                continue
+            cfg = project(row["tuning"], space)
+            if cfg is None:
+                continue
+            key = (m, tuple(sorted(cfg.items())))
+            if key not in seen:
+                seen.add(key)
+                self._start_list.append((m, cfg))
+        return self._start_list
+
     def _initial(self, pool: list, k: int) -> list:
         """``k`` members of the pool with the best prior, one per mapping while there are
         mappings left (ties broken by the seeded order of the pool)."""
@@ -362,7 +396,12 @@ class ModelStrategy(Strategy):
             self._map_s = self._tun_s = 0.0
             self._fill(pool, seen, self.FIRST_POOL if not proposed else self.GROW)
             if proposed < self.n_init:
-                picks = self._initial(pool, min(self.batch, self.n_init - proposed))
+                k = min(self.batch, self.n_init - proposed)
+                starts = self._starts(seen)
+                # half the initial design from the knowledge's best, the rest by the prior
+                n_start = min(len(starts), k, max(0, self.n_init // 2 - proposed))
+                picks = [starts.pop(0) for _ in range(n_start)]
+                picks += self._initial(pool, k - n_start)
             else:
                 self._fit()
                 picks = self._local_picks(self.local if pool else self.batch, done)
