@@ -237,17 +237,31 @@ def oracle_program(pool: Any, prog: Lambda, sizes_pts: Sequence[Mapping[str, int
                 print(f"    bad {MapCodes(r.mapping)}  {r.outcome}  "
                       f"[{', '.join(sorted({v.split(']')[0][1:] for v in r.violated}))}]",
                       file=log)
-            if r.valid != r.oracle:
+            if r.valid != r.oracle and not over_budget(r.outcome):
                 kind = "ADMITS-BAD" if r.valid else "REJECTS-GOOD"
                 why = r.outcome if r.valid else "; ".join(r.violated[:3])
                 print(f"    {kind} {MapCodes(r.mapping)}  {why}", file=log)
     return rows
 
 
+# the lowering's checks of the device's resources at given sizes (``codegen/errors.py``)
+RESOURCE_CHECKS = ("work-group-size", "local-memory", "private-memory", "max-allocation")
+
+
+def over_budget(outcome: str) -> bool:
+    """The lowering refused the mapping at a size point for a resource limit of the device
+    (work-group size, local or private memory, an allocation): a property of the sizes,
+    which the validity rules, over codes only, do not judge (the tuning space does). Such
+    rows count neither for nor against the rules."""
+    return any(outcome.startswith(f"rejected:{c}@") for c in RESOURCE_CHECKS)
+
+
 def rule_stats(rows: list[Row]) -> dict:
     """Per validity rule: oracle-ok rows it rejects, and oracle-bad rows only it rejects."""
     out: dict = {}
     for r in rows:
+        if over_budget(r.outcome):
+            continue
         rules = {v.split("]")[0][1:] for v in r.violated}
         for x in rules:
             d = out.setdefault(x, {"rejects_good": 0, "sole_on_bad": 0})
@@ -259,6 +273,9 @@ def rule_stats(rows: list[Row]) -> dict:
 
 
 def stats(rows: list[Row]) -> dict:
+    """Counts of the rows judged (those over a resource budget left out, and counted)."""
+    over = sum(over_budget(r.outcome) for r in rows)
+    rows = [r for r in rows if not over_budget(r.outcome)]
     adm = [r for r in rows if r.valid]
     admh = [r for r in rows if r.heur]
     good = [r for r in rows if r.oracle]
@@ -272,6 +289,7 @@ def stats(rows: list[Row]) -> dict:
         "ok_admitted": sum(r.valid for r in good),
         "ok_admitted_h": sum(r.heur for r in good),
         "miscompiled": sum(r.miscompiled for r in rows),
+        "over_budget": over,
     }
 
 
@@ -290,7 +308,9 @@ def fmt(s: dict) -> str:
             f"{ratio(s['admitted_h'] - s['admitted_h_bad'], s['admitted_h'])}, recall "
             f"{ratio(s['ok_admitted_h'], s['oracle_ok'])}"
             + (f" | {s['miscompiled']} miscompiled by the device (right on Oclgrind)"
-               if s.get("miscompiled") else ""))
+               if s.get("miscompiled") else "")
+            + (f" | {s['over_budget']} over a resource budget at a size point (not judged)"
+               if s.get("over_budget") else ""))
 
 
 def random_points(prog: Lambda, max_n: int = 4096) -> tuple[dict[str, int], ...]:

@@ -125,3 +125,18 @@ def test_oracle_agrees_with_the_rules_on_more_programs():
     for seed, s in zip(seeds, _oracle(seeds, full=0, admitted=15, near1=20, near2=10,
                                       samples=4)):
         assert meets(s, recall=1.0), (seed, s)
+
+
+def test_resource_limits_at_a_size_point_are_not_judged():
+    """A mapping the lowering refuses for a resource budget at one size point (a property
+    of the sizes, not of the codes) counts neither for nor against the rules."""
+    from mapper.oracle import Row, over_budget
+
+    budget = "rejected:private-memory@2: kernel kernel_0: a work-group of 192 work-items"
+    assert over_budget(budget) and not over_budget("rejected:data-race@1: ...")
+    rows = [Row({"A": 10}, False, budget, True, True, "admitted"),
+            Row({"A": 30}, True, "ok", True, True, "admitted"),
+            Row({"A": 0}, False, "rejected:data-race@1: x", False, False, "near1")]
+    s = stats(rows)
+    assert (s["evaluated"], s["admitted"], s["admitted_bad"], s["over_budget"]) == (2, 1, 0, 1)
+    assert meets(s)
