@@ -313,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
     out["tvm"] = info
+    # each trial: seconds since tune_tir started, latency (s; None: the trial failed)
+    out["tvm"]["trials_curve"] = [(round(t, 3), None if math.isinf(lat) else lat)
+                                  for t, lat in curve.points]
     tvm_fn, tvm_out = tvm_runner(lib, x, w, nchw_shapes(layer)["output"])
     tvm_fn()
     got = tvm_out.numpy()[0].transpose(1, 2, 0)
