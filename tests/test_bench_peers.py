@@ -102,7 +102,8 @@ def test_replay_transfers_only_when_asked_and_never_from_the_store_itself() -> N
     plain, _ = load_space(store)
     assert plain.sizes is None and Knowledge.for_space(plain) is None
     space, st = load_space(store, transfer=True)
-    assert space.sizes == dict(st.context().sizes)
+    ctx = st.context()
+    assert ctx is not None and space.sizes == dict(ctx.sizes)
     kn = Knowledge.for_space(space)
     assert kn is not None
     own = from_store(store)
