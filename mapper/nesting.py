@@ -22,6 +22,7 @@ from ir.errors import LiftmapError
 from ir.memory_space import infer_space
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType
+from ir.visitor import Dispatch
 from mapper.errors import MappingError, NoMapsError
 
 if TYPE_CHECKING:  # type-only: keeps the run-time imports as they are
@@ -267,9 +268,6 @@ class _Spaces:
     assumed, which can only make the tree stricter than the lowering.
     """
 
-    _INVERTIBLE = (nodes.Join, nodes.Split, nodes.Transpose, nodes.AsScalar, nodes.AsVector,
-                   nodes.ReorderStride, nodes.Id)
-
     def __init__(self, tree: MapNestingTree):
         self.t = tree
         self.reduce_depth = 0
@@ -289,12 +287,15 @@ class _Spaces:
     # value: (space, producers (labels of maps whose output this is), view): ``view`` is
     # the tuple of join/split steps between the producer's output and this value, None
     # when anything else (a transpose, a zip, a computation) is in between
-    def expr(self, e: nodes.ExprNode, dest: str, env, into: bool = False):
-        if isinstance(e, nodes.Param):
-            return env.get(e.name, ("global", frozenset(), None))
-        if isinstance(e, nodes.Literal):
-            return "const", frozenset(), None
-        assert isinstance(e, nodes.FunCall)
+    expr = Dispatch("value_of", nodes.ExprNode)  # (e, dest, env, into=False) -> value
+
+    def value_of_param(self, e: nodes.Param, dest: str, env, into: bool = False):
+        return env.get(e.name, ("global", frozenset(), None))
+
+    def value_of_literal(self, e: nodes.Literal, dest: str, env, into: bool = False):
+        return "const", frozenset(), None
+
+    def value_of_fun_call(self, e: nodes.FunCall, dest: str, env, into: bool = False):
         if not into and computes(e):  # materialised where its annotation says
             dest, into = infer_space(e) or "global", True
         return self.call(e.f, e.args, dest, env, into)
@@ -305,66 +306,103 @@ class _Spaces:
             for p in v[1]:
                 self.t.maps[p].read_by_code = True
 
-    def call(self, f: nodes.FunDecl, args, dest: str, env, into: bool = False):
-        if isinstance(f, nodes.ToMem):
-            return self.call(f.f, args, dest if into else f.space, env, True)
-        if isinstance(f, nodes.Reduce):
-            init = self.expr(args[0], "private", env)
-            acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
-            arr = self.expr(args[1], dest, env)
-            self.consumed([init, arr])
-            acc = (acc_space, init[1], None)
-            self.reduce_depth += 1
-            self.fun(f.f, [acc, arr], acc_space, env, True)
-            self.reduce_depth -= 1
-            return acc_space, init[1] | arr[1], None
-        passes = into and (isinstance(f, (nodes.Zip, *self._INVERTIBLE))
-                           or (isinstance(f, nodes.Map) and not computes(f.f)))
-        vals = [self.expr(a, dest, env, passes) for a in args]
-        if isinstance(f, nodes.Map) and computes(f.f):
-            label = self.t.label_of(f)
-            info = self.t.maps[label]
-            info.in_reduce = info.in_reduce or self.reduce_depth > 0
-            sp, prod, view = vals[0]
-            info.reads.add(sp) if sp != "const" else None
-            sibs = set(self.t.siblings(label))
-            info.depends_on |= set(prod) & sibs
-            self.consumed([(sp, set(prod) - sibs, None)])
-            if view is not None and len(prod) == 1 and set(prod) <= sibs:
-                (p,) = prod
-                pairs = self.identity_pairs(p, label, view)
-                if pairs:
-                    info.identity_from[p] = pairs
-            free_prod = self.free_producers(f.f, env)
-            info.depends_on |= free_prod & sibs
-            self.consumed([(sp, free_prod - sibs, None)])
-            # written into its destination (annotations inside are then ignored), or into
-            # the buffer it is materialised in
-            info.writes = dest if dest in ("global", "local", "private") else "global"
-            # its function reads the elements on its behalf (no producer of their own)
-            self.fun(f.f, [(sp, frozenset(), None)], info.writes, env, True)
-            return info.writes, frozenset({label}), ()
-        if isinstance(f, (nodes.Lambda,)):
-            return self.fun(f, vals, dest, env, into)
-        if isinstance(f, (nodes.UserFun, nodes.Vectorize, nodes.Id)):
-            self.consumed(vals)
-            return dest, frozenset().union(*(v[1] for v in vals)), None
-        if isinstance(f, nodes.Zip):
-            spaces = {v[0] for v in vals if v[0] != "const"}
-            sp = _strongest(spaces)
-            return sp, frozenset().union(*(v[1] for v in vals)), None
-        if isinstance(f, nodes.Get):
-            return vals[0][0], vals[0][1], None
-        if isinstance(f, nodes.Map):  # a view map
+    # a function applied to its arguments: (f, args, dest, env, into=False) -> value
+    call = Dispatch("call", nodes.FunDecl)
+
+    def call_to_mem(self, f: nodes.ToMem, args, dest: str, env, into: bool = False):
+        return self.call(f.f, args, dest if into else f.space, env, True)
+
+    def call_reduce(self, f: nodes.Reduce, args, dest: str, env, into: bool = False):
+        init = self.expr(args[0], "private", env)
+        acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
+        arr = self.expr(args[1], dest, env)
+        self.consumed([init, arr])
+        acc = (acc_space, init[1], None)
+        self.reduce_depth += 1
+        self.fun(f.f, [acc, arr], acc_space, env, True)
+        self.reduce_depth -= 1
+        return acc_space, init[1] | arr[1], None
+
+    def call_fun_decl(self, f: nodes.FunDecl, args, dest: str, env, into: bool = False):
+        """Any other function: its arguments, emitted into the destination where ``f``
+        passes it through (``passes``), then what ``f`` makes of their values."""
+        vals = [self.expr(a, dest, env, into and self.passes(f)) for a in args]
+        return self.result(f, vals, dest, env, into)
+
+    # whether a function hands its destination on to its argument (f) -> bool
+    passes = Dispatch("passes", nodes.FunDecl)
+
+    def passes_fun_decl(self, f: nodes.FunDecl) -> bool:
+        return False
+
+    def passes_map(self, f: nodes.Map) -> bool:  # a view map, not a computing one
+        return not computes(f.f)
+
+    def _passes_layout(self, f: nodes.FunDecl) -> bool:
+        return True
+
+    passes_zip = passes_join = passes_split = passes_transpose = _passes_layout
+    passes_as_scalar = passes_as_vector = passes_reorder_stride = passes_id = _passes_layout
+
+    # the value of a function applied to argument values: (f, vals, dest, env, into)
+    result = Dispatch("result", nodes.FunDecl)
+
+    def result_map(self, f: nodes.Map, vals, dest: str, env, into: bool = False):
+        if not computes(f.f):  # a view map
             sp, prod, _ = vals[0]
             self.fun(f.f, [(sp, prod, None)], dest, env, into)
             return sp, prod, None
-        # layout primitives: a view of the argument
+        label = self.t.label_of(f)
+        info = self.t.maps[label]
+        info.in_reduce = info.in_reduce or self.reduce_depth > 0
         sp, prod, view = vals[0]
-        if view is not None and isinstance(f, nodes.Join):
-            return sp, prod, (*view, ("join",))
-        if view is not None and isinstance(f, nodes.Split):
-            return sp, prod, (*view, ("split", f.chunk))
+        info.reads.add(sp) if sp != "const" else None
+        sibs = set(self.t.siblings(label))
+        info.depends_on |= set(prod) & sibs
+        self.consumed([(sp, set(prod) - sibs, None)])
+        if view is not None and len(prod) == 1 and set(prod) <= sibs:
+            (p,) = prod
+            pairs = self.identity_pairs(p, label, view)
+            if pairs:
+                info.identity_from[p] = pairs
+        free_prod = self.free_producers(f.f, env)
+        info.depends_on |= free_prod & sibs
+        self.consumed([(sp, free_prod - sibs, None)])
+        # written into its destination (annotations inside are then ignored), or into
+        # the buffer it is materialised in
+        info.writes = dest if dest in ("global", "local", "private") else "global"
+        # its function reads the elements on its behalf (no producer of their own)
+        self.fun(f.f, [(sp, frozenset(), None)], info.writes, env, True)
+        return info.writes, frozenset({label}), ()
+
+    def result_lambda(self, f: nodes.Lambda, vals, dest: str, env, into: bool = False):
+        return self.fun(f, vals, dest, env, into)
+
+    def _result_computed(self, f: nodes.FunDecl, vals, dest: str, env, into: bool = False):
+        self.consumed(vals)
+        return dest, frozenset().union(*(v[1] for v in vals)), None
+
+    result_user_fun = result_vectorize = result_id = _result_computed
+
+    def result_zip(self, f: nodes.Zip, vals, dest: str, env, into: bool = False):
+        spaces = {v[0] for v in vals if v[0] != "const"}
+        sp = _strongest(spaces)
+        return sp, frozenset().union(*(v[1] for v in vals)), None
+
+    def result_get(self, f: nodes.Get, vals, dest: str, env, into: bool = False):
+        return vals[0][0], vals[0][1], None
+
+    def result_join(self, f: nodes.Join, vals, dest: str, env, into: bool = False):
+        sp, prod, view = vals[0]
+        return sp, prod, None if view is None else (*view, ("join",))
+
+    def result_split(self, f: nodes.Split, vals, dest: str, env, into: bool = False):
+        sp, prod, view = vals[0]
+        return sp, prod, None if view is None else (*view, ("split", f.chunk))
+
+    def result_fun_decl(self, f: nodes.FunDecl, vals, dest: str, env, into: bool = False):
+        """Other layout primitives: a view of the argument, through no join/split chain."""
+        sp, prod, _ = vals[0]
         return sp, prod, None
 
     def identity_pairs(self, prod: str, cons: str, view) -> tuple[tuple[int, int], ...]:
