@@ -83,6 +83,7 @@ def memory_cap(extra: int = 2 << 30):
 # ------------------------------------------------------------ 1. counting without listing
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_count_equals_the_enumeration_on_every_example(name):
     from ir.syntax import parse_file
@@ -96,6 +97,7 @@ def test_count_equals_the_enumeration_on_every_example(name):
                                                                                    heuristics)
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_count_equals_the_enumeration_on_nested_maps_of_depth_3_to_8():
     from mapper.api import count_mappings, count_valid_mappings
 
@@ -354,6 +356,7 @@ def test_repl_count_does_not_list(monkeypatch):
 # ------------------------------------------------------------ 6. the fuzzer
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_fuzz_500_cases_no_traceback_no_hang():
     import fuzz_cli
 

@@ -19,6 +19,7 @@ def runner():
     return Runner()
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.parametrize("variant", ["global", "local", "private"])
 def test_listing3_every_valid_mapping_runs_correctly(runner, variant):
     p = cc22_listing3(local=variant == "local", private=variant == "private")

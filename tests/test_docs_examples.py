@@ -326,6 +326,7 @@ def _param(path: Path) -> Any:  # a pytest.param
     return pytest.param(path, id=path.name, marks=marks)
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.parametrize("path", [_param(p) for p in doc_files()])
 def test_examples_of(path: Path) -> None:
     where = str(path.relative_to(REPO))

@@ -586,6 +586,7 @@ def test_cli_results_compare(synthetic_store, capsys):
     assert rc == 2 and "unknown strategy 'annealing'" in err
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.opencl
 def test_early_cut_relative_to_the_best(tmp_path, pool):
     # 4 MiB of input: no run part (upload, runs, read-back, comparison) ends within the

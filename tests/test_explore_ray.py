@@ -149,6 +149,7 @@ def test_an_address_where_nothing_answers_is_one_error_at_once(tmp_path):
     assert not store.exists()
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_ray_and_local_evaluators_agree_and_the_store_resumes_locally(cluster, local_run,
                                                                       tmp_path):
     path = tmp_path / "ray.sqlite"
@@ -207,6 +208,7 @@ def _simulated_run(n: int, tmp_path, time_scale: float = 0.01
     return res, got, outs
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_simulated_devices_on_ray_share_the_work(cluster, tmp_path):
     """The benchmark's mechanism: stored outcomes come back through the actors, and two
     simulated devices finish the same candidates sooner than one in simulated time (each
@@ -255,6 +257,7 @@ def test_timed_runs_take_turns_on_a_device(cluster, local_run):
     assert all(a[1] <= b[0] for a, b in zip(windows, windows[1:])), windows
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_an_actor_killed_mid_candidate_loses_nothing(cluster, local_run, tmp_path):
     """The second candidate's actor is killed right after it was sent: the candidate is
     retried on another actor, every candidate is stored once, none is lost, the outcomes
@@ -286,6 +289,7 @@ def test_an_actor_killed_mid_candidate_loses_nothing(cluster, local_run, tmp_pat
     assert len(rows) == 6 and len({k for k, _ in rows}) == 6
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_a_candidate_lost_twice_is_stored_once_as_lost(cluster, tmp_path):
     """The first candidate's actor is killed, and the actor of its retry too: it is the
     outcome lost, stored once; the others are evaluated; a resumed run does not evaluate

@@ -144,6 +144,7 @@ def store_100(tmp_path_factory) -> str:
 # ------------------------------------------------------------ killed runs, two writers
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_sigkill_three_times_then_resume_loses_and_changes_nothing(tmp_path):
     path = str(tmp_path / "k.sqlite")
     seen: dict[str, tuple] = {}
@@ -211,6 +212,7 @@ def _damaged(src: str, dst: str, page: int, seed: int) -> None:
     Path(dst).write_bytes(data)
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_damaged_pages_give_one_line_naming_the_file(store_100, tmp_path):
     """Random bytes in any page: opening may pass and a later read fail; every command
     ends in one line (or reads what it can), no sqlite3 error escapes, the file is not
@@ -572,6 +574,7 @@ def _ab():
     return {"a": rng.random(64, dtype=np.float32), "b": rng.random(64, dtype=np.float32)}
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.opencl
 def test_a_hanging_kernel_times_out_and_its_worker_is_replaced(pool):
     d = _ab()

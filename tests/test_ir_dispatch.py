@@ -253,6 +253,7 @@ def test_ir_import_graph_has_no_cycle() -> None:
             visit(m, [])
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_each_ir_module_imports_first_in_a_fresh_interpreter() -> None:
     code = (
         "import importlib, subprocess, sys\n"

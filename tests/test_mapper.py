@@ -111,6 +111,7 @@ def test_private_memory_rule():
     assert got == expect and len(got) == 25
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_backends_agree_on_papers_examples():
     for p in (cc22_listing1(), cc22_listing3(), cc22_listing3(local=True)):
         for fusion in ("always", "never", "free"):

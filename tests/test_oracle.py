@@ -108,6 +108,7 @@ def _oracle(seeds, **kw) -> list[dict]:
     return out
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.opencl
 def test_oracle_agrees_with_the_rules_on_new_shapes():
     """A few mappings the rules admit, and a few one or two codes away that they reject,

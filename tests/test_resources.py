@@ -86,6 +86,7 @@ def test_resource_origins_name_kernel_buffers_and_device():
     assert any("kappa*sigma" in o for o in priv)  # the accumulator's symbolic size
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_buffers_carry_symbolic_counts_that_match():
     """Every buffer of the lowered convolution knows its size symbolically, and the symbolic
     size evaluates to the concrete one."""

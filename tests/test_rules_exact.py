@@ -133,6 +133,7 @@ def _agree(p, **kw):
     assert cp == z3s == brute_force_solutions(pr.model)
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.parametrize("heuristics", [True, False])
 def test_backends_agree_on_examples(heuristics):
     for f in ("cc22_listing1", "cc22_listing3", "listing3_local", "gpgpu20_stencil2d",
@@ -141,6 +142,7 @@ def test_backends_agree_on_examples(heuristics):
             _agree(parse_file(EX / f"{f}.lift"), fusion=fusion, heuristics=heuristics)
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_backends_agree_on_extended_random_programs():
     for seed in range(20):
         p = random_program(seed, max_maps=4, extended=True)

@@ -299,6 +299,7 @@ def test_worker_ok_and_data_sent_once(pool):
     assert out.status == "ok" and out.lower_s is not None and out.build_s == 0.0
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_timeout_kills_hanging_kernel_and_next_candidate_runs(pool):
     pool.evaluate(vector_add_program(N), _ab(), None, timeout_s=30)  # warm worker
     starts = pool.restarts

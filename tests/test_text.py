@@ -181,6 +181,7 @@ def test_the_instances_cover_every_rule():
 # ------------------------------------------------------------------- simplify
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 def test_simplify_is_equivalent_on_every_instance():
     """Over every code (the default) and over the model's domains."""
     for name, c, doms in instances():

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mapper import cli
+from mapper.cli.tune import parse_arg, parse_values
 from mapper.explore.interop import decode_tuning
 from mapper.tune import (
     KernelSpec,
@@ -21,7 +22,6 @@ from mapper.tune import (
     launch_sizes,
     tune_kernel,
 )
-from mapper.cli.tune import parse_arg, parse_values
 
 REPO = Path(__file__).resolve().parent.parent
 VECTOR_ADD = REPO / "examples" / "kernels" / "vector_add.cl"
@@ -118,6 +118,7 @@ def _vector_add(n: int = 20_000) -> tuple[list, list]:
     return [c, a, b, np.int32(n)], [a + b, None, None, None]
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.opencl
 def test_vector_add_is_tuned_and_checked_against_the_answer(tmp_path) -> None:
     args, answer = _vector_add()
@@ -157,6 +158,7 @@ __kernel void k(__global float *c, __global const float *a, int n) {
 """
 
 
+@pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.opencl
 def test_failing_configurations_are_outcomes_not_crashes_of_the_tuner() -> None:
     n = 4096
