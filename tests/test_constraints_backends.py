@@ -99,6 +99,7 @@ def listing3_model() -> Model:
     return Model([Parameter(n, ENCODING) for n in "ABCD"], cs)
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_listing3_backends_agree():
     model = listing3_model()
     solutions = _assert_backends_agree(model)

@@ -75,6 +75,7 @@ def test_private_local_size_respects_every_device_limit():
     assert math.prod(fit_private_local_size((4096, 64), 100, small)) <= 10
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_hand_mapped_pipeline_runs_on_a_scaled_vgg16_layer(pool):
     layer = ConvLayer("19/4", C=128, H=28, W=28, M=128)  # output 28x28x128 > 4096 items

@@ -82,6 +82,7 @@ def test_live_descriptions_agree_and_the_runner_keeps_the_real_limits():
         assert Device.from_limits(lim) == Device.from_opencl(d)
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_joint_space_constraints_do_not_follow_the_free_memory():
     from mapper.explore.task import Task
 

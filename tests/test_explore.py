@@ -192,6 +192,7 @@ def pool():
         yield p
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
     path = tmp_path / "r.sqlite"
@@ -611,6 +612,7 @@ def test_cli_explore_conv_pipeline(tmp_path, capsys):
     assert rc == 0 and "conv:vgg16-19,21/8" in out and "H=3" in out
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_explore_with_parallel_workers_evaluates_each_candidate_once(tmp_path):
     """Two workers: the budget holds, every candidate is stored once, the same store then

@@ -289,6 +289,7 @@ def test_explore_verbose_prints_a_line_per_candidate_on_stderr(capsys, tmp_path)
     assert not re.search(r"\b[ABCD]=\d", out + err)  # (the sizes print as N=1024)
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_explore_of_a_lift_program_reports_derived_or_given_flops(capsys, tmp_path):
     rc, out, err = _explore(capsys, tmp_path, "--jsonl")

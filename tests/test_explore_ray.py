@@ -164,6 +164,7 @@ def test_ray_and_local_evaluators_agree_and_the_store_resumes_locally(cluster, l
     assert (again.evaluated, again.cached) == (2, 6)
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_a_local_store_resumes_on_ray(cluster, local_run, tmp_path):
     """The other way round: a store written with local workers is continued on the
     cluster, which evaluates only the candidates it does not hold."""
@@ -239,6 +240,7 @@ def test_two_simulated_devices_run_at_their_scheduled_rate(cluster, tmp_path):
     assert res.elapsed_s <= 1.2 * span + 0.5, (res.elapsed_s, span)
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_timed_runs_take_turns_on_a_device(cluster, local_run):
     """One device actor with two worker processes: they lower and build side by side, and
     their timed runs never overlap (the device is to one kernel at a time)."""

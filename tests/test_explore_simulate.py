@@ -91,6 +91,7 @@ def test_the_backend_travels_whole(outcomes):
     assert dev.device_info()["limits"] == outcomes.device and len(dev.outcomes) == 12
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.parametrize("strategy", ["solver", "model"])
 def test_an_exploration_over_a_store_replays_its_candidates(stored, task, outcomes,
                                                             strategy, tmp_path):

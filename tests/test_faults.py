@@ -328,6 +328,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.parametrize("left", ["closed", "killed", "killed-without-shm"])
 def test_a_store_in_a_read_only_folder_is_readable(store_100, tmp_path, left):
     prefix = _read_only_runner()
@@ -496,6 +497,7 @@ def test_errors_about_the_program_name_file_line_and_column(tmp_path, text, line
 # ------------------------------------------------------------ the fuzzer
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_fuzz_with_non_utf8_bytes_no_traceback_no_hang_every_error_located():
     import fuzz_cli
 
@@ -592,6 +594,7 @@ def test_a_hanging_kernel_times_out_and_its_worker_is_replaced(pool):
 @pytest.mark.opencl
 @pytest.mark.parametrize("fn, sig", [(os.abort, "SIGABRT"), (_segfault, "SIGSEGV"),
                                      (_illegal_instruction, "SIGILL")])
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_a_crashing_kernel_is_a_crash_outcome_and_its_worker_is_replaced(pool, fn, sig):
     d = _ab()
     assert pool.evaluate_candidate(_vadd, d, d["a"] + d["b"], timeout_s=60).status == "ok"

@@ -328,6 +328,7 @@ def test_hand_mapping_is_valid_under_fusion_always(task_off):
     assert check_mapping(task_off.program, m, fusion="always") == []
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_heuristics_off_task_enumerates_and_lowers_what_only_heuristics_reject(task_off):
     from mapper.api import check_mapping
 

@@ -39,6 +39,7 @@ def _sizes_ok(js: JointSpace, sizes: dict) -> bool:
                                for v in p.type.free_vars()} | set(sizes))
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_symbolic_resources_agree_with_the_lowering(name):
     """For sampled (mapping, tuning) candidates of a space built without device limits, the
@@ -67,6 +68,7 @@ def test_symbolic_resources_agree_with_the_lowering(name):
         assert violated, "the tight device should refuse some candidates"
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.parametrize("device", [POCL_CPU, H100, TIGHT], ids=lambda d: d.name[:12])
 def test_every_sampled_candidate_lowers(device):
     """The joint space holds the device's limits: its samples lower without a refusal."""

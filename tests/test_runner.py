@@ -404,6 +404,7 @@ def test_pool_on_missing_device_raises_setup_error():
             p.evaluate(vector_add_program(16), {"a": np.ones(16), "b": np.ones(16)})
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_generated_conv_pipeline_end_to_end(pool):
     """The lowering's GPGPU'20 pipeline (hand mapping), lowered inside a worker."""
     from ir.programs import gpgpu20_conv_pipeline
@@ -426,6 +427,7 @@ def lower_slow_vadd(n: int, delay_s: float) -> CompiledProgram:
     return vector_add_program(n)
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_parallel_workers_run_in_turn():
     """Two workers lower side by side, and their timed runs never overlap (one device);
     that the lowerings overlap in time is the perf test below."""

@@ -137,6 +137,7 @@ def test_a_candidate_stopped_by_the_budget_end_is_not_recorded():
         st.close()
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_explore_defaults_are_the_model_with_the_early_cut(tmp_path):
     res = explore(L3, {"N": 1024}, budget=6, store=tmp_path / "s.sqlite", count=False)

@@ -362,6 +362,7 @@ def _fixed(p: Pred, mapping: Mapping[str, int], maps) -> Pred:
     return q
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
 def test_why_violated(path):
     """For sampled invalid mappings, each violated instance: the text is short and names

@@ -171,6 +171,7 @@ def test_failing_configurations_are_outcomes_not_crashes_of_the_tuner() -> None:
     assert res.best_config == {"block_size_x": 64, "mode": 0}
 
 
+@pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_command_line_tunes_the_example_and_exports_a_cache(tmp_path, capsys) -> None:
     store = tmp_path / "mm.sqlite"
