@@ -188,6 +188,12 @@ def bench_shape(layer, args, peak) -> dict:
     return out
 
 
+def write_json(path: str, peak: float | None, rows: list[dict]) -> None:
+    """Every figure measured so far, with the machine, to ``path``."""
+    with open(path, "w") as fh:
+        json.dump({"machine": cpu_model(), "peak": peak, "rows": rows}, fh, indent=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", default=",".join(VGG).replace("12,14", "12")
@@ -238,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         if r["warnings"]:
             parts.append("WARNING: " + "; ".join(r["warnings"]))
         print("; ".join(parts), flush=True)
+        if args.json:  # after every shape: a long run stopped half-way keeps what it measured
+            write_json(args.json, peak, rows)
     ratios = [(r["found"]["median_gflops"], r.get("hand-written", {}).get("median_gflops"),
                r.get("PyTorch", {}).get("median_gflops")) for r in rows if "found" in r]
 
@@ -249,9 +257,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"geometric mean over {len(ratios)} shape(s): found/hand-written "
               f"{gmean([f / h for f, h, _ in ratios if h]):.2f}x, found/PyTorch "
               f"{gmean([f / t for f, _, t in ratios if t]):.2f}x")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": cpu_model(), "peak": peak, "rows": rows}, fh, indent=1)
     return 0
 
 
