@@ -49,6 +49,9 @@ class MapInfo:
     identity_from: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     in_reduce: bool = False  # inside a reduction's function (a loop that is no map)
     read_by_code: bool = False  # its output is read by code that is not a sibling map
+    # a reduction's update: this map (first), then the maps inside it, level by level, that
+    # rewrite the accumulator element for element (``accumulator_chain``); empty otherwise
+    acc_chain: tuple[str, ...] = ()
 
     @property
     def uses_private(self) -> bool:
@@ -230,6 +233,8 @@ class MapNestingTree:
                 notes.append("perfectly nested")
             if i.depends_on:
                 notes.append("after " + ",".join(sorted(i.depends_on)))
+            if i.acc_chain:
+                notes.append("updates the accumulator in place: " + "-".join(i.acc_chain))
             lines.append("  " * depth + f"map{m}  [{'; '.join(notes)}]")
             for c in i.children:
                 go(c, depth + 1)
@@ -319,9 +324,18 @@ class _Spaces:
         self.consumed([init, arr])
         acc = (acc_space, init[1], None)
         self.reduce_depth += 1
-        self.fun(f.f, [acc, arr], acc_space, env, True)
+        res = self.fun(f.f, [acc, arr], acc_space, env, True)
         self.reduce_depth -= 1
-        return acc_space, init[1] | arr[1], None
+        maps = accumulator_chain(f.f)
+        if not maps or res is None or res[1] != {self.t.label_of(maps[0])} or res[2] != ():
+            return acc_space, init[1] | arr[1], None
+        # the update map rewrites the accumulator in place, element for element: the
+        # reduction's result is its output (wrapped in an array of one: a split)
+        chain = tuple(self.t.label_of(m) for m in maps)
+        self.t.maps[chain[0]].acc_chain = chain
+        t = self.t.info.map_types.get(id(maps[0]))
+        view = None if t is None or arr[1] or not _dims(t[1]) else (("split", _dims(t[1])[0]),)
+        return acc_space, frozenset({chain[0]}) | arr[1], view
 
     def call_fun_decl(self, f: nodes.FunDecl, args, dest: str, env, into: bool = False):
         """Any other function: its arguments, emitted into the destination where ``f``
@@ -459,6 +473,70 @@ class _Spaces:
             if isinstance(n, nodes.Param) and n.name not in bound and n.name in env:
                 out |= env[n.name][1]
         return out
+
+
+def accumulator_chain(f: nodes.FunDecl) -> list[nodes.Map]:
+    """The maps of a reduction's function ``f`` (``\\acc x -> ...``) that rewrite the
+    accumulator element for element: the function returns ``mapR(g) $ zip(.., acc, ..)``
+    (or ``mapR(g) $ acc``), under ``let``s if any, and reads ``acc`` nowhere else, so
+    iteration i of R reads and writes element i only; then the same one level down in
+    ``g``, whose element of the accumulator is its parameter (or ``get(k)`` of it, k the
+    accumulator's place in the zip). Empty when ``f`` has no such map; the list stops at
+    the first level that reads the accumulator's element in another way."""
+    if not isinstance(f, nodes.Lambda) or len(f.params) != 2:
+        return []
+    out: list[nodes.Map] = []
+    body, name, comp = f.body, f.params[0].name, None  # the element: name or get(comp)(name)
+    while True:
+        if _rebinds(body, name) or _uses(body, name, comp) != 1:
+            return out
+        while (isinstance(body, nodes.FunCall) and isinstance(body.f, nodes.Lambda)
+               and len(body.f.params) == len(body.args)):
+            body = body.f.body  # let x = e in body: ``name`` is not in e (used once, below)
+        if not (isinstance(body, nodes.FunCall) and isinstance(body.f, nodes.Map)
+                and computes(body.f.f) and len(body.args) == 1):
+            return out
+        arg, k = body.args[0], None
+        if not _is_element(arg, name, comp):
+            if not (isinstance(arg, nodes.FunCall) and isinstance(arg.f, nodes.Zip)):
+                return out
+            hits = [i for i, a in enumerate(arg.args) if _is_element(a, name, comp)]
+            if len(hits) != 1:
+                return out
+            k = hits[0]
+        out.append(body.f)
+        g = body.f.f
+        if not isinstance(g, nodes.Lambda) or len(g.params) != 1:
+            return out
+        body, name, comp = g.body, g.params[0].name, k
+
+
+def _is_element(e: nodes.ExprNode, name: str, comp: int | None) -> bool:
+    """``e`` is ``name`` (comp None) or ``get(comp)(name)``."""
+    if comp is None:
+        return isinstance(e, nodes.Param) and e.name == name
+    return (isinstance(e, nodes.FunCall) and isinstance(e.f, nodes.Get) and e.f.index == comp
+            and len(e.args) == 1 and isinstance(e.args[0], nodes.Param)
+            and e.args[0].name == name)
+
+
+def _uses(e: nodes.Node, name: str, comp: int | None) -> int:
+    """How often ``e`` reads the element ``_is_element`` names (a bare ``name`` counts when
+    comp is set: it reads every component)."""
+    if isinstance(e, nodes.Param):
+        return int(e.name == name)
+    if comp is not None and isinstance(e, nodes.ExprNode) and _is_element(e, name, comp):
+        return 1
+    if (comp is not None and isinstance(e, nodes.FunCall) and isinstance(e.f, nodes.Get)
+            and len(e.args) == 1 and isinstance(e.args[0], nodes.Param)):
+        return 0  # another component of the tuple
+    return sum(_uses(c, name, comp) for c in e.children())
+
+
+def _rebinds(e: nodes.Node, name: str) -> bool:
+    """A lambda inside ``e`` has a parameter called ``name``."""
+    return any(isinstance(n, nodes.Lambda) and any(p.name == name for p in n.params)
+               for n in nodes.walk(e))
 
 
 def _dims(t) -> list:

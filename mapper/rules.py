@@ -537,6 +537,26 @@ def reads_own_nested(t: MapNestingTree, prod: str, cons: str,
     return Or(*parts)
 
 
+def reads_own_accumulated(t: MapNestingTree, prod: str, cons: str) -> Pred:
+    """``prod`` updates a reduction's accumulator in place, element for element down its
+    chain A0 = ``prod``, A1, ... (``MapInfo.acc_chain``), and ``cons`` (with S1, S2, ...
+    perfectly nested) reads the result element for element: for some depth k >= 2, Aj and
+    Sj give their iterations to the same work-item at every level j < k, no Sj there is
+    fused, and every other map inside ``prod`` runs whole. Then each work-item writes out
+    exactly the elements of its private copy that it updated, every reduction step. (k = 1
+    is :func:`reads_own` with the maps inside ``prod`` run whole.)"""
+    chain = t.maps[prod].acc_chain
+    if len(chain) < 2 or (0, 0) not in t.maps[cons].identity_from.get(prod, ()):
+        return FALSE
+    schain = [cons, *t.perfect_chain(cons)]
+    parts = []
+    for k in range(2, min(len(chain), len(schain)) + 1):
+        parts.append(And(*(_fused_at(t, s, 0) for s in schain[:k]),
+                         *(same_owner(t, a, s) for a, s in zip(chain[:k], schain[:k])),
+                         *(runs_whole(t, x) for x in t.nested(prod) if x not in chain[:k])))
+    return Or(*parts)
+
+
 def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
     """(1) Private memory is read only by the work-item that wrote it.
 
@@ -548,7 +568,9 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
     parent. A map whose function merely *contains* a private value (a reduction's
     accumulator, a ``toPrivate`` temporary) allocates one per iteration, so it may
     distribute threads around it (the tree records where each map writes the way the
-    lowering does: a reduction is no annotation)."""
+    lowering does: a reduction is no annotation). A map that rewrites a reduction's
+    accumulator in place (``MapInfo.acc_chain``) writes what the reduction's readers read:
+    they may split it as it does, level by level (:func:`reads_own_accumulated`)."""
     for prod in t.concrete():
         if t.maps[prod].writes != "private":
             continue
@@ -567,6 +589,7 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
         for cons in cons_of:
             inner = t.nested(prod)
             own = Or(And(reads_own(t, prod, cons), *(runs_whole(t, x) for x in inner)),
+                     reads_own_accumulated(t, prod, cons),
                      *(form(t, prod, cons, lambda x: runs_whole(t, x), True)
                        for form in (reads_own_flat, reads_own_transposed, reads_own_nested)))
             yield _instance(

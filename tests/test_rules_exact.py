@@ -360,3 +360,74 @@ def test_transposed_reader_of_a_whole_writer_in_a_free_dimension():
 def test_transposed_reader_of_a_whole_writer_runs_correctly():
     _runs(parse_file(EX / "cc22_listing1.lift"), WHOLE_WRITER_FREE_READER,
           ({"I": 4, "J": 8, "K": 8}, {"I": 3, "J": 5, "K": 6}))
+
+
+# A reduction whose function rewrites its private accumulator in place, element for element
+# (``mapR1(mapR2 ...) $ zip(acc, ..)``): the register-blocked matmul and the partial
+# convolution. Each work-item may update and write out only its own rows (or columns) of
+# its private copy: R and the map writing the result out (S) give an element to the same
+# work-item at every level they distribute.
+ACCUMULATED = (
+    ("matmul_blocked.lift", "I=S J=S S1=G1 S2=S R1=L1 R2=S Z1=S Z2=S"),
+    ("matmul_blocked.lift", "I=W1 J=S S1=G0 S2=L1 R1=G0 R2=S Z1=S Z2=F"),
+    ("matmul_blocked.lift", "I=S J=S S1=G0 S2=S R1=G0 R2=S Z1=S Z2=S"),
+    ("matmul_blocked.lift", "I=W0 J=S S1=L1 S2=L0 R1=G1 R2=L0 Z1=S Z2=F"),
+    ("gpgpu20_conv_partial.lift", "T=S G=S W=W1 C=S S1=L0 S2=S R1=G0 R2=S P=S I1=S I2=S"),
+    ("gpgpu20_conv_partial.lift", "T=S G=L0 W=W1 C=S S1=L1 S2=S R1=L1 R2=S P=S I1=S I2=S"),
+    ("gpgpu20_conv_partial.lift", "T=S G=W1 W=L1 C=S S1=S S2=G0 R1=S R2=W0 P=S I1=S I2=F"),
+)
+# a reduction over 2x2 tiles whose update reads the accumulator as ACC
+TILE_SUM = """X : [[[float]2]2]N
+mapS1(mapS2(toGlobal(id))) o join $
+reduce(\\acc x ->
+  mapR1(\\p -> mapR2(\\q -> add(get(0)(q), get(1)(q))) $ zip(get(0)(p), get(1)(p))) $
+  zip(ACC, x)
+)(mapZ1(mapZ2(toPrivate(id)))(value(0.0, [[float]2]2)), X)
+"""
+
+
+def test_accumulator_updated_in_place_is_recognised():
+    t = problem(parse_file(EX / "matmul_blocked.lift")).tree
+    assert t.maps["R1"].acc_chain == ("R1", "R2")
+    assert t.maps["S1"].depends_on == {"R1"}  # reads the reduction's result: R1's output
+    assert t.maps["S1"].identity_from["R1"] == ((0, 0),)
+    # read transposed, the accumulator is no element-for-element update
+    t = problem(parse(TILE_SUM.replace("ACC", "transpose(acc)"))).tree
+    assert t.maps["R1"].acc_chain == ()
+
+
+@pytest.mark.parametrize("name,mapping", ACCUMULATED)
+def test_private_accumulators_split_the_same_way_are_valid(name, mapping):
+    assert check_mapping(parse_file(EX / name), mapping, fusion="free",
+                         heuristics=False) == [], mapping
+
+
+def test_private_accumulators_split_differently_are_invalid():
+    p = parse(TILE_SUM.replace("ACC", "acc"))
+    # (the last: R2 runs whole, so every work-item of row i holds all of it)
+    for m in ("S1=G0 S2=S R1=G0 R2=S Z1=S Z2=S", "S1=S S2=G0 R1=S R2=G0 Z1=S Z2=S",
+              "S1=G1 S2=G0 R1=G1 R2=G0 Z1=S Z2=S", "S1=G0 S2=G1 R1=G0 R2=S Z1=S Z2=S"):
+        assert check_mapping(p, m, fusion="free", heuristics=False) == [], m
+    # S writes out rows (columns) that other work-items updated in their private copies
+    for m in ("S1=S S2=S R1=G0 R2=S Z1=S Z2=S", "S1=G1 S2=S R1=G0 R2=S Z1=S Z2=S",
+              "S1=S S2=G0 R1=S R2=G1 Z1=S Z2=S"):
+        assert "private-memory" in {c.rule for c in check_mapping(
+            p, m, fusion="free", heuristics=False)}, m
+    # transposed: row i's update reads column i, which other work-items updated
+    p = parse(TILE_SUM.replace("ACC", "transpose(acc)"))
+    assert "private-memory" in {c.rule for c in check_mapping(
+        p, "S1=G0 S2=S R1=G0 R2=S Z1=S Z2=S", fusion="free", heuristics=False)}
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("name,mapping", ACCUMULATED)
+def test_private_accumulators_split_the_same_way_run_correctly(name, mapping):
+    from experiments.oracle import EXAMPLE_SIZES
+
+    _runs(parse_file(EX / name), mapping, EXAMPLE_SIZES[f"examples/{name}"])
+
+
+@pytest.mark.opencl
+def test_tile_sum_accumulated_by_rows_runs_correctly():
+    _runs(parse(TILE_SUM.replace("ACC", "acc")), "S1=G1 S2=G0 R1=G1 R2=G0 Z1=S Z2=S",
+          ({"N": 5}, {"N": 3}))
