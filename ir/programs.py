@@ -38,7 +38,7 @@ from ir.builders import (
 )
 from ir.errors import LiftmapError
 from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal
-from ir.sym import Var
+from ir.sym import Expr, Var
 from ir.types import Float, array
 
 # ------------------------------------------------------------------ CC'22 examples
@@ -178,11 +178,20 @@ class Stage:
     """One kernel of a pipeline: a program and where each of its inputs comes from.
 
     ``sources`` maps each input name to a pipeline input name or ``"<previous>"``.
+    ``identity_when``: pairs of sizes whose equality makes the stage copy its one input
+    unchanged (a crop of nothing): at such sizes the lowering leaves the kernel out and the
+    next stage reads the input (``identity_at``).
     """
 
     name: str
     program: Lambda
     sources: tuple[tuple[str, str], ...]
+    identity_when: tuple[tuple[Expr, Expr], ...] = ()
+
+    def identity_at(self, sizes: Mapping[str, int]) -> bool:
+        """Whether the stage copies its input unchanged at ``sizes``."""
+        return bool(self.identity_when) and all(
+            a.evaluate(sizes) == b.evaluate(sizes) for a, b in self.identity_when)
 
 
 @dataclass(frozen=True)
@@ -387,7 +396,9 @@ def gpgpu20_conv_pipeline(coalesce: bool = True) -> Pipeline:
     """The four kernels of GPGPU'20 Section 4.2: pad, partial convolution, final
     reduction, crop. Inputs ``inputData: [[[float]C]W]H`` and
     ``kernelsWeights: [[[[float]C]K]K]M`` (no bias, as in the paper's listing).
-    ``coalesce`` picks the partial stage's layout (see :func:`conv_partial_stage`)."""
+    ``coalesce`` picks the partial stage's layout (see :func:`conv_partial_stage`).
+    The crop is left out where the tiles cover exactly the output (ρ = 0)."""
+    s = conv_sizes()
     return Pipeline(
         "conv",
         ("inputData", "kernelsWeights"),
@@ -396,7 +407,8 @@ def gpgpu20_conv_pipeline(coalesce: bool = True) -> Pipeline:
             Stage("partial", conv_partial_stage(coalesce),
                   (("kernelsWeights", "kernelsWeights"), ("paddedInput", "<previous>"))),
             Stage("final", conv_final_stage(), (("partial", "<previous>"),)),
-            Stage("crop", conv_crop_stage(), (("paddedOutput", "<previous>"),)),
+            Stage("crop", conv_crop_stage(), (("paddedOutput", "<previous>"),),
+                  identity_when=((s["outPH"], s["outH"]), (s["outPW"], s["outW"]))),
         ),
     )
 

@@ -51,8 +51,9 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
                    fusion: str = "free", heuristics: bool = True,
                    device: Device | None = None) -> CompiledProgram:
     """Every stage of ``pipeline`` with its own mapping, chained into one program: a
-    stage's output buffer is the next stage's ``<previous>`` input. Each mapping is checked
-    against the rules of ``fusion`` (the heuristic rules too when ``heuristics``)."""
+    stage's output buffer is the next stage's ``<previous>`` input; a stage that copies its
+    input unchanged at ``sizes`` (``Stage.identity_at``) is left out. Each mapping is
+    checked against the rules of ``fusion`` (the heuristic rules too when ``heuristics``)."""
     from codegen.lower import lower
 
     kernels: list[Kernel] = []
@@ -60,6 +61,9 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     prev_out: str | None = None
     out_shape: tuple[int, ...] = ()
     for i, st in enumerate(pipeline.stages):
+        if (prev_out is not None and [src for _, src in st.sources] == ["<previous>"]
+                and st.identity_at(sizes)):
+            continue  # it would copy its input unchanged: the next stage reads that
         low = lower_mapping(_problem(st.program, fusion, heuristics), mappings[st.name],
                             fusion=fusion, heuristics=heuristics)
         cp = lower(low, dict(sizes), name=st.name, device=device)

@@ -91,3 +91,43 @@ def test_hand_mapped_pipeline_runs_on_a_scaled_vgg16_layer(pool):
 def test_hand_mapped_pipeline_runs_on_full_vgg16_layer_19(pool):
     cp, out = _run_hand_mapped(_layer("19"), pool)
     assert out.status == "ok", f"{out.label}: {out.reason}"
+
+
+def test_the_crop_is_left_out_where_the_tiles_cover_the_output():
+    """rho = 0 and tiles that divide the output: the crop stage would copy its input
+    unchanged (the interpreter says so), and the lowered pipeline has no crop kernel; with
+    rho > 0 it crops and is kept."""
+    from ir.interp import evaluate
+
+    layer = ConvLayer("t", 4, 6, 6, 4)
+    pipe = gpgpu20_conv_pipeline()
+    crop = pipe.stage("crop")
+    exact = {**layer.sizes(), "theta": 4, "rho": 0, "kappa": 2, "sigma": 2, "omega": 12,
+             "v": 4}
+    assert crop.identity_at(exact) and not crop.identity_at({**exact, "rho": 2})
+    x = np.arange(6 * 6 * 4, dtype=np.float32).reshape(6, 6, 4)
+    np.testing.assert_array_equal(evaluate(crop.program, {"paddedOutput": x}, exact), x)
+    names = [k.name for k in lower_pipeline(pipe, conv_stage_mappings(pipe), exact).kernels]
+    assert not any(n.startswith("crop") for n in names) and len(names) == 3, names
+    names = [k.name for k in lower_pipeline(pipe, conv_stage_mappings(pipe),
+                                            {**exact, "rho": 2}).kernels]
+    assert any(n.startswith("crop") for n in names), names
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("rho", [0, 2])
+def test_pipeline_with_and_without_the_crop_computes_the_layer(pool, rho):
+    layer = ConvLayer("t", 4, 6, 6, 4)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 6, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)
+    ref = conv2d_hwc(x, w, stride=1, pad=(1,) * 4).astype(np.float32)
+    pipe = gpgpu20_conv_pipeline()
+    sizes = {**layer.sizes(), "theta": 4, "rho": rho, "kappa": 2, "sigma": 2, "omega": 12,
+             "v": 4}
+    fn = functools.partial(lower_pipeline, pipe, conv_stage_mappings(pipe), sizes,
+                           flops=layer.flops)
+    out = pool.evaluate_candidate(fn, {"inputData": x, "kernelsWeights": w}, ref,
+                                  timeout_s=120, repeats=1, flops=layer.flops,
+                                  **reduction_tolerance(ref))
+    assert out.ok, out.reason
