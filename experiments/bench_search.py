@@ -152,7 +152,9 @@ def bench_shape(layer, args, peak) -> dict:
     times: dict[str, list[float]] = {"found": [], "hand-written": []}
     torch_fn = None
     if torch_available():
-        x, w = task.inputs["inputData"], task.inputs["kernelsWeights"]
+        # the layer's own channels: the task may run with zero channels added
+        x = task.inputs["inputData"][..., :layer.C]
+        w = task.inputs["kernelsWeights"][..., :layer.C]
         torch_fn, _ = torch_conv_fn(x, w, layer.S, layer.P, threads=os.cpu_count())
         times["PyTorch"] = []
         torch_fn()

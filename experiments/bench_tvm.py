@@ -303,7 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "flops": layer.flops, "budget_s": args.budget_s,
                            "load_before": load(), "command": sys.argv}
     task = Task.conv_layer(layer)
-    x, w = to_nchw(task.inputs["inputData"], task.inputs["kernelsWeights"])
+    # the layer's own channels: the task may run with zero channels added
+    x, w = to_nchw(task.inputs["inputData"][..., :layer.C],
+                   task.inputs["kernelsWeights"][..., :layer.C])
     with tempfile.TemporaryDirectory(prefix="tvm-ms-") as tmp:
         try:
             lib, curve, info = tune_tvm(layer, args.budget_s, args.work_dir or tmp,
@@ -346,7 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     times: dict[str, list[float]] = {"liftmap": [], "TVM": []}
     torch_fn = None
     if torch_available():
-        torch_fn, _ = torch_conv_fn(task.inputs["inputData"], task.inputs["kernelsWeights"],
+        torch_fn, _ = torch_conv_fn(task.inputs["inputData"][..., :layer.C],
+                                    task.inputs["kernelsWeights"][..., :layer.C],
                                     layer.S, layer.P, threads=cores)
         times["PyTorch"] = []
 

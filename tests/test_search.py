@@ -375,3 +375,32 @@ def test_first_proposals_start_from_the_knowledges_best(joint, tmp_path, monkeyp
     it = make_strategy("model", joint, seed=0, n_init=4, batch=4).candidates()
     again = [(c.mapping, c.tuning) for c in (next(it) for _ in range(4))]
     assert again[:2] == want[:2]  # n_init // 2 starts, the same on every run
+
+
+def test_conv_task_adds_zero_channels_so_that_the_reduction_vectorises():
+    """3 RGB channels of a 3x3 kernel make a reduction of 27, which only v=1 divides: the
+    task runs with a fourth, zero channel (the layer's FLOP count and result unchanged)."""
+    from ir.programs import ConvLayer
+    from mapper.explore.task import conv_channels
+
+    rgb = ConvLayer("rgb", 3, 8, 8, 4)
+    assert conv_channels(rgb) == 4
+    assert conv_channels(ConvLayer("c2", 2, 8, 8, 4)) == 4  # 18 -> 36
+    assert conv_channels(ConvLayer("c5", 5, 8, 8, 4, K=1, P=0)) == 8
+    assert conv_channels(parse_layer("19/4")) == 512
+    task = Task.conv_layer(rgb)
+    assert task.sizes["C"] == 4 and task.flops == rgb.flops
+    x, w = task.inputs["inputData"], task.inputs["kernelsWeights"]
+    assert x.shape == (8, 8, 4) and w.shape == (4, 3, 3, 4)
+    assert not x[..., 3:].any() and not w[..., 3:].any()
+    tp = task.joint().tuning(task.joint().mappings[0])
+    assert 4 in tp.params["v"].domain
+
+
+@pytest.mark.opencl
+def test_conv_task_with_added_channels_computes_the_layer(tmp_path):
+    from ir.programs import ConvLayer
+
+    res = explore(Task.conv_layer(ConvLayer("rgb", 3, 8, 8, 4)), budget=4,
+                  store=tmp_path / "s.sqlite", count=False)
+    assert res.counts.get("ok", 0) >= 1 and "wrong-result" not in res.counts, res.counts

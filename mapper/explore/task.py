@@ -216,11 +216,29 @@ class Task:
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
         w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
+        ref = conv_reference(x, w, layer)
+        cp = conv_channels(layer)
+        if cp != layer.C:  # zero channels: the same result, a reduction that vectorises
+            x = np.concatenate([x, np.zeros((layer.H, layer.W, cp - layer.C), np.float32)], 2)
+            w = np.concatenate([w, np.zeros((*w.shape[:3], cp - layer.C), np.float32)], 3)
+        sizes = {**layer.sizes(), "C": cp}
         return cls.from_pipeline(
-            gpgpu20_conv_pipeline(coalesce), layer.sizes(), stage="partial",
-            inputs={"inputData": x, "kernelsWeights": w}, reference=conv_reference(x, w, layer),
+            gpgpu20_conv_pipeline(coalesce), sizes, stage="partial",
+            inputs={"inputData": x, "kernelsWeights": w}, reference=ref,
             flops=layer.flops, max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
             name=name or f"conv:vgg16-{layer.name}" + ("" if not coalesce else ":coalesced"))
+
+
+def conv_channels(layer) -> int:
+    """The channels a convolution task runs with: ``layer.C``, or the fewest more (zero
+    channels, in the input's and the weights' layout, as oneDNN's blocked layouts pad
+    them) that make the reduction's length C*K*K a multiple of 4, so that it can be
+    vectorised at all (the partial stage vectorises the flattened window: 3 RGB channels
+    of a 3x3 kernel give 27, which only v=1 divides). The FLOP count stays the layer's."""
+    c = layer.C
+    while (c * layer.K * layer.K) % 4:
+        c += 1
+    return c
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:
