@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         env["LIFTMAP_BENCH_REEXEC"] = "1"
         print(f"(running again without {', '.join(v for v in _BLAS_VARS if v in os.environ)})",
               flush=True)
-        args = argv if argv is not None else sys.argv[1:]
-        os.execve(sys.executable, [sys.executable, "-m", "experiments.bench_matmul", *args],
+        given = argv if argv is not None else sys.argv[1:]
+        os.execve(sys.executable, [sys.executable, "-m", "experiments.bench_matmul", *given],
                   env)
 
     import numpy as np
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         numpy_label = f"numpy {np.__version__} float32 A @ B"
         c = a @ b
-        np.testing.assert_allclose(c, ref, **tol)
+        np.testing.assert_allclose(c, ref, rtol=tol["rtol"], atol=tol["atol"])
         times[numpy_label] = []
         for _ in range(args.rounds):
             for label, prog in programs:

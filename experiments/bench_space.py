@@ -17,6 +17,7 @@ Run: ``python -m experiments.bench_space [--quick] [--write-doc]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import multiprocessing as mp
 import os
@@ -268,12 +269,12 @@ def run(benches: Sequence[Bench], pc2_limit: float, brute_max: float, runs: int)
     print(header, flush=True)
     for b in benches:
         cart = math.prod(len(v) for v in b.params.values())
-        n, t_ours = median_time(lambda b=b: ours(b), runs)
+        n, t_ours = median_time(functools.partial(ours, b), runs)
         pc2 = pc2_limited(b, pc2_limit, runs)
         if pc2 is not None:
             assert pc2[0] == n, (b.name, pc2[0], n)
         if cart <= brute_max:
-            nb, t_brute = median_time(lambda b=b: brute_force(b), runs)
+            nb, t_brute = median_time(functools.partial(brute_force, b), runs)
             assert nb == n, (b.name, nb, n)
         else:
             t_brute = None

@@ -52,6 +52,7 @@ def main() -> None:
         print(f"device: {lim.get('name')} ({lim.get('platform_version', '')})")
         tuning = paper_like_tuning(layer)
         t = time.perf_counter()
+        assert task.stage is not None  # a pipeline task: one stage is explored
         o = pool.evaluate_candidate(task.lower_fn(task.stage_mappings[task.stage], tuning),
                                     task.inputs, task.reference, timeout_s=args.timeout,
                                     repeats=3, flops=task.flops, **tol)

@@ -48,8 +48,9 @@ def measure(layer_name: str, device_spec: str, samples: int, seed: int,
     for i, (mapping, cfg) in enumerate(cands):
         t1 = time.perf_counter()
         try:
-            lower_candidate(js.problem, mapping, js.tuning(mapping).sizes_for(cfg),
-                            fusion=js.problem.fusion, device=device)
+            lower_candidate(js.problem.program, mapping, js.tuning(mapping).sizes_for(cfg),
+                            fusion=js.problem.fusion, heuristics=js.problem.heuristics,
+                            device=device)
             outcomes["lowered"] += 1
         except (LoweringError, ConstraintViolation) as e:
             check = getattr(e, "check", "constraint-violation")

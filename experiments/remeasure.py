@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             if not good:
                 print(f"{i:4d} {mapping}: {outs[0].label} now; kept", flush=True)
                 continue
-            g2 = statistics.median(o.gflops for o in good)
-            t2 = statistics.median(o.time_s for o in good)
+            g2 = statistics.median(o.gflops or 0.0 for o in good)
+            t2 = statistics.median(o.time_s or 0.0 for o in good)
             note = (f"{reason}; re-measured {time.strftime('%Y-%m-%d')}: median of "
                     f"{len(good)} evaluations x {args.repeats} runs (first: {g:.3g} GFLOP/s)")
             out.execute("UPDATE results SET gflops = ?, time_s = ?, reason = ? WHERE key = ?",
