@@ -17,8 +17,10 @@ and minima are printed. The FMA-chain peak of the device (``float8`` FMA chains,
 
 Also printed per shape: evaluations, time and evaluations to 90% and 95% of the run's final
 best (stored figures), and the load average before and after (it includes this script's
-own previous shape). Other processes using more than a tenth of a core before a shape are
-named in a warning: figures taken beside other work are not comparable.
+own previous shape). Other processes using more than a tenth of a core before a shape or
+after its timing, and a host that took more than 2% of the CPU time (steal, on a virtual
+machine) while timing, are named in a warning: figures taken beside other work are not
+comparable. ``--json`` keeps every timed run's seconds.
 """
 
 from __future__ import annotations
@@ -82,6 +84,17 @@ def busy_others() -> list[str]:
         if pid in a and t - a[pid][1] > 0.1 * hz * 0.5:  # > 10% of a core
             res.append(f"{name}[{pid}] {100 * (t - a[pid][1]) / hz / 0.5:.0f}%")
     return res
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, total) ticks of all CPUs since boot, from /proc/stat ((0, 0) elsewhere): the
+    time a virtual machine's host gave its cores to others shows as steal."""
+    try:
+        with open("/proc/stat") as fh:
+            vals = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (vals[7] if len(vals) > 7 else 0), sum(vals)
 
 
 def fma_peak(spec: str | None) -> float | None:
@@ -158,6 +171,7 @@ def bench_shape(layer, args, peak) -> dict:
         torch_fn, _ = torch_conv_fn(x, w, layer.S, layer.P, threads=os.cpu_count())
         times["PyTorch"] = []
         torch_fn()
+    steal0, total0 = cpu_ticks()
     with WorkerPool() as pool:
         for _ in range(args.rounds):
             time.sleep(args.settle)
@@ -180,10 +194,18 @@ def bench_shape(layer, args, peak) -> dict:
                     t = time.perf_counter()
                     torch_fn()
                     times["PyTorch"].append(time.perf_counter() - t)
+    steal1, total1 = cpu_ticks()
+    steal = 100 * (steal1 - steal0) / max(1, total1 - total0)
+    out["steal_pct"] = steal
+    if steal > 2:
+        warn.append(f"the host took {steal:.0f}% of the CPU time (steal) while timing")
+    others = busy_others()
+    if others:
+        warn.append("busy after timing: " + ", ".join(others))
     for k, ts in times.items():
         if ts:
             out[k] = {"median_gflops": layer.flops / statistics.median(ts) / 1e9,
-                      "max_gflops": layer.flops / min(ts) / 1e9}
+                      "max_gflops": layer.flops / min(ts) / 1e9, "times_s": ts}
     out["hand_label"] = hand_label
     out["peak"] = peak
     out["load_after"] = load()
