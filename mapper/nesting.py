@@ -276,6 +276,8 @@ class _Spaces:
     def __init__(self, tree: MapNestingTree):
         self.t = tree
         self.reduce_depth = 0
+        self._zip_vals: dict[int, list] = {}  # id(a zip's arguments) -> their values
+        self._zipped: list | None = None  # the components of the map argument at hand
 
     def run(self) -> None:
         root = self.t.program
@@ -321,13 +323,21 @@ class _Spaces:
         init = self.expr(args[0], "private", env)
         acc_space = init[0] if init[0] in ("global", "local", "private") else "private"
         arr = self.expr(args[1], dest, env)
-        self.consumed([init, arr])
-        acc = (acc_space, init[1], None)
+        maps = accumulator_chain(f.f)
+        if any(m.uid not in self.t._by_uid for m in maps):  # not maps of this tree
+            maps = []
+        # the update reads the initial value element for element where a sibling wrote it
+        # directly: no other code reads it then (else the reduction reads all of it)
+        own_init = bool(maps) and init[2] == () and len(init[1]) == 1 and \
+            init[1] <= set(self.t.siblings(self.t.label_of(maps[0])))
+        self.consumed([arr] if own_init else [init, arr])
+        acc = (acc_space, init[1], () if own_init else None)
         self.reduce_depth += 1
         res = self.fun(f.f, [acc, arr], acc_space, env, True)
         self.reduce_depth -= 1
-        maps = accumulator_chain(f.f)
         if not maps or res is None or res[1] != {self.t.label_of(maps[0])} or res[2] != ():
+            if own_init:
+                self.consumed([init])
             return acc_space, init[1] | arr[1], None
         # the update map rewrites the accumulator in place, element for element: the
         # reduction's result is its output (wrapped in an array of one: a split)
@@ -341,6 +351,16 @@ class _Spaces:
         """Any other function: its arguments, emitted into the destination where ``f``
         passes it through (``passes``), then what ``f`` makes of their values."""
         vals = [self.expr(a, dest, env, into and self.passes(f)) for a in args]
+        arg = args[0] if isinstance(f, nodes.Map) and len(args) == 1 else None
+        self._zipped = self._zip_vals.get(id(arg.args)) if (
+            isinstance(arg, nodes.FunCall) and isinstance(arg.f, nodes.Zip)) else None
+        return self.result(f, vals, dest, env, into)
+
+    def call_zip(self, f: nodes.Zip, args, dest: str, env, into: bool = False):
+        """As any function; the components' values are kept for a map over the zip, which
+        reads component k's element i at its iteration i (``result_map``)."""
+        vals = [self.expr(a, dest, env, into and self.passes(f)) for a in args]
+        self._zip_vals[id(args)] = vals
         return self.result(f, vals, dest, env, into)
 
     # whether a function hands its destination on to its argument (f) -> bool
@@ -370,15 +390,18 @@ class _Spaces:
         info = self.t.maps[label]
         info.in_reduce = info.in_reduce or self.reduce_depth > 0
         sp, prod, view = vals[0]
+        parts, self._zipped = self._zipped, None
         info.reads.add(sp) if sp != "const" else None
         sibs = set(self.t.siblings(label))
         info.depends_on |= set(prod) & sibs
         self.consumed([(sp, set(prod) - sibs, None)])
-        if view is not None and len(prod) == 1 and set(prod) <= sibs:
-            (p,) = prod
-            pairs = self.identity_pairs(p, label, view)
-            if pairs:
-                info.identity_from[p] = pairs
+        # element for element: the whole argument, or each zipped component on its own
+        for _, cprod, cview in [vals[0]] if view is not None else parts or []:
+            if cview is not None and len(cprod) == 1 and set(cprod) <= sibs:
+                (p,) = cprod
+                pairs = self.identity_pairs(p, label, cview)
+                if pairs:
+                    info.identity_from[p] = pairs
         free_prod = self.free_producers(f.f, env)
         info.depends_on |= free_prod & sibs
         self.consumed([(sp, free_prod - sibs, None)])

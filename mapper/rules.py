@@ -537,23 +537,31 @@ def reads_own_nested(t: MapNestingTree, prod: str, cons: str,
     return Or(*parts)
 
 
-def reads_own_accumulated(t: MapNestingTree, prod: str, cons: str) -> Pred:
-    """``prod`` updates a reduction's accumulator in place, element for element down its
-    chain A0 = ``prod``, A1, ... (``MapInfo.acc_chain``), and ``cons`` (with S1, S2, ...
-    perfectly nested) reads the result element for element: for some depth k >= 2, Aj and
-    Sj give their iterations to the same work-item at every level j < k, no Sj there is
-    fused, and every other map inside ``prod`` runs whole. Then each work-item writes out
-    exactly the elements of its private copy that it updated, every reduction step. (k = 1
-    is :func:`reads_own` with the maps inside ``prod`` run whole.)"""
-    chain = t.maps[prod].acc_chain
-    if len(chain) < 2 or (0, 0) not in t.maps[cons].identity_from.get(prod, ()):
+def _levels(t: MapNestingTree, m: str) -> list[str]:
+    """The maps that iterate ``m``'s data level by level, ``m`` first: the chain of an
+    in-place reduction update (``MapInfo.acc_chain``), else ``m`` and the maps perfectly
+    nested in it (each maps over its parent's element)."""
+    return list(t.maps[m].acc_chain) or [m, *t.perfect_chain(m)]
+
+
+def reads_own_levels(t: MapNestingTree, prod: str, cons: str) -> Pred:
+    """``cons`` reads ``prod``'s output element for element (``identity_from`` (0, 0)), and
+    both go on doing so level by level (:func:`_levels`: perfectly nested maps, or the
+    chain of a reduction's in-place update): for some depth k >= 2, at every level j < k
+    the two maps give their iterations to the same work-item or the producer's runs whole
+    there, none of them is fused, and every other map inside ``prod`` runs whole. Then each work-item reads, down to level
+    k, exactly the elements it wrote (k = 1 is :func:`reads_own` with the maps inside
+    ``prod`` run whole). Read by the reduction's update, this is its initial value; read
+    from it, the reduction's result."""
+    if (0, 0) not in t.maps[cons].identity_from.get(prod, ()):
         return FALSE
-    schain = [cons, *t.perfect_chain(cons)]
+    pl, cl = _levels(t, prod), _levels(t, cons)
     parts = []
-    for k in range(2, min(len(chain), len(schain)) + 1):
-        parts.append(And(*(_fused_at(t, s, 0) for s in schain[:k]),
-                         *(same_owner(t, a, s) for a, s in zip(chain[:k], schain[:k])),
-                         *(runs_whole(t, x) for x in t.nested(prod) if x not in chain[:k])))
+    for k in range(2, min(len(pl), len(cl)) + 1):
+        parts.append(And(*(_fused_at(t, x, 0) for x in pl[:k] + cl[:k]),
+                         *(Or(same_owner(t, a, b), runs_whole(t, a))
+                           for a, b in zip(pl[:k], cl[:k])),
+                         *(runs_whole(t, x) for x in t.nested(prod) if x not in pl[:k])))
     return Or(*parts)
 
 
@@ -570,7 +578,7 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
     distribute threads around it (the tree records where each map writes the way the
     lowering does: a reduction is no annotation). A map that rewrites a reduction's
     accumulator in place (``MapInfo.acc_chain``) writes what the reduction's readers read:
-    they may split it as it does, level by level (:func:`reads_own_accumulated`)."""
+    they may split it as it does, level by level (:func:`reads_own_levels`)."""
     for prod in t.concrete():
         if t.maps[prod].writes != "private":
             continue
@@ -589,7 +597,7 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
         for cons in cons_of:
             inner = t.nested(prod)
             own = Or(And(reads_own(t, prod, cons), *(runs_whole(t, x) for x in inner)),
-                     reads_own_accumulated(t, prod, cons),
+                     reads_own_levels(t, prod, cons),
                      *(form(t, prod, cons, lambda x: runs_whole(t, x), True)
                        for form in (reads_own_flat, reads_own_transposed, reads_own_nested)))
             yield _instance(

@@ -375,6 +375,15 @@ ACCUMULATED = (
     ("gpgpu20_conv_partial.lift", "T=S G=S W=W1 C=S S1=L0 S2=S R1=G0 R2=S P=S I1=S I2=S"),
     ("gpgpu20_conv_partial.lift", "T=S G=L0 W=W1 C=S S1=L1 S2=S R1=L1 R2=S P=S I1=S I2=S"),
     ("gpgpu20_conv_partial.lift", "T=S G=W1 W=L1 C=S S1=S S2=G0 R1=S R2=W0 P=S I1=S I2=F"),
+    # the initial value (Z, I) and the private input copy (P) split as the update reads
+    # them, row by row or column by column (found by the oracle on an NVIDIA H200)
+    ("matmul_blocked.lift", "I=W1 J=S S1=W0 S2=L1 R1=W0 R2=L1 Z1=G0 Z2=S"),
+    ("matmul_blocked.lift", "I=S J=S S1=G1 S2=G0 R1=W1 R2=S Z1=W1 Z2=S"),
+    ("matmul_blocked.lift", "I=S J=S S1=S S2=G1 R1=S R2=W1 Z1=S Z2=W1"),
+    ("matmul_blocked.lift", "I=S J=S S1=W1 S2=L0 R1=W1 R2=G0 Z1=S Z2=G0"),
+    ("gpgpu20_conv_partial.lift", "T=S G=S W=S C=W0 S1=G1 S2=S R1=L1 R2=S P=L1 I1=S I2=S"),
+    ("gpgpu20_conv_partial.lift", "T=S G=S W=W0 C=S S1=G1 S2=L0 R1=L1 R2=S P=G1 I1=S I2=F"),
+    ("gpgpu20_conv_partial.lift", "T=S G=S W=W1 C=S S1=L1 S2=W0 R1=L1 R2=W0 P=S I1=S I2=G0"),
 )
 # a reduction over 2x2 tiles whose update reads the accumulator as ACC
 TILE_SUM = """X : [[[float]2]2]N
@@ -391,6 +400,11 @@ def test_accumulator_updated_in_place_is_recognised():
     assert t.maps["R1"].acc_chain == ("R1", "R2")
     assert t.maps["S1"].depends_on == {"R1"}  # reads the reduction's result: R1's output
     assert t.maps["S1"].identity_from["R1"] == ((0, 0),)
+    # the update reads the initial value element for element: no other code reads it
+    assert t.maps["R1"].identity_from["Z1"] == ((0, 0),) and not t.maps["Z1"].read_by_code
+    # a map over a zip reads each zipped sibling output element for element
+    t = problem(parse_file(EX / "gpgpu20_conv_partial.lift")).tree
+    assert set(t.maps["R1"].identity_from) == {"I1", "P"}
     # read transposed, the accumulator is no element-for-element update
     t = problem(parse(TILE_SUM.replace("ACC", "transpose(acc)"))).tree
     assert t.maps["R1"].acc_chain == ()
@@ -408,9 +422,11 @@ def test_private_accumulators_split_differently_are_invalid():
     for m in ("S1=G0 S2=S R1=G0 R2=S Z1=S Z2=S", "S1=S S2=G0 R1=S R2=G0 Z1=S Z2=S",
               "S1=G1 S2=G0 R1=G1 R2=G0 Z1=S Z2=S", "S1=G0 S2=G1 R1=G0 R2=S Z1=S Z2=S"):
         assert check_mapping(p, m, fusion="free", heuristics=False) == [], m
-    # S writes out rows (columns) that other work-items updated in their private copies
+    # S writes out rows (columns) that other work-items updated in their private copies;
+    # R updates rows (columns) that other work-items initialised
     for m in ("S1=S S2=S R1=G0 R2=S Z1=S Z2=S", "S1=G1 S2=S R1=G0 R2=S Z1=S Z2=S",
-              "S1=S S2=G0 R1=S R2=G1 Z1=S Z2=S"):
+              "S1=S S2=G0 R1=S R2=G1 Z1=S Z2=S", "S1=G0 S2=S R1=G0 R2=S Z1=G1 Z2=S",
+              "S1=S S2=G0 R1=S R2=G0 Z1=S Z2=G1"):
         assert "private-memory" in {c.rule for c in check_mapping(
             p, m, fusion="free", heuristics=False)}, m
     # transposed: row i's update reads column i, which other work-items updated
@@ -419,6 +435,7 @@ def test_private_accumulators_split_differently_are_invalid():
         p, "S1=G0 S2=S R1=G0 R2=S Z1=S Z2=S", fusion="free", heuristics=False)}
 
 
+@pytest.mark.slow  # 14 mappings x 2 sizes
 @pytest.mark.opencl
 @pytest.mark.parametrize("name,mapping", ACCUMULATED)
 def test_private_accumulators_split_the_same_way_run_correctly(name, mapping):
