@@ -549,10 +549,10 @@ def reads_own_levels(t: MapNestingTree, prod: str, cons: str) -> Pred:
     both go on doing so level by level (:func:`_levels`: perfectly nested maps, or the
     chain of a reduction's in-place update): for some depth k >= 2, at every level j < k
     the two maps give their iterations to the same work-item or the producer's runs whole
-    there, none of them is fused, and every other map inside ``prod`` runs whole. Then each work-item reads, down to level
-    k, exactly the elements it wrote (k = 1 is :func:`reads_own` with the maps inside
-    ``prod`` run whole). Read by the reduction's update, this is its initial value; read
-    from it, the reduction's result."""
+    there, none of them is fused, and every other map inside ``prod`` runs whole. Then
+    each work-item reads, down to level k, exactly the elements it wrote (k = 1 is
+    :func:`reads_own` with the maps inside ``prod`` run whole). Read by the reduction's
+    update, this is its initial value; read from it, the reduction's result."""
     if (0, 0) not in t.maps[cons].identity_from.get(prod, ()):
         return FALSE
     pl, cl = _levels(t, prod), _levels(t, cons)
