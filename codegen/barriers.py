@@ -168,7 +168,7 @@ def _store_env(s: Store, cfg, full: dict, cache: dict):
 
 def _full_index(leaf, pinned: dict) -> Expr:
     idx = leaf.idx.subs(pinned) if pinned else leaf.idx
-    if isinstance(leaf, VecMem):
+    if isinstance(leaf, VecMem) and leaf.width > 1:  # a vector of one lane is its element
         idx = idx + lane_var(leaf.width)
     return idx
 

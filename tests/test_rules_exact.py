@@ -448,3 +448,15 @@ def test_private_accumulators_split_the_same_way_run_correctly(name, mapping):
 def test_tile_sum_accumulated_by_rows_runs_correctly():
     _runs(parse(TILE_SUM.replace("ACC", "acc")), "S1=G1 S2=G0 R1=G1 R2=G0 Z1=S Z2=S",
           ({"N": 5}, {"N": 3}))
+
+
+@pytest.mark.opencl
+def test_private_copy_split_like_its_reader_lowers_with_one_lane_vectors():
+    """With v=1 the lowering's ownership check added a lane variable of one value to the
+    index of a float1 access and could not match writer and reader: P and R1 split alike
+    were refused as `memory-scope` (7 candidates of VGG-16 layer 0's search)."""
+    from experiments.oracle import EXAMPLE_SIZES
+
+    points = tuple({**s, "v": 1} for s in EXAMPLE_SIZES["examples/gpgpu20_conv_partial.lift"])
+    _runs(parse_file(EX / "gpgpu20_conv_partial.lift"),
+          "T=G2 G=S W=S C=G1 S1=G0 S2=S R1=G0 R2=S P=G0 I1=G0 I2=S", points)
