@@ -723,5 +723,7 @@ class Builder:
         return ArrV(1, init_t, lambda i: acc)
 
     def reduce_loop(self, r: Reduce, acc: View, arr: ArrV, env: dict) -> None:
-        with self.loop("seq", None, arr.n, "r", "reduce") as lp:
+        mt = self.map_types(r)
+        with self.loop("seq", None, arr.n, "r", "reduce", n_sym=mt[0].size if mt else None) \
+                as lp:
             self.apply_into(r.f, [acc, arr.get(lp.var)], env, acc)

@@ -39,6 +39,7 @@ from codegen.errors import (
     PrivateMemoryError,
     UnsupportedError,
 )
+from codegen.intensity import hot_loop_features
 from codegen.launch import FREE_GROUP_MOST, configure, fit_private_local_size
 from codegen.memory import Buf, dtype_of, has_tuple, natural_view, size_of, size_of_sym
 from codegen.program import Buffer, CompiledProgram, Kernel
@@ -245,7 +246,8 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         if collect is not None:
             collect.extend(kernel_resources(kname, kbufs, loops, cfg, synced, limits,
                                             local_sizes))
-            kfeats.append(kernel_features(kbufs, loops, cfg, limits, local_sizes))
+            kfeats.append({**kernel_features(kbufs, loops, cfg, limits, local_sizes),
+                           **hot_loop_features(stmts, b.sizes)})
             continue
         # after the analysis: the rewrite only reassociates one work-item's private sums;
         # its accumulators get only the private memory the budgets leave

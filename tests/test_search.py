@@ -79,7 +79,74 @@ def test_neighbours_are_valid_and_one_step_away(joint):
         assert nm in joint.mappings and nc in joint.tuning(nm).space
         changed_maps = sum(nm[k] != m[k] for k in s.labels)
         changed_params = sum(nc[k] != cfg[k] for k in cfg)
-        assert changed_maps + changed_params == 1
+        # a map's code, or a parameter's value (others repaired where it alone is invalid)
+        assert (changed_maps, changed_params) == (1, 0) or \
+            (changed_maps == 0 and changed_params >= 1)
+
+
+def test_prior_reduction_term_prefers_a_register_block_that_fits():
+    """Operations per load below 2 cost their ratio; a block beyond the register file
+    costs its squared excess (16 registers with 8-lane floats, as AVX2 has)."""
+    from mapper.explore.prior import reduction_term
+
+    base = {"loop_ops": 12.0, "loop_loads": 6.0, "loop_registers": 15.0}
+    assert reduction_term(base, 8, 8, 16) == pytest.approx(0.0)
+    thin = {"loop_ops": 8.0, "loop_loads": 9.0, "loop_registers": 9.0}  # 1 x 8
+    assert reduction_term(thin, 8, 8, 16) == pytest.approx(math.log(8 / 9 / 2))
+    spills = dict(base, loop_registers=31.0)
+    assert reduction_term(spills, 8, 8, 16) == pytest.approx(-2 * math.log(2))
+    assert reduction_term(base, 16, 8, 16) < 0  # 16 lanes on 8-lane registers: twice the
+    assert reduction_term({}, 8, 8, 16) == 0.0  # no reduction: no term
+
+
+def test_prior_charges_redundant_work():
+    from mapper.explore.prior import work
+
+    f = {"work_items": 64, "group_size": 8, "loop_ops": 4.0, "loop_loads": 2.0,
+         "loop_registers": 4.0, "loop_trips": 100.0}
+    assert work(f, 8) == 64 * 100 * 4 * 8
+    exact = prior_score(f, 16, _Dev(), least_work=work(f, 16))
+    over = prior_score(dict(f, loop_trips=150.0), 16, _Dev(), least_work=work(f, 16))
+    assert over == pytest.approx(exact + math.log(100 / 150))
+
+
+def test_neighbours_repair_a_move_that_breaks_the_tiles():
+    """On the convolution, one window per tile (theta = 3) admits only sigma = 1: moving
+    sigma must move theta (and rho) too, to the nearest tiles that hold sigma windows."""
+    task = Task.conv_layer(parse_layer("17/4"))
+    js = task.joint()
+    s = make_strategy("model", js, seed=0, transfer=False)
+    m = next(m for m in js.mappings if all(m[k] == 0 for k in ("W", "C", "R1", "R2", "P")))
+    cfg = {"kappa": 8, "omega": 576, "rho": 0, "sigma": 1, "theta": 3, "v": 8}
+    assert cfg in js.tuning(m).space
+    moved = [c for nm, c in s.neighbours(m, cfg) if nm == m and c["sigma"] > 1]
+    assert moved and all(c["theta"] > 3 and c in js.tuning(m).space for c in moved)
+
+
+def test_climb_goes_uphill_under_the_prior():
+    task = Task.conv_layer(parse_layer("17/4"))
+    js = task.joint()
+    s = make_strategy("model", js, seed=0, transfer=False)
+    m = next(m for m in js.mappings if all(m[k] == 0 for k in ("W", "C", "R1", "R2", "P")))
+    cfg = {"kappa": 8, "omega": 576, "rho": 0, "sigma": 1, "theta": 3, "v": 8}
+    got_m, got = s._climb(m, cfg, set())
+    assert s.prior(got_m, got) > s.prior(m, cfg)
+    assert got_m == m or got != cfg
+
+
+def test_best_rows_take_the_nearest_sizes_first():
+    from mapper.explore.knowledge import best_rows, size_distance
+
+    def row(n, k, score):
+        return {"sizes": {"N": n, "K": k}, "mapping": {"A": 0}, "tuning": {"s0": n},
+                "score": score}
+
+    rows = [row(4096, 3, 0.0), row(64, 3, 0.0), row(512, 3, 0.0), row(512, 1, 0.0)]
+    near = best_rows(rows, near={"N": 600, "K": 3})
+    assert [(r["sizes"]["N"], r["sizes"]["K"]) for r in near] == \
+        [(512, 3), (512, 1), (4096, 3), (64, 3)]
+    assert size_distance({"N": 7}, {"N": 7}) == 0.0
+    assert size_distance({"N": 7}, {"N": 15}) == pytest.approx(1.0)
 
 
 def test_local_search_proposes_neighbours_of_the_best(joint):

@@ -118,10 +118,19 @@ def mapping_features(labels: Sequence[str], codes: Mapping[str, int]) -> list[fl
     return f
 
 
-def best_rows(rows: Sequence[Mapping[str, Any]], per_size: int = 4
-              ) -> list[Mapping[str, Any]]:
-    """The ``per_size`` best distinct candidates of each size the rows come from, best
-    first, taking one from each size in turn (the best of every source first)."""
+def size_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+    """How far two size assignments are apart: the sum over their names of
+    ``|log2(1 + a) - log2(1 + b)|`` (a name only one has counts as 0 in the other)."""
+    return sum(abs(math.log2(1 + max(0, int(a.get(k, 0))))
+                   - math.log2(1 + max(0, int(b.get(k, 0))))) for k in set(a) | set(b))
+
+
+def best_rows(rows: Sequence[Mapping[str, Any]], per_size: int = 4,
+              near: Mapping[str, int] | None = None) -> list[Mapping[str, Any]]:
+    """The ``per_size`` best distinct candidates of each size the rows come from, taking
+    one from each size in turn (every source's best first, then every second best, ...);
+    within a turn the sizes nearest ``near`` (:func:`size_distance`) first, without
+    ``near`` the best scores first."""
     by_size: dict[str, list[Mapping[str, Any]]] = {}
     for r in sorted(rows, key=lambda r: -float(r["score"])):
         group = by_size.setdefault(json.dumps(r["sizes"], sort_keys=True), [])
@@ -130,21 +139,25 @@ def best_rows(rows: Sequence[Mapping[str, Any]], per_size: int = 4
                 (sorted(g["mapping"].items()), sorted(g["tuning"].items())) != key
                 for g in group):
             group.append(r)
+
+    def order(r: Mapping[str, Any]) -> tuple[float, float]:
+        dist = size_distance(r["sizes"], near) if near is not None else 0.0
+        return dist, -float(r["score"])
+
     out: list[Mapping[str, Any]] = []
     for i in range(per_size):
-        ranked = sorted((g[i] for g in by_size.values() if len(g) > i),
-                        key=lambda r: -float(r["score"]))
-        out += ranked
+        out += sorted((g[i] for g in by_size.values() if len(g) > i), key=order)
     return out
 
 
-def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000
-            ) -> dict[str, int] | None:
+def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000,
+            fixed: frozenset[str] = frozenset()) -> dict[str, int] | None:
     """The valid configuration of ``space`` (a ``constraints.space.SearchSpace``) closest
     to ``tuning`` (from another size): best-first over the parameters' domains ranked by
     distance to the given values on a log scale, the sum of the distances the order, at
-    most ``max_checks`` configurations tried; None when ``tuning`` lacks a parameter of the
-    space or nothing near is valid."""
+    most ``max_checks`` configurations tried; the parameters in ``fixed`` keep their
+    values. None when ``tuning`` lacks a parameter of the space or nothing near is
+    valid."""
     import heapq
 
     params = dict(getattr(space, "params", None) or {})
@@ -154,7 +167,8 @@ def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000
     ranked = []  # per parameter: (distance, value), nearest first
     for p in names:
         want = math.log2(1 + max(0, int(tuning[p])))
-        dist = sorted((abs(math.log2(1 + max(0, int(v))) - want), int(v)) for v in params[p])
+        dist = sorted((abs(math.log2(1 + max(0, int(v))) - want), int(v)) for v in params[p]
+                      if p not in fixed or int(v) == int(tuning[p]))
         if not dist:
             return None
         ranked.append(dist)
@@ -182,13 +196,14 @@ class Knowledge:
     """A random forest fitted on transferred rows; ``predict`` scores candidates."""
 
     def __init__(self, labels: Sequence[str], params: Sequence[str],
-                 rows: Sequence[Mapping[str, Any]], seed: int = 0):
+                 rows: Sequence[Mapping[str, Any]], seed: int = 0,
+                 sizes: Mapping[str, int] | None = None):
         import numpy as np
         from sklearn.ensemble import RandomForestRegressor
 
         self.labels, self.params = list(labels), list(params)
         self.rows = len(rows)
-        self.best = best_rows(rows)
+        self.best = best_rows(rows, near=sizes)  # the sources nearest ``sizes`` first
         self.sizes = sorted({json.dumps(r["sizes"], sort_keys=True) for r in rows})
         X = np.array([self._features(r["mapping"], r["tuning"]) for r in rows])
         y = np.array([float(r["score"]) for r in rows])
@@ -232,4 +247,4 @@ class Knowledge:
         if len(rows) < MIN_ROWS:
             return None
         params = sorted({p for r in rows for p in r["tuning"]})
-        return cls(labels, params, rows, seed=seed)
+        return cls(labels, params, rows, seed=seed, sizes=sizes)

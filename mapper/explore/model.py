@@ -14,9 +14,11 @@ the acquisition rule.
    found at those sizes (the best of each size first), projected onto this space: the
    same mapping, the nearest valid tuning values (``knowledge.project``).
    The other first proposals are the pool's best by the analytic prior
-   (``mapper.explore.prior``: parallel balance over the compute units, SIMD width), one
-   per mapping, so the first measurements are plausible kernels of different mappings
-   instead of uniform draws (which, on a convolution, are nearly all slow).
+   (``mapper.explore.prior``: parallel balance over the compute units, SIMD width, the
+   innermost reduction's operations per load and register block, redundant work), one
+   per mapping, each then moved uphill by a greedy ascent of the prior over its
+   neighbours (below), so the first measurements are plausible kernels of different
+   mappings instead of uniform draws (which, on a convolution, are nearly all slow).
 3. Then, every ``batch`` proposals, a regressor is fitted on log(GFLOP/s) (or -log(time)
    without a FLOP count) of the ``ok`` candidates, the ones stopped for time counting as
    slower than the slowest ``ok`` one (they were cut because they are slow), and a
@@ -29,8 +31,9 @@ the acquisition rule.
      (upper confidence bound on the standardised prediction), and
    * ``local`` neighbours of the best candidates so far (a local search, as Kernel
      Tuner's greedy ILS and Helion's final polish do): one tuning parameter moved to an
-     adjacent value of its domain, or one map given another code with the same tuning,
-     whichever stays valid; ranked by the same acquisition, unseen ones only.
+     adjacent value of its domain (the others repaired to the nearest values valid with
+     it where the move alone is not: tile sizes constrain each other), or one map given
+     another code with the same tuning; ranked by the same acquisition, unseen ones only.
    The pool is refilled as it is used.
 
 Features: per map its level (seq/fused 0, lcl 1, wrg 2, glb 3), dimension and whether it
@@ -38,8 +41,9 @@ is fused; per tuning parameter log2(1 + value) (0 when the mapping does not have
 the lowered kernel, as the lowering computes them symbolically for the mapping
 (``mapper.tuning.TuningProblem.features``, no lowering per candidate): log2(1 + x) of the
 work-items launched, the work-group size, work-groups per compute unit of the device,
-private bytes per work-item, local bytes per work-group, global bytes and the number of
-kernels; and the analytic prior's score.
+private bytes per work-item, local bytes per work-group, global bytes, the number of
+kernels and, of the innermost reduction, operations, loads and registers per iteration
+(``codegen.intensity``); and the analytic prior's score.
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ class ModelStrategy(Strategy):
         self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
         self._start_list: list | None = None  # the knowledge's best, projected here
         self._norm: tuple[float, float] = (0.0, 1.0)
+        self._least_work: float | None = None  # the first pool's least work (the prior's)
 
     # features -------------------------------------------------------------
 
@@ -143,7 +148,8 @@ class ModelStrategy(Strategy):
             self._tr[(m, tuple(sorted(c.items())))] = v
 
     KERNEL_FEATURES = ("work_items", "group_size", "groups_per_cu", "private_bytes",
-                       "local_bytes", "global_bytes", "kernels")
+                       "local_bytes", "global_bytes", "kernels", "loop_ops", "loop_loads",
+                       "loop_registers", "loop_trips")
 
     def kernel_features(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
                         ) -> list[float]:
@@ -157,9 +163,22 @@ class ModelStrategy(Strategy):
         if vals.get("group_size"):
             cus = max(1, device.max_compute_units if device is not None else 1)
             vals["groups_per_cu"] = vals.get("work_items", 0.0) / vals["group_size"] / cus
-        prior = prior_score(vals, vector_width(tp, tuning), device)
+        prior = prior_score(vals, vector_width(tp, tuning), device, self._least_work)
         return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES] \
             + [prior]
+
+    def least_work(self, cands: list) -> float | None:
+        """The least work (``prior.work``) among ``cands``: what the prior's redundancy
+        term compares with (set from the first pool, before any prior is computed)."""
+        from mapper.explore.prior import feature_values, vector_width, work
+
+        least = None
+        for m, cfg in cands:
+            tp = self.joint.tuning(m)
+            w = work(feature_values(tp, cfg), vector_width(tp, cfg))
+            if w is not None and (least is None or w < least):
+                least = w
+        return least
 
     PRIOR = len(KERNEL_FEATURES)  # the prior's index among the kernel features
 
@@ -211,11 +230,17 @@ class ModelStrategy(Strategy):
 
     # local search -------------------------------------------------------------
 
+    REPAIR_CHECKS = 64  # configurations tried to repair a move (``knowledge.project``)
+
     def neighbours(self, mapping: Any, tuning: Mapping[str, int]
                    ) -> list[tuple[Any, dict[str, int]]]:
         """The valid candidates one step from ``(mapping, tuning)``: one tuning parameter
-        moved to an adjacent value of its domain (one or two places either way), or one map
+        moved to an adjacent value of its domain (one or two places either way), the
+        others kept or, where that is invalid (a tile size that no longer divides), moved
+        to the nearest values that are valid with it (``knowledge.project``); or one map
         given another code while the tuning stays (where that is valid)."""
+        from mapper.explore.knowledge import project
+
         out: list[tuple[Any, dict[str, int]]] = []
         tp = self.joint.tuning(mapping)
         space: Any = getattr(tp, "space", None)
@@ -233,6 +258,10 @@ class ModelStrategy(Strategy):
                     cfg = dict(tuning, **{p: int(dom[j])})
                     if cfg in space:
                         out.append((mapping, cfg))
+                        continue
+                    fixed = project(cfg, space, self.REPAIR_CHECKS, frozenset((p,)))
+                    if fixed is not None:
+                        out.append((mapping, fixed))
         for m in self._mapping_neighbours(mapping):
             try:
                 other = self.joint.tuning(m)
@@ -363,28 +392,64 @@ class ModelStrategy(Strategy):
                 self._start_list.append((m, cfg))
         return self._start_list
 
-    def _initial(self, pool: list, k: int) -> list:
-        """``k`` members of the pool with the best prior, one per mapping while there are
-        mappings left (ties broken by the seeded order of the pool)."""
+    CLIMB_FROM = 4  # pool members climbed per initial pick
+
+    def _initial(self, pool: list, k: int, taken: set) -> list:
+        """``k`` initial proposals: the ``CLIMB_FROM * k`` members of the pool with the
+        best prior (ties broken by the seeded order of the pool), each moved uphill by
+        :meth:`_climb`, then the best of those by the prior, one per mapping while there
+        are mappings left (``taken``: the keys proposed so far). The members climbed
+        leave the pool."""
         self._transfer_batch(pool)
         order = sorted(range(len(pool)), key=lambda i: -self.prior(*pool[i]))
+        starts = order[:self.CLIMB_FROM * k]
+        climbed = [self._climb(*pool[i], taken) for i in starts]
+        for i in sorted(starts, reverse=True):
+            pool.pop(i)
+        ranked = sorted(range(len(climbed)), key=lambda j: -self.prior(*climbed[j]))
         picks: list[int] = []
         maps = self._init_maps  # mappings of the initial design so far (earlier batches)
-        for i in order:
-            if pool[i][0] not in maps:
-                picks.append(i)
-                maps.add(pool[i][0])
+        for j in ranked:
+            if climbed[j][0] not in maps:
+                picks.append(j)
+                maps.add(climbed[j][0])
             if len(picks) == k:
                 break
-        for i in order:  # fewer mappings than k: the next best configurations
+        for j in ranked:  # fewer mappings than k: the next best configurations
             if len(picks) == k:
                 break
-            if i not in picks:
-                picks.append(i)
-        out = [pool[i] for i in picks]
-        for i in sorted(picks, reverse=True):
-            pool.pop(i)
-        return out
+            if j not in picks:
+                picks.append(j)
+        return [climbed[j] for j in picks]
+
+    CLIMB_STEPS = 20  # greedy steps of the prior's ascent from an initial pick
+
+    def _climb(self, mapping: Any, tuning: dict[str, int], taken: set
+               ) -> tuple[Any, dict[str, int]]:
+        """The greedy ascent of the prior from ``(mapping, tuning)`` over its
+        :meth:`neighbours` (the best neighbour while it scores higher, at most
+        :data:`CLIMB_STEPS` steps): the last point of the path not in ``taken`` (keys of
+        candidates proposed or picked), which it joins. Uniform samples of a large space
+        are nearly all far from a good kernel; the prior knows the way uphill."""
+        path = [(mapping, tuning)]
+        val = self.prior(mapping, tuning)
+        for _ in range(self.CLIMB_STEPS):
+            nbs = self.neighbours(*path[-1])
+            if not nbs:
+                break
+            self._transfer_batch(nbs)
+            best = max(nbs, key=lambda c: self.prior(*c))
+            bv = self.prior(*best)
+            if bv <= val + 1e-9:
+                break
+            path.append(best)
+            val = bv
+        for m, cfg in reversed(path):
+            key = (m, tuple(sorted(cfg.items())))
+            if key not in taken:
+                taken.add(key)
+                return m, cfg
+        return mapping, tuning
 
     def candidates(self) -> Iterator[Candidate]:
         pool: list = []
@@ -395,13 +460,16 @@ class ModelStrategy(Strategy):
             t0 = time.perf_counter()
             self._map_s = self._tun_s = 0.0
             self._fill(pool, seen, self.FIRST_POOL if not proposed else self.GROW)
+            if not proposed and self._least_work is None:
+                self._least_work = self.least_work(pool)
             if proposed < self.n_init:
                 k = min(self.batch, self.n_init - proposed)
                 starts = self._starts(seen)
                 # half the initial design from the knowledge's best, the rest by the prior
                 n_start = min(len(starts), k, max(0, self.n_init // 2 - proposed))
                 picks = [starts.pop(0) for _ in range(n_start)]
-                picks += self._initial(pool, k - n_start)
+                picks += self._initial(pool, k - n_start,
+                                       done | {(m, tuple(sorted(c.items()))) for m, c in picks})
             else:
                 self._fit()
                 picks = self._local_picks(self.local if pool else self.batch, done)

@@ -13,14 +13,17 @@ bytes per work-item), its vector widths and the device, so it applies to any pro
   over the device's preferred float width;
 * on a CPU, **spills**: private data per work-item beyond the vector register file (32
   vector registers with 16-lane floats, as AVX-512 has, else 16) costs its excess ratio;
+* on a CPU, the **innermost reduction** (``codegen.intensity``): operations per value
+  loaded from memory (a small register block is load-bound) and its register block against
+  the register file (a large one spills);
+* **redundant work**: the operations of the innermost reduction in all (work-items x
+  iterations x operations x vector width) over the least any candidate of the space seen
+  so far needs (tiles that cover padding or overlap compute more than the program asks);
 * on a **GPU**, occupancy: work-items against ``2048`` resident per compute unit.
 
 The score is the sum of the logarithms of these factors (0 is the best a candidate can
 get); only its order matters. It is a guess in the spirit of SConv's analytical tiling
-model, not a measurement: the learned model corrects it as soon as candidates ran. A
-small register block is not penalised: the private bytes the lowering states do not count
-the vector accumulators it may add (``codegen.accumulate``), so they say when a block is
-too large, not how large it should be; that is left to measurements and the local search.
+model, not a measurement: the learned model corrects it as soon as candidates ran.
 """
 
 from __future__ import annotations
@@ -54,15 +57,30 @@ def vector_width(tuning_problem: Any, tuning: Mapping[str, int]) -> int:
     return max(widths, default=1)
 
 
-def prior_score(feats: Mapping[str, float], width: int, device: Any) -> float:
+def work(feats: Mapping[str, float], width: int) -> float | None:
+    """The scalar operations the kernel's innermost reduction performs in all
+    (``codegen.intensity``), or None without one."""
+    ops, trips = feats.get("loop_ops", 0.0), feats.get("loop_trips", 0.0)
+    if ops <= 0 or trips <= 0:
+        return None
+    return max(1.0, feats.get("work_items", 1.0)) * trips * ops * width
+
+
+def prior_score(feats: Mapping[str, float], width: int, device: Any,
+                least_work: float | None = None) -> float:
     """The analytic score (log scale, higher is faster) of one candidate on ``device``
-    (a ``codegen.target.Device``; ``None``: a 2-unit CPU with 16-lane floats)."""
+    (a ``codegen.target.Device``; ``None``: a 2-unit CPU with 16-lane floats).
+    ``least_work``: the least :func:`work` known in the space; a candidate doing more
+    (tiles over padding, overlapping tiles) loses the excess ratio."""
     cus = max(1, int(getattr(device, "max_compute_units", 2) or 2))
     kind = getattr(device, "type", "cpu")
     items = max(1.0, feats.get("work_items", 1.0))
     group = max(1.0, feats.get("group_size", 1.0))
     groups = max(1.0, items / group)
     score = math.log(groups / (cus * math.ceil(groups / cus)))
+    done = work(feats, width)
+    if least_work and done:
+        score += math.log(min(1.0, least_work / done))
     if kind == "gpu":
         return score + math.log(min(1.0, items / (cus * 2048.0)))
     native = max(1, int(getattr(device, "preferred_vector_width_float", 16) or 16))
@@ -71,4 +89,26 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any) -> float:
     file = 32 if native >= 16 else 16
     if regs > file:  # the register block cannot stay in registers: every extra one spills
         score -= math.log(regs / file)
+    return score + reduction_term(feats, width, native, file)
+
+
+LOADS_PER_OP = 2.0  # operations per loaded value at which a reduction stops being load-bound
+
+
+def reduction_term(feats: Mapping[str, float], width: int, native: int, file: int) -> float:
+    """The innermost reduction's share (log scale) of a CPU core's peak
+    (``codegen.intensity``'s features; 0 without them): operations per loaded value over
+    :data:`LOADS_PER_OP`, capped at 1, and the register block over the register file,
+    squared, where it does not fit (one register is kept for the operand being loaded).
+
+    The constant is measured: the convolution's winners on an AVX2 core (2 FMA and 2 load
+    ports) reach 0.44, 0.60 and 0.77 of the FMA peak with 0.89, 1.2 and 1.7 operations
+    per load, and 0.33-0.5 with a block that spills (``docs/exploration.md``)."""
+    ops, loads = feats.get("loop_ops", 0.0), feats.get("loop_loads", 0.0)
+    if ops <= 0 or loads <= 0:
+        return 0.0
+    score = math.log(min(1.0, ops / loads / LOADS_PER_OP))
+    held = feats.get("loop_registers", 0.0) * max(1, math.ceil(width / native)) + 1
+    if held > file:
+        score -= 2 * math.log(held / file)
     return score
