@@ -362,12 +362,14 @@ class JointSpace:
     space (a mapping with probability proportional to its tuning count, then a uniform
     configuration of it) or, with ``per_mapping=True``, a uniform mapping first.
     ``heuristics=False`` keeps the mappings that only the heuristic rules reject.
-    ``enumerate_s`` is the time the valid mappings took to enumerate.
+    ``enumerate_s`` is the time the valid mappings took to enumerate. ``flops``: the
+    program's FLOP count at these sizes, when known (what every candidate must compute at
+    least: the cost prior's measure of redundant work).
     """
 
     def __init__(self, program: Node, sizes: Mapping[str, int], *, fusion: str = "always",
                  device: Device | None = None, domains=None, max_value: int | None = None,
-                 heuristics: bool = True):
+                 heuristics: bool = True, flops: int | None = None):
         import time
 
         from mapper.api import enumerate_mappings, problem
@@ -375,6 +377,7 @@ class JointSpace:
         t0 = time.perf_counter()
         self.problem = problem(program, fusion=fusion, heuristics=heuristics)
         self.sizes = dict(sizes)
+        self.flops = flops
         self.device = device or DEFAULT_DEVICE
         self.options = dict(device=self.device, domains=domains, max_value=max_value)
         self.mappings = list(enumerate_mappings(self.problem, fusion=fusion))

@@ -29,8 +29,11 @@ the acquisition rule.
    acquisition measures. A batch is
    * ``batch - local`` members of the pool, the top by ``P(ok) * (mean + beta * std)``
      (upper confidence bound on the standardised prediction), and
-   * ``local`` neighbours of the best candidates so far (a local search, as Kernel
-     Tuner's greedy ILS and Helion's final polish do): one tuning parameter moved to an
+   * the prior's greedy ascent from the fastest candidate so far (the highest point of
+     its path not proposed yet), and
+   * ``local`` neighbours (less the ascent's point) of the best candidates so far (a
+     local search, as Kernel Tuner's greedy ILS and Helion's final polish do): one
+     tuning parameter moved to an
      adjacent value of its domain (the others repaired to the nearest values valid with
      it where the move alone is not: tile sizes constrain each other), or one map given
      another code with the same tuning; ranked by the same acquisition, unseen ones only.
@@ -58,6 +61,20 @@ from mapper.explore.strategies import Candidate, Strategy, StrategyError, regist
 from mapper.tuning import JointSpace
 
 SLOW = "slow"  # the target of a candidate stopped for time
+
+
+def _steps(dom: tuple, i: int) -> list[int]:
+    """Indices of the values one move from ``dom[i]`` in a sorted domain: one or two
+    places either way, and the values nearest half and twice it (a long domain, as a
+    padding of 0-200, is crossed in a few moves)."""
+    out = [j for j in (i - 2, i - 1, i + 1, i + 2) if 0 <= j < len(dom)]
+    v = int(dom[i])
+    if v > 0:
+        for want in (v / 2, v * 2):
+            j = min(range(len(dom)), key=lambda k: abs(int(dom[k]) - want))
+            if j != i and j not in out:
+                out.append(j)
+    return out
 
 
 @register
@@ -106,7 +123,8 @@ class ModelStrategy(Strategy):
         self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
         self._start_list: list | None = None  # the knowledge's best, projected here
         self._norm: tuple[float, float] = (0.0, 1.0)
-        self._least_work: float | None = None  # the first pool's least work (the prior's)
+        flops = getattr(joint, "flops", None)  # an FMA is two FLOPs: the least work
+        self._least_work: float | None = flops / 2 if flops else None
 
     # features -------------------------------------------------------------
 
@@ -167,20 +185,11 @@ class ModelStrategy(Strategy):
         return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES] \
             + [prior]
 
-    def least_work(self, cands: list) -> float | None:
-        """The least work (``prior.work``) among ``cands``: what the prior's redundancy
-        term compares with (set from the first pool, before any prior is computed)."""
-        from mapper.explore.prior import feature_values, vector_width, work
-
-        least = None
-        for m, cfg in cands:
-            tp = self.joint.tuning(m)
-            w = work(feature_values(tp, cfg), vector_width(tp, cfg))
-            if w is not None and (least is None or w < least):
-                least = w
-        return least
-
     PRIOR = len(KERNEL_FEATURES)  # the prior's index among the kernel features
+
+    def analytic(self, mapping: Any, tuning: Mapping[str, int]) -> float:
+        """The analytic prior's score alone (``mapper.explore.prior``)."""
+        return self._cached(mapping, tuning)[3 * len(self.labels) + self.PRIOR]
 
     def prior(self, mapping: Any, tuning: Mapping[str, int]) -> float:
         """A candidate's score before any measurement: the analytic prior
@@ -235,7 +244,8 @@ class ModelStrategy(Strategy):
     def neighbours(self, mapping: Any, tuning: Mapping[str, int]
                    ) -> list[tuple[Any, dict[str, int]]]:
         """The valid candidates one step from ``(mapping, tuning)``: one tuning parameter
-        moved to an adjacent value of its domain (one or two places either way), the
+        moved in its domain (one or two places either way, or to about half or twice its
+        value), the
         others kept or, where that is invalid (a tile size that no longer divides), moved
         to the nearest values that are valid with it (``knowledge.project``); or one map
         given another code while the tuning stays (where that is valid)."""
@@ -253,15 +263,14 @@ class ModelStrategy(Strategy):
                 i = dom.index(int(tuning[p]))
             except ValueError:
                 continue
-            for j in (i - 2, i - 1, i + 1, i + 2):
-                if 0 <= j < len(dom):
-                    cfg = dict(tuning, **{p: int(dom[j])})
-                    if cfg in space:
-                        out.append((mapping, cfg))
-                        continue
-                    fixed = project(cfg, space, self.REPAIR_CHECKS, frozenset((p,)))
-                    if fixed is not None:
-                        out.append((mapping, fixed))
+            for j in _steps(dom, i):
+                cfg = dict(tuning, **{p: int(dom[j])})
+                if cfg in space:
+                    out.append((mapping, cfg))
+                    continue
+                fixed = project(cfg, space, self.REPAIR_CHECKS, frozenset((p,)))
+                if fixed is not None:
+                    out.append((mapping, fixed))
         for m in self._mapping_neighbours(mapping):
             try:
                 other = self.joint.tuning(m)
@@ -271,6 +280,37 @@ class ModelStrategy(Strategy):
             if sp is not None and set(getattr(sp, "params", {}) or {}) == set(tuning) \
                     and dict(tuning) in sp:
                 out.append((m, dict(tuning)))
+        return out
+
+    def pair_moves(self, mapping: Any, tuning: Mapping[str, int]
+                   ) -> list[tuple[Any, dict[str, int]]]:
+        """The valid configurations of ``mapping`` with two tuning parameters moved at once
+        as :meth:`neighbours` moves one (the others repaired as in
+        :meth:`neighbours`): the steps a product of two parameters (a register block of
+        rows x columns) needs where one moved alone only gets worse."""
+        from mapper.explore.knowledge import project
+
+        space: Any = getattr(self.joint.tuning(mapping), "space", None)
+        params = getattr(space, "params", None) or {}
+        steps: dict[str, list[int]] = {}
+        for p, dom in params.items():
+            dom = tuple(dom)
+            if p in tuning and int(tuning[p]) in dom:
+                i = dom.index(int(tuning[p]))
+                steps[p] = [int(dom[j]) for j in _steps(dom, i)]
+        out: list[tuple[Any, dict[str, int]]] = []
+        names = sorted(steps)
+        for a, p in enumerate(names):
+            for q in names[a + 1:]:
+                for vp in steps[p]:
+                    for vq in steps[q]:
+                        cfg = dict(tuning, **{p: vp, q: vq})
+                        if cfg not in space:
+                            got = project(cfg, space, self.REPAIR_CHECKS, frozenset((p, q)))
+                            if got is None:
+                                continue
+                            cfg = got
+                        out.append((mapping, cfg))
         return out
 
     def _mapping_neighbours(self, mapping: Any) -> list[Any]:
@@ -313,6 +353,29 @@ class ModelStrategy(Strategy):
             if len(picks) >= k:
                 break
         return picks
+
+    def _uphill(self, done: set) -> list[tuple[Any, dict[str, int]]]:
+        """The prior's ascent (:meth:`_climb`) in the mapping of the fastest candidate
+        measured so far, from the best by the prior of that candidate and
+        :data:`UPHILL_SAMPLES` configurations of its tuning space: the highest point of
+        its path not proposed yet (added to ``done``); [] when every point was. One-step
+        neighbours ranked by a model fitted on a few hundred points stay near what was
+        measured; the prior knows where a better register block or less redundant work
+        lies, several parameters away (sigma and kappa together, say)."""
+        ok = [i for i, y in enumerate(self.y) if isinstance(y, float)]
+        if not ok:
+            return []
+        m, cfg = self.seen_cands[max(ok, key=lambda i: float(self.y[i]))]  # type: ignore[arg-type]
+        space: Any = getattr(self.joint.tuning(m), "space", None)
+        starts = [cfg]
+        if space is not None and len(space):
+            starts += [dict(c) for c in space.sample(min(len(space), self.UPHILL_SAMPLES),
+                                                      seed=self.seed + len(self.y))]
+        start = max(starts, key=lambda c: self.analytic(m, c))
+        got = self._climb(m, start, done)
+        return [] if got is None else [got]
+
+    UPHILL_SAMPLES = 256  # configurations of the best's mapping the ascent may start from
 
     # the models ---------------------------------------------------------------
 
@@ -403,7 +466,7 @@ class ModelStrategy(Strategy):
         self._transfer_batch(pool)
         order = sorted(range(len(pool)), key=lambda i: -self.prior(*pool[i]))
         starts = order[:self.CLIMB_FROM * k]
-        climbed = [self._climb(*pool[i], taken) for i in starts]
+        climbed = [self._climb(*pool[i], taken) or pool[i] for i in starts]
         for i in sorted(starts, reverse=True):
             pool.pop(i)
         ranked = sorted(range(len(climbed)), key=lambda j: -self.prior(*climbed[j]))
@@ -425,22 +488,28 @@ class ModelStrategy(Strategy):
     CLIMB_STEPS = 20  # greedy steps of the prior's ascent from an initial pick
 
     def _climb(self, mapping: Any, tuning: dict[str, int], taken: set
-               ) -> tuple[Any, dict[str, int]]:
-        """The greedy ascent of the prior from ``(mapping, tuning)`` over its
-        :meth:`neighbours` (the best neighbour while it scores higher, at most
-        :data:`CLIMB_STEPS` steps): the last point of the path not in ``taken`` (keys of
-        candidates proposed or picked), which it joins. Uniform samples of a large space
-        are nearly all far from a good kernel; the prior knows the way uphill."""
+               ) -> tuple[Any, dict[str, int]] | None:
+        """The greedy ascent of the analytic prior from ``(mapping, tuning)`` over its
+        :meth:`neighbours`, or its :meth:`pair_moves` where no neighbour is higher (the
+        best while it scores higher, at most :data:`CLIMB_STEPS` steps): the last point
+        of the path not in ``taken`` (keys of candidates proposed or picked), which it
+        joins; None when every point is in it. Uniform samples of a large space are nearly
+        all far from a good kernel; the analytic prior knows the way uphill (the
+        transferred score, fitted on other sizes, is flat or wrong between its rows)."""
         path = [(mapping, tuning)]
-        val = self.prior(mapping, tuning)
+        val = self.analytic(mapping, tuning)
         for _ in range(self.CLIMB_STEPS):
-            nbs = self.neighbours(*path[-1])
-            if not nbs:
-                break
-            self._transfer_batch(nbs)
-            best = max(nbs, key=lambda c: self.prior(*c))
-            bv = self.prior(*best)
-            if bv <= val + 1e-9:
+            best, bv = None, val
+            for moves in (self.neighbours, self.pair_moves):  # pairs where single steps end
+                nbs = moves(*path[-1])
+                self._transfer_batch(nbs)  # the features hold it: one forest call for all
+                for c in nbs:
+                    v = self.analytic(*c)
+                    if v > bv + 1e-9:
+                        best, bv = c, v
+                if best is not None:
+                    break
+            if best is None:
                 break
             path.append(best)
             val = bv
@@ -449,7 +518,7 @@ class ModelStrategy(Strategy):
             if key not in taken:
                 taken.add(key)
                 return m, cfg
-        return mapping, tuning
+        return None
 
     def candidates(self) -> Iterator[Candidate]:
         pool: list = []
@@ -460,8 +529,6 @@ class ModelStrategy(Strategy):
             t0 = time.perf_counter()
             self._map_s = self._tun_s = 0.0
             self._fill(pool, seen, self.FIRST_POOL if not proposed else self.GROW)
-            if not proposed and self._least_work is None:
-                self._least_work = self.least_work(pool)
             if proposed < self.n_init:
                 k = min(self.batch, self.n_init - proposed)
                 starts = self._starts(seen)
@@ -472,7 +539,9 @@ class ModelStrategy(Strategy):
                                        done | {(m, tuple(sorted(c.items()))) for m, c in picks})
             else:
                 self._fit()
-                picks = self._local_picks(self.local if pool else self.batch, done)
+                picks = self._uphill(done)
+                picks += self._local_picks((self.local if pool else self.batch) - len(picks),
+                                           done)
                 if picks and pool:  # a neighbour drawn into the pool leaves it
                     keys = {(m, tuple(sorted(c.items()))) for m, c in picks}
                     pool[:] = [(m, c) for m, c in pool

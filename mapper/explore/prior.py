@@ -17,8 +17,8 @@ bytes per work-item), its vector widths and the device, so it applies to any pro
   loaded from memory (a small register block is load-bound) and its register block against
   the register file (a large one spills);
 * **redundant work**: the operations of the innermost reduction in all (work-items x
-  iterations x operations x vector width) over the least any candidate of the space seen
-  so far needs (tiles that cover padding or overlap compute more than the program asks);
+  iterations x operations x vector width) against half the program's FLOP count, where
+  it is known (tiles that cover padding or overlap compute more than the program asks);
 * on a **GPU**, occupancy: work-items against ``2048`` resident per compute unit.
 
 The score is the sum of the logarithms of these factors (0 is the best a candidate can
@@ -70,8 +70,9 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any,
                 least_work: float | None = None) -> float:
     """The analytic score (log scale, higher is faster) of one candidate on ``device``
     (a ``codegen.target.Device``; ``None``: a 2-unit CPU with 16-lane floats).
-    ``least_work``: the least :func:`work` known in the space; a candidate doing more
-    (tiles over padding, overlapping tiles) loses the excess ratio."""
+    ``least_work``: the work the program needs (half its FLOP count: a multiply-add is
+    two); a candidate doing more (tiles over padding, overlapping tiles) loses the excess
+    ratio."""
     cus = max(1, int(getattr(device, "max_compute_units", 2) or 2))
     kind = getattr(device, "type", "cpu")
     items = max(1.0, feats.get("work_items", 1.0))

@@ -62,7 +62,7 @@ class Task:
         if self._joint is None:
             self._joint = JointSpace(self.program, self.sizes, fusion=self.fusion,
                                      device=self.device, max_value=self.max_value,
-                                     heuristics=self.heuristics)
+                                     heuristics=self.heuristics, flops=self.flops)
         return self._joint
 
     def lower_fn(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
