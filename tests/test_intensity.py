@@ -49,17 +49,22 @@ def test_a_map_distributed_inside_the_reduction_gives_each_work_item_one_row():
     assert work(f, 4) == 64 * 64 * 64
 
 
+@pytest.fixture(scope="module")
+def conv17():
+    layer = parse_layer("17/4")
+    task = Task.conv_layer(layer)
+    return layer, _features(task, "T=G0 G=G1 W=S C=S S1=S S2=F R1=S R2=S P=S I1=S I2=F")
+
+
 @pytest.mark.parametrize("tuning", [
     {"kappa": 4, "omega": 768, "rho": 0, "sigma": 7, "theta": 9, "v": 8},
     {"kappa": 8, "omega": 2304, "rho": 0, "sigma": 1, "theta": 3, "v": 8},
 ])
-def test_convolution_block_and_work_match_the_layer(tuning):
+def test_convolution_block_and_work_match_the_layer(conv17, tuning):
     """The partial convolution's register block is sigma windows x kappa kernels: sigma
     input vectors staged, kappa weight vectors loaded, sigma*kappa accumulators; with tiles
     that cover the output exactly, its work is the layer's multiply-adds."""
-    layer = parse_layer("17/4")
-    task = Task.conv_layer(layer)
-    tp = _features(task, "T=G0 G=G1 W=S C=S S1=S S2=F R1=S R2=S P=S I1=S I2=F")
+    layer, tp = conv17
     assert tuning in tp.space
     f = feature_values(tp, tuning)
     s, k = tuning["sigma"], tuning["kappa"]
@@ -67,10 +72,8 @@ def test_convolution_block_and_work_match_the_layer(tuning):
     assert work(f, tuning["v"]) == layer.flops // 2
 
 
-def test_overlapping_tiles_count_as_more_work():
-    layer = parse_layer("17/4")
-    task = Task.conv_layer(layer)
-    tp = _features(task, "T=G0 G=G1 W=S C=S S1=S S2=F R1=S R2=S P=S I1=S I2=F")
+def test_overlapping_tiles_count_as_more_work(conv17):
+    layer, tp = conv17
     cfg = {"kappa": 4, "omega": 768, "rho": 2, "sigma": 3, "theta": 5, "v": 8}
     assert cfg in tp.space
     f = feature_values(tp, cfg)

@@ -110,28 +110,50 @@ def test_prior_charges_redundant_work():
     assert over == pytest.approx(exact + math.log(100 / 150))
 
 
-def test_neighbours_repair_a_move_that_breaks_the_tiles():
+@pytest.fixture(scope="module")
+def conv17():
+    """Layer 17 at a quarter of its size (7x7): the joint space and a register-blocking
+    mapping (one work-item per tile and kernel group, the rest sequential)."""
+    js = Task.conv_layer(parse_layer("17/4")).joint()
+    m = next(m for m in js.mappings if all(m[k] == 0 for k in ("W", "C", "R1", "R2", "P")))
+    return js, m
+
+
+def test_neighbours_repair_a_move_that_breaks_the_tiles(conv17):
     """On the convolution, one window per tile (theta = 3) admits only sigma = 1: moving
     sigma must move theta (and rho) too, to the nearest tiles that hold sigma windows."""
-    task = Task.conv_layer(parse_layer("17/4"))
-    js = task.joint()
+    js, m = conv17
     s = make_strategy("model", js, seed=0, transfer=False)
-    m = next(m for m in js.mappings if all(m[k] == 0 for k in ("W", "C", "R1", "R2", "P")))
     cfg = {"kappa": 8, "omega": 576, "rho": 0, "sigma": 1, "theta": 3, "v": 8}
     assert cfg in js.tuning(m).space
     moved = [c for nm, c in s.neighbours(m, cfg) if nm == m and c["sigma"] > 1]
     assert moved and all(c["theta"] > 3 and c in js.tuning(m).space for c in moved)
 
 
-def test_climb_goes_uphill_under_the_prior():
-    task = Task.conv_layer(parse_layer("17/4"))
-    js = task.joint()
+def test_climb_goes_uphill_under_the_analytic_prior(conv17):
+    """From one window x 8 kernels (load-bound) the ascent reaches a larger block."""
+    js, m = conv17
     s = make_strategy("model", js, seed=0, transfer=False)
-    m = next(m for m in js.mappings if all(m[k] == 0 for k in ("W", "C", "R1", "R2", "P")))
     cfg = {"kappa": 8, "omega": 576, "rho": 0, "sigma": 1, "theta": 3, "v": 8}
-    got_m, got = s._climb(m, cfg, set())
-    assert s.prior(got_m, got) > s.prior(m, cfg)
-    assert got_m == m or got != cfg
+    got = s._climb(m, cfg, set())
+    assert got is not None and s.analytic(*got) > s.analytic(m, cfg)
+    f = s._cached(*got)
+    i = 3 * len(s.labels)  # the kernel features: log2(1 + x)
+    ops, loads = (2 ** f[i + s.KERNEL_FEATURES.index(k)] - 1 for k in ("loop_ops", "loop_loads"))
+    assert ops / loads > 8 / 9
+
+
+def test_uphill_proposes_the_ascent_from_the_fastest_candidate(conv17):
+    """After measurements, a batch holds the prior's ascent from the fastest candidate, a
+    point it has not proposed; once every point of the path was proposed, none."""
+    js, m = conv17
+    s = make_strategy("model", js, seed=0, transfer=False)
+    slow = {"kappa": 8, "omega": 576, "rho": 0, "sigma": 1, "theta": 3, "v": 8}
+    s.observe(Candidate(m, slow), {"status": "ok", "gflops": 10.0})
+    done = {(m, tuple(sorted(slow.items())))}
+    got = s._uphill(done)
+    assert len(got) == 1 and got[0][1] != slow and got[0][1] in js.tuning(got[0][0]).space
+    assert (got[0][0], tuple(sorted(got[0][1].items()))) in done  # joins the proposed
 
 
 def test_best_rows_take_the_nearest_sizes_first():
