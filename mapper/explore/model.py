@@ -466,7 +466,7 @@ class ModelStrategy(Strategy):
         self._transfer_batch(pool)
         order = sorted(range(len(pool)), key=lambda i: -self.prior(*pool[i]))
         starts = order[:self.CLIMB_FROM * k]
-        climbed = [self._climb(*pool[i], taken) or pool[i] for i in starts]
+        climbed = [self._climb(pool[i][0], pool[i][1], taken) or pool[i] for i in starts]
         for i in sorted(starts, reverse=True):
             pool.pop(i)
         ranked = sorted(range(len(climbed)), key=lambda j: -self.prior(*climbed[j]))
