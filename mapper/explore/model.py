@@ -368,8 +368,9 @@ class ModelStrategy(Strategy):
         m, cfg = self.seen_cands[max(ok, key=lambda i: float(self.y[i]))]  # type: ignore[arg-type]
         space: Any = getattr(self.joint.tuning(m), "space", None)
         starts = [cfg]
-        if space is not None and len(space):
-            starts += [dict(c) for c in space.sample(min(len(space), self.UPHILL_SAMPLES),
+        n = space.count() if space is not None else 0
+        if n:
+            starts += [dict(c) for c in space.sample(min(n, self.UPHILL_SAMPLES),
                                                       seed=self.seed + len(self.y))]
         start = max(starts, key=lambda c: self.analytic(m, c))
         got = self._climb(m, start, done)
@@ -461,14 +462,12 @@ class ModelStrategy(Strategy):
         """``k`` initial proposals: the ``CLIMB_FROM * k`` members of the pool with the
         best prior (ties broken by the seeded order of the pool), each moved uphill by
         :meth:`_climb`, then the best of those by the prior, one per mapping while there
-        are mappings left (``taken``: the keys proposed so far). The members climbed
-        leave the pool."""
+        are mappings left (``taken``: the keys proposed so far). A pick leaves the pool
+        (the members climbed from stay in it)."""
         self._transfer_batch(pool)
         order = sorted(range(len(pool)), key=lambda i: -self.prior(*pool[i]))
         starts = order[:self.CLIMB_FROM * k]
         climbed = [self._climb(pool[i][0], pool[i][1], taken) or pool[i] for i in starts]
-        for i in sorted(starts, reverse=True):
-            pool.pop(i)
         ranked = sorted(range(len(climbed)), key=lambda j: -self.prior(*climbed[j]))
         picks: list[int] = []
         maps = self._init_maps  # mappings of the initial design so far (earlier batches)
@@ -483,7 +482,10 @@ class ModelStrategy(Strategy):
                 break
             if j not in picks:
                 picks.append(j)
-        return [climbed[j] for j in picks]
+        out = [climbed[j] for j in picks]
+        keys = {(m, tuple(sorted(c.items()))) for m, c in out}  # proposed: out of the pool
+        pool[:] = [(m, c) for m, c in pool if (m, tuple(sorted(c.items()))) not in keys]
+        return out
 
     CLIMB_STEPS = 20  # greedy steps of the prior's ascent from an initial pick
 
