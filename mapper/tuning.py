@@ -61,13 +61,24 @@ class TuningProblem:
     params: dict[str, TuningParam]
     predicates: list[tuple[Expression, str]] = field(default_factory=list)
     resource_note: str = ""  # why the device's resource constraints are missing, if they are
-    # the lowered kernels' features in the tuning parameters (codegen.resources.
-    # program_features: work-items, work-group size, private/local/global bytes, kernels)
-    features: dict[str, Expr] = field(default_factory=dict, repr=False)
+    # the lowered kernels' features in the program's sizes and the tuning parameters
+    # (codegen.resources.program_features: work-items, work-group size, private/local/global
+    # bytes, kernels; codegen.intensity: the hot loop), as the lowering gave them; the
+    # ``features`` property substitutes the sizes when first read
+    feature_exprs: dict[str, Expr] = field(default_factory=dict, repr=False)
     # spaces built for other problems with the same domains and restrictions (shared by the
     # mappings of a JointSpace: most of them have the same tuning space)
     space_cache: dict | None = field(default=None, repr=False, compare=False)
     _space: SearchSpace | None = None
+    _features: dict[str, Expr] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def features(self) -> dict[str, Expr]:
+        """The lowered kernels' features in the tuning parameters (the sizes substituted;
+        computed on first use: a search reads them for few of a joint space's mappings)."""
+        if self._features is None:
+            self._features = {k: e.subs(self.sizes) for k, e in self.feature_exprs.items()}
+        return self._features
 
     @property
     def restrictions(self) -> list[tuple[str, str]]:
@@ -333,8 +344,8 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             problem.resource_note = f"resource constraints incomplete: lowering {probe} " \
                 f"failed ({e})"
             continue
-        if not problem.features:
-            problem.features = {k: e.subs(problem.sizes) for k, e in feats.items()}
+        if not problem.feature_exprs:
+            problem.feature_exprs = feats
         for r in res:
             key = str(r.rel)
             if key not in texts:
@@ -407,14 +418,29 @@ class JointSpace:
         return sum(self.counts())
 
     def sample(self, k: int, seed: int | None = None, per_mapping: bool = False):
-        """``k`` (mapping, configuration) pairs."""
+        """``k`` (mapping, configuration) pairs (fewer only when the space is empty)."""
         import random
 
         rng = random.Random(seed)
-        weights = None if per_mapping else self.counts()
+        if not per_mapping:
+            weights = self.counts()
+            if not any(weights):
+                return []
+            out = []
+            for _ in range(k):
+                m = rng.choices(self.mappings, weights=weights)[0]
+                out.append((m, self.tuning(m).sample(1, seed=rng.randrange(2**31))[0]))
+            return out
+        # a uniform mapping among those with a configuration (tuning spaces are built only
+        # for the mappings drawn: a mapping without one is dropped and another drawn)
+        pool = list(self.mappings)
         out = []
-        for _ in range(k):
-            m = rng.choices(self.mappings, weights=weights)[0]
-            cfg = self.tuning(m).sample(1, seed=rng.randrange(2**31))[0]
-            out.append((m, cfg))
+        while len(out) < k and pool:
+            i = int(rng.random() * len(pool))  # as rng.choices draws: same seed, same sample
+            tp = self.tuning(pool[i])
+            if tp.count():
+                out.append((pool[i], tp.sample(1, seed=rng.randrange(2**31))[0]))
+            else:
+                pool[i] = pool[-1]
+                pool.pop()
         return out

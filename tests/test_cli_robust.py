@@ -87,14 +87,23 @@ def memory_cap(extra: int = 2 << 30):
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_count_equals_the_enumeration_on_every_example(name):
     from ir.syntax import parse_file
-    from mapper.api import count_mappings, count_valid_mappings
+    from mapper.api import count_mappings, count_valid_mappings, enumerate_mappings
 
     prog = parse_file(f"{EX}/{name}")
     for fusion in ("always", "never", "free"):
         for heuristics in (True, False):
             kw = dict(fusion=fusion, heuristics=heuristics)
-            assert count_valid_mappings(prog, **kw) == count_mappings(prog, **kw), (fusion,
-                                                                                   heuristics)
+            n = count_valid_mappings(prog, **kw)
+            if n <= 100_000:
+                assert n == count_mappings(prog, **kw), (fusion, heuristics)
+                continue
+            # listing half a million mappings takes a minute: the counts agree under pins
+            # of the two innermost maps (the solver varies them fastest) to their codes in
+            # valid mappings far apart
+            first = list(enumerate_mappings(prog, limit=3000, **kw))
+            for pins in {tuple(m.items())[-2:] for m in first[999::1000]}:
+                assert count_valid_mappings(prog, fixed=pins, **kw) == \
+                    count_mappings(prog, fixed=pins, **kw) < n, (fusion, heuristics, pins)
 
 
 @pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
@@ -368,15 +377,16 @@ def test_fuzz_500_cases_no_traceback_no_hang():
 
 
 @pytest.mark.slow
-def test_fuzz_3000_cases_no_traceback_no_hang():
+@pytest.mark.parametrize("seed", [0, 1, 2])  # 3,000 cases in three parts that run in parallel
+def test_fuzz_3000_cases_no_traceback_no_hang(seed):
     import fuzz_cli
 
-    rep = fuzz_cli.fuzz(3000, seed=0, limit_s=30, heavy=False)
-    assert rep.cases == 3000
+    rep = fuzz_cli.fuzz(1000, seed=seed, limit_s=30, heavy=False)
+    assert rep.cases == 1000
     assert rep.total("traceback") == 0 and rep.total("hang") == 0, \
         "\n".join(f.reproducer() for f in rep.findings)
     for command in fuzz_cli.COMMANDS:
-        assert sum(rep.counts[command].values()) > 600
+        assert sum(rep.counts[command].values()) > 200
 
 
 def test_enumerate_table_reads_at_80_columns(capsys):

@@ -143,8 +143,9 @@ def test_backends_agree_on_examples(heuristics):
 
 
 @pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
-def test_backends_agree_on_extended_random_programs():
-    for seed in range(20):
+@pytest.mark.parametrize("seeds", [range(0, 10), range(10, 20)], ids=["0-9", "10-19"])
+def test_backends_agree_on_extended_random_programs(seeds):
+    for seed in seeds:
         p = random_program(seed, max_maps=4, extended=True)
         size_points(p)
         if product_size(problem(p).model) > 11**4:

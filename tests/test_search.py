@@ -487,6 +487,7 @@ def test_conv_task_adds_zero_channels_so_that_the_reduction_vectorises():
 
 
 @pytest.mark.opencl
+@pytest.mark.slow  # over 3 s: the model strategy's start on a convolution
 def test_conv_task_with_added_channels_computes_the_layer(tmp_path):
     from ir.programs import ConvLayer
 

@@ -129,3 +129,26 @@ def test_bad_domains():
     with pytest.raises(ConfigurationError, match="unknown parameter"):
         infer_tuning(conv_partial_stage(), ConvLayer("a", 2, 6, 6, 4).sizes(),
                      domains={"zeta": (1, 2)})
+
+
+def test_joint_sample_per_mapping_skips_mappings_without_a_configuration():
+    """A uniform mapping is drawn among those whose tuning space is not empty: a device too
+    small for some mappings leaves them out, and an empty space gives no sample."""
+    import dataclasses
+
+    from codegen.target import POCL_CPU
+    from ir.programs import ConvLayer, conv_partial_stage
+    from mapper.tuning import JointSpace
+
+    tiny = dataclasses.replace(POCL_CPU, private_mem_size=8, private_group_budget=32,
+                               local_mem_size=64, max_work_group_size=4,
+                               max_work_item_sizes=(4, 4, 4))
+    layer = ConvLayer("t", C=4, H=8, W=8, M=8, K=3, S=1, P=1)
+    js = JointSpace(conv_partial_stage(), layer.sizes(), device=tiny)
+    js.mappings = js.mappings[::70]
+    empty = [m for m in js.mappings if not js.tuning(m).count()]
+    assert empty and len(empty) < len(js.mappings)
+    got = js.sample(30, seed=1, per_mapping=True)
+    assert len(got) == 30 and all(js.tuning(m).count() for m, _ in got)
+    js.mappings = empty
+    assert js.sample(5, seed=1, per_mapping=True) == [] == js.sample(5, seed=1)

@@ -63,6 +63,11 @@ from mapper.tuning import JointSpace
 SLOW = "slow"  # the target of a candidate stopped for time
 
 
+def _key(mapping, tuning: Mapping[str, int]) -> tuple:
+    """A candidate's identity: its mapping and its tuning in name order."""
+    return (mapping, tuple(sorted(tuning.items())))
+
+
 def _steps(dom: tuple, i: int) -> list[int]:
     """Indices of the values one move from ``dom[i]`` in a sorted domain: one or two
     places either way, and the values nearest half and twice it (a long domain, as a
@@ -129,7 +134,7 @@ class ModelStrategy(Strategy):
     # features -------------------------------------------------------------
 
     def _cached(self, m: Any, cfg: Mapping[str, int]) -> list[float]:
-        key = (m, tuple(sorted(cfg.items())))
+        key = _key(m, cfg)
         f = self._feats.get(key)
         if f is None:
             f = self._feats[key] = self.features(m, cfg)
@@ -152,7 +157,7 @@ class ModelStrategy(Strategy):
         """The knowledge's score of a candidate (0 without knowledge)."""
         if self.knowledge is None:
             return 0.0
-        key = (mapping, tuple(sorted(tuning.items())))
+        key = _key(mapping, tuning)
         if key not in self._tr:
             self._transfer_batch([(mapping, tuning)])
         return self._tr[key]
@@ -161,9 +166,9 @@ class ModelStrategy(Strategy):
         """Scores the candidates the knowledge has not scored yet, in one call."""
         if self.knowledge is None:
             return
-        todo = [(m, c) for m, c in cands if (m, tuple(sorted(c.items()))) not in self._tr]
+        todo = [(m, c) for m, c in cands if _key(m, c) not in self._tr]
         for (m, c), v in zip(todo, self.knowledge.predict(todo)):
-            self._tr[(m, tuple(sorted(c.items())))] = v
+            self._tr[_key(m, c)] = v
 
     KERNEL_FEATURES = ("work_items", "group_size", "groups_per_cu", "private_bytes",
                        "local_bytes", "global_bytes", "kernels", "loop_ops", "loop_loads",
@@ -229,7 +234,7 @@ class ModelStrategy(Strategy):
             s = self._sample()
             if s is None:
                 return
-            key = (s[0], tuple(sorted(s[1].items())))
+            key = _key(s[0], s[1])
             if key in seen:
                 misses += 1
                 continue
@@ -245,32 +250,17 @@ class ModelStrategy(Strategy):
                    ) -> list[tuple[Any, dict[str, int]]]:
         """The valid candidates one step from ``(mapping, tuning)``: one tuning parameter
         moved in its domain (one or two places either way, or to about half or twice its
-        value), the
-        others kept or, where that is invalid (a tile size that no longer divides), moved
-        to the nearest values that are valid with it (``knowledge.project``); or one map
-        given another code while the tuning stays (where that is valid)."""
-        from mapper.explore.knowledge import project
-
+        value), the others kept or, where that is invalid (a tile size that no longer
+        divides), moved to the nearest values that are valid with it
+        (``knowledge.project``); or one map given another code while the tuning stays
+        (where that is valid)."""
+        space, steps = self._step_values(mapping, tuning)
         out: list[tuple[Any, dict[str, int]]] = []
-        tp = self.joint.tuning(mapping)
-        space: Any = getattr(tp, "space", None)
-        params = getattr(space, "params", None) or {}
-        for p, dom in params.items():
-            if p not in tuning or not dom:
-                continue
-            dom = tuple(dom)
-            try:
-                i = dom.index(int(tuning[p]))
-            except ValueError:
-                continue
-            for j in _steps(dom, i):
-                cfg = dict(tuning, **{p: int(dom[j])})
-                if cfg in space:
+        for p, values in steps.items():
+            for v in values:
+                cfg = self._valid_or_repaired(space, dict(tuning, **{p: v}), (p,))
+                if cfg is not None:
                     out.append((mapping, cfg))
-                    continue
-                fixed = project(cfg, space, self.REPAIR_CHECKS, frozenset((p,)))
-                if fixed is not None:
-                    out.append((mapping, fixed))
         for m in self._mapping_neighbours(mapping):
             try:
                 other = self.joint.tuning(m)
@@ -288,30 +278,41 @@ class ModelStrategy(Strategy):
         as :meth:`neighbours` moves one (the others repaired as in
         :meth:`neighbours`): the steps a product of two parameters (a register block of
         rows x columns) needs where one moved alone only gets worse."""
-        from mapper.explore.knowledge import project
-
-        space: Any = getattr(self.joint.tuning(mapping), "space", None)
-        params = getattr(space, "params", None) or {}
-        steps: dict[str, list[int]] = {}
-        for p, dom in params.items():
-            dom = tuple(dom)
-            if p in tuning and int(tuning[p]) in dom:
-                i = dom.index(int(tuning[p]))
-                steps[p] = [int(dom[j]) for j in _steps(dom, i)]
+        space, steps = self._step_values(mapping, tuning)
         out: list[tuple[Any, dict[str, int]]] = []
         names = sorted(steps)
         for a, p in enumerate(names):
             for q in names[a + 1:]:
                 for vp in steps[p]:
                     for vq in steps[q]:
-                        cfg = dict(tuning, **{p: vp, q: vq})
-                        if cfg not in space:
-                            got = project(cfg, space, self.REPAIR_CHECKS, frozenset((p, q)))
-                            if got is None:
-                                continue
-                            cfg = got
-                        out.append((mapping, cfg))
+                        cfg = self._valid_or_repaired(space, dict(tuning, **{p: vp, q: vq}),
+                                                      (p, q))
+                        if cfg is not None:
+                            out.append((mapping, cfg))
         return out
+
+    def _step_values(self, mapping: Any, tuning: Mapping[str, int]
+                     ) -> tuple[Any, dict[str, list[int]]]:
+        """The tuning space of ``mapping`` and, per parameter of ``tuning`` found in its
+        domain, the values one step away (``_steps``)."""
+        space: Any = getattr(self.joint.tuning(mapping), "space", None)
+        params = getattr(space, "params", None) or {}
+        steps: dict[str, list[int]] = {}
+        for p, dom in params.items():
+            dom = tuple(dom)
+            if p in tuning and int(tuning[p]) in dom:
+                steps[p] = [int(dom[j]) for j in _steps(dom, dom.index(int(tuning[p])))]
+        return space, steps
+
+    def _valid_or_repaired(self, space: Any, cfg: dict[str, int], moved: tuple[str, ...]
+                           ) -> dict[str, int] | None:
+        """``cfg`` where valid, else the nearest valid configuration that keeps the moved
+        parameters (``knowledge.project``), else None."""
+        from mapper.explore.knowledge import project
+
+        if cfg in space:
+            return cfg
+        return project(cfg, space, self.REPAIR_CHECKS, frozenset(moved))
 
     def _mapping_neighbours(self, mapping: Any) -> list[Any]:
         """The valid mappings that differ from ``mapping`` in one map's code."""
@@ -340,8 +341,8 @@ class ModelStrategy(Strategy):
         for i in ranked[:5]:
             m, cfg = self.seen_cands[i]
             cands = [(nm, nc) for nm, nc in self.neighbours(m, cfg)
-                     if (nm, tuple(sorted(nc.items()))) not in done]
-            uniq = list({(nm, tuple(sorted(nc.items()))): (nm, nc)
+                     if _key(nm, nc) not in done]
+            uniq = list({_key(nm, nc): (nm, nc)
                          for nm, nc in cands}.values())
             if not uniq:
                 continue
@@ -349,7 +350,7 @@ class ModelStrategy(Strategy):
             order = sorted(range(len(uniq)), key=lambda j: -scores[j])
             for j in order[:k - len(picks)]:
                 picks.append(uniq[j])
-                done.add((uniq[j][0], tuple(sorted(uniq[j][1].items()))))
+                done.add(_key(uniq[j][0], uniq[j][1]))
             if len(picks) >= k:
                 break
         return picks
@@ -450,7 +451,7 @@ class ModelStrategy(Strategy):
             cfg = project(row["tuning"], space)
             if cfg is None:
                 continue
-            key = (m, tuple(sorted(cfg.items())))
+            key = _key(m, cfg)
             if key not in seen:
                 seen.add(key)
                 self._start_list.append((m, cfg))
@@ -483,8 +484,8 @@ class ModelStrategy(Strategy):
             if j not in picks:
                 picks.append(j)
         out = [climbed[j] for j in picks]
-        keys = {(m, tuple(sorted(c.items()))) for m, c in out}  # proposed: out of the pool
-        pool[:] = [(m, c) for m, c in pool if (m, tuple(sorted(c.items()))) not in keys]
+        keys = {_key(m, c) for m, c in out}  # proposed: out of the pool
+        pool[:] = [(m, c) for m, c in pool if _key(m, c) not in keys]
         return out
 
     CLIMB_STEPS = 20  # greedy steps of the prior's ascent from an initial pick
@@ -516,7 +517,7 @@ class ModelStrategy(Strategy):
             path.append(best)
             val = bv
         for m, cfg in reversed(path):
-            key = (m, tuple(sorted(cfg.items())))
+            key = _key(m, cfg)
             if key not in taken:
                 taken.add(key)
                 return m, cfg
@@ -538,17 +539,17 @@ class ModelStrategy(Strategy):
                 n_start = min(len(starts), k, max(0, self.n_init // 2 - proposed))
                 picks = [starts.pop(0) for _ in range(n_start)]
                 picks += self._initial(pool, k - n_start,
-                                       done | {(m, tuple(sorted(c.items()))) for m, c in picks})
+                                       done | {_key(m, c) for m, c in picks})
             else:
                 self._fit()
                 picks = self._uphill(done)
                 picks += self._local_picks((self.local if pool else self.batch) - len(picks),
                                            done)
                 if picks and pool:  # a neighbour drawn into the pool leaves it
-                    keys = {(m, tuple(sorted(c.items()))) for m, c in picks}
+                    keys = {_key(m, c) for m, c in picks}
                     pool[:] = [(m, c) for m, c in pool
-                               if (m, tuple(sorted(c.items()))) not in keys]
-                seen.update((m, tuple(sorted(c.items()))) for m, c in picks)
+                               if _key(m, c) not in keys]
+                seen.update(_key(m, c) for m, c in picks)
                 if pool:
                     scores = self._score(pool)
                     order = sorted(range(len(pool)), key=lambda i: -scores[i])
@@ -562,7 +563,7 @@ class ModelStrategy(Strategy):
             other = max(0.0, time.perf_counter() - t0 - self._map_s - self._tun_s)
             for m, cfg in picks:
                 proposed += 1
-                done.add((m, tuple(sorted(cfg.items()))))
+                done.add(_key(m, cfg))
                 yield Candidate(m, cfg, self._map_s / n, self._tun_s / n, other / n)
 
     def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:

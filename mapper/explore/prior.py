@@ -41,9 +41,14 @@ def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, 
     """The lowered kernel's features (``TuningProblem.features``) at ``tuning``; a feature
     the lowering could not express for this mapping is left out."""
     vals: dict[str, float] = {}
-    for k, e in getattr(tuning_problem, "features", {}).items():
+    exprs = getattr(tuning_problem, "feature_exprs", None)
+    if exprs is not None:  # a TuningProblem: evaluated at its sizes, never substituted
+        env = {**tuning_problem.sizes, **tuning}
+    else:
+        exprs, env = getattr(tuning_problem, "features", {}), tuning
+    for k, e in exprs.items():
         try:
-            vals[k] = float(e.evaluate(tuning))
+            vals[k] = float(e.evaluate(env))
         except (LiftmapError, ArithmeticError):  # not expressible here (e.g. x / 0)
             continue
     return vals
