@@ -26,6 +26,7 @@ comparable. ``--json`` keeps every timed run's seconds.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -121,10 +122,8 @@ def progress(records: list, start: float, final: float, frac: float) -> tuple[in
     return -1, float("nan")
 
 
-def bench_shape(layer, args, peak) -> dict:
-    from codegen.handwritten import hand_program
-    from codegen.worker import WorkerPool
-    from experiments.baselines import conv_inputs, conv_reference, torch_available, torch_conv_fn
+def bench_shape(layer, args) -> dict:
+    """Explores ``layer`` with the defaults, then times what it found (``time_found``)."""
     from mapper.explore import Task, explore
 
     warn = []  # the load average counts this script's previous shape: only others warn
@@ -152,9 +151,37 @@ def bench_shape(layer, args, peak) -> dict:
     for frac in (0.9, 0.95):
         n, s = progress(res.records, t0, final, frac)
         out[f"to{int(frac * 100)}"] = (n, s)
-    mapping = task.joint().problem.mapping(best.mapping)
     tuning = dict(best.tuning)
-    out["best"] = f"{best.short_mapping}; {tuning}"
+    out["best"] = f"{best.short_mapping}; {json.dumps(tuning, sort_keys=True)}"
+    return time_found(layer, task, out, args)
+
+
+def retime_row(row: dict, args) -> dict:
+    """``row`` (a shape of an earlier run's JSON) with its found kernel timed again against
+    the peers (the exploration's figures kept): more rounds where a run was noisy."""
+    from ir.programs import ConvLayer
+    from mapper.explore import Task
+
+    s = row["shape"]
+    layer = ConvLayer(row["layer"], s["C"], s["H"], s["W"], s["M"], K=s["K"], S=s["S"],
+                      P=s["P"])
+    out = {k: v for k, v in row.items()
+           if k not in ("found", "hand-written", "PyTorch", "steal_pct", "error")}
+    out.update(load_before=load(), warnings=[], retimed_from_run=True)
+    return time_found(layer, Task.conv_layer(layer), out, args)
+
+
+def time_found(layer, task, out: dict, args) -> dict:
+    """Times ``out["best"]`` (``"<mapping>; <tuning JSON>"``) against the hand-written
+    kernel and PyTorch, interleaved, ``args.rounds`` rounds; the figures go into ``out``."""
+    from codegen.handwritten import hand_program
+    from codegen.worker import WorkerPool
+    from experiments.baselines import conv_inputs, conv_reference, torch_available, torch_conv_fn
+
+    warn = out["warnings"]
+    short, tuning_text = out["best"].split("; ", 1)
+    tuning = json.loads(tuning_text.replace("'", '"'))
+    mapping = task.joint().problem.mapping(short)
     found_fn = task.lower_fn(mapping, tuning)
     try:
         hand, hand_label = hand_program(layer)
@@ -207,7 +234,6 @@ def bench_shape(layer, args, peak) -> dict:
             out[k] = {"median_gflops": layer.flops / statistics.median(ts) / 1e9,
                       "max_gflops": layer.flops / min(ts) / 1e9, "times_s": ts}
     out["hand_label"] = hand_label
-    out["peak"] = peak
     out["load_after"] = load()
     return out
 
@@ -232,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--store-dir", default="results/search")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--retime", metavar="JSON",
+                    help="no exploration: time again the kernels an earlier run's --json "
+                    "found (its shapes; --rounds rounds), e.g. where that run was noisy")
     args = ap.parse_args(argv)
     from ir.programs import vgg16_layer
 
@@ -242,13 +271,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"FMA-chain peak (float8): {peak:.0f} GFLOP/s" if peak else "FMA peak: failed",
           flush=True)
     rows = []
-    for layer in layers:
-        r = bench_shape(layer, args, peak)
+    if args.retime:
+        try:
+            with open(args.retime) as fh:
+                earlier = [r for r in json.load(fh)["rows"] if "best" in r]
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: cannot read {args.retime}: {e}", file=sys.stderr)
+            return 2
+        jobs = [functools.partial(retime_row, r, args) for r in earlier]
+    else:
+        jobs = [functools.partial(bench_shape, layer, args) for layer in layers]
+    for job in jobs:
+        r = job()
+        r["peak"] = peak
         rows.append(r)
         f = r.get("found", {}).get("median_gflops")
         h = r.get("hand-written", {}).get("median_gflops")
         t = r.get("PyTorch", {}).get("median_gflops")
-        parts = [f"layer {r['layer']}: {r['evaluated']} evaluated in {r['explore_s']:.0f} s"]
+        parts = [f"layer {r['layer']}: {r['evaluated']} evaluated in {r['explore_s']:.0f} s"
+                 + (" (an earlier run)" if r.get("retimed_from_run") else "")]
         if "error" in r:
             parts.append(r["error"])
         if f:

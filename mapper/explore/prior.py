@@ -42,6 +42,7 @@ def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, 
     the lowering could not express for this mapping is left out."""
     vals: dict[str, float] = {}
     exprs = getattr(tuning_problem, "feature_exprs", None)
+    env: Mapping[str, int]
     if exprs is not None:  # a TuningProblem: evaluated at its sizes, never substituted
         env = {**tuning_problem.sizes, **tuning}
     else:
