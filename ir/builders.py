@@ -167,7 +167,12 @@ def _dot(a, b):
 _vw = VectorType(Float, Var("_w"))
 dot = userfun("dot", ("a", "b"), (_vw, _vw), Float, "return dot(a, b);", _dot)
 
-USER_FUNS = {f.name: f for f in (add, mult, mult_add, idf, dot)}
+# acc + x * w, x a scalar broadcast over the lanes of the vectors acc and w (one width):
+# the multiply-accumulate of an outer product (OpenCL C promotes the scalar).
+scale_add = userfun("scaleAdd", ("acc", "x", "w"), (_vw, Float, _vw), _vw,
+                    "return acc + x * w;", lambda acc, x, w: acc + x * w)
+
+USER_FUNS = {f.name: f for f in (add, mult, mult_add, idf, dot, scale_add)}
 
 
 def _rebuild_user_fun(name, param_names, in_types, out_type, c_body) -> nodes.UserFun:

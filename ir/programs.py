@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ir.builders import (
     add,
+    as_scalar,
     as_vector,
     compose,
     dot,
@@ -27,6 +28,7 @@ from ir.builders import (
     param,
     reduce_,
     reorder_stride,
+    scale_add,
     slide2d,
     split,
     to_global,
@@ -39,7 +41,7 @@ from ir.builders import (
 from ir.errors import LiftmapError
 from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal
 from ir.sym import Expr, Var
-from ir.types import Float, array
+from ir.types import Float, VectorType, array
 
 # ------------------------------------------------------------------ CC'22 examples
 
@@ -348,6 +350,115 @@ def conv_partial_stage(coalesce: bool = True) -> Lambda:
     return Lambda((weights, padded), body)
 
 
+def conv_partial_kvec_stage() -> Lambda:
+    """The partial convolution vectorised over kernels (an outer product), maps free.
+
+    Each vector holds ``v`` consecutive kernels' weights at one window position and is
+    multiplied by one broadcast input element: the reduction runs over the window's scalars
+    (``ω`` per chunk) into ``σ x κ/v`` vector accumulators, with no horizontal sums. It
+    wins where the window is short (few input channels, as in a network's first layer),
+    which leaves a vector along the window few positions to accumulate over. The weights
+    come in ``[[[[float]M]C]K]K`` (KKCM) layout, so that ``v`` consecutive kernels are
+    contiguous; ``v`` divides ``κ``. Result ``[[[[[[float]κ]σ]nC]nW/σ]M/κ]nTiles``: one
+    work-item's ``σ x κ`` sums are contiguous (written as vectors), kernels innermost, as
+    :func:`conv_final_kvec_stage` reads them.
+    """
+    s = conv_sizes()
+    weights = param("kernelsWeights", array(Float, s["K"], s["K"], s["C"], s["M"]))
+    padded = param("paddedInput", array(Float, s["Hp"], s["Wp"], s["C"]))
+    theta, K, S = s["theta"], s["K"], s["S"]
+    kappa, sigma, omega, v = s["kappa"], s["sigma"], s["omega"], s["v"]
+
+    tiles = FunCall(
+        compose(join(), slide2d(theta, s["tile_stride"], theta, s["tile_stride"], strict=True)),
+        (padded,),
+    )
+    windows = FunCall(map_(compose(join(), slide2d(K, S, K, S, strict=True))), (tiles,))
+    # per tile: [[[[float]σ]ω]nC]nW/σ (window groups; per chunk, σ windows at each position)
+    tiles_ready = FunCall(
+        map_(compose(map_(split(omega)), map_(transpose()), split(sigma),
+                     map_(compose(join(), join())))),
+        (windows,),
+    )
+    # [[[[float<v>]κ/v]ω]nC]M/κ (kernel groups; per chunk, κ/v vectors at each position)
+    kernels_ready = FunCall(
+        compose(map_(split(omega)), map_(transpose()), split(kappa / v), transpose(),
+                map_(as_vector(v)), join(), join()),
+        (weights,),
+    )
+
+    zero = Literal(0.0, array(VectorType(Float, v), sigma, kappa / v))
+    init = FunCall(map_(map_(to_private(Id()), "I2"), "I1"), (zero,))
+
+    def step(acc, pair):
+        # pair: ([float]σ inputs, [float<v>]κ/v weights) at one position of the chunk
+        def body(ins_private):
+            def row(acc_in):
+                acc_row, x = FunCall(get(0), (acc_in,)), FunCall(get(1), (acc_in,))
+                return FunCall(
+                    map_(lam(lambda a_w: FunCall(scale_add, (
+                        FunCall(get(0), (a_w,)), x, FunCall(get(1), (a_w,))))), "R2"),
+                    (zip_(acc_row, FunCall(get(1), (pair,))),),
+                )
+
+            return FunCall(map_(lam(row), "R1"), (zip_(acc, ins_private),))
+
+        private_ins = FunCall(map_(to_private(Id()), "P"), (FunCall(get(0), (pair,)),))
+        return let(private_ins, body)
+
+    def thread(chunk_pair):
+        ins, ks = FunCall(get(0), (chunk_pair,)), FunCall(get(1), (chunk_pair,))
+        reduced = FunCall(reduce_(lam(step, arity=2)), (init, zip_(ins, ks)))
+        return FunCall(  # [[float]κ]σ: the vectors written whole, read as floats
+            compose(map_(as_scalar()), map_(map_(to_global(Id()), "S2"), "S1"), join()),
+            (reduced,),
+        )
+
+    def kernel_group(tile):
+        def body(kgroup):
+            def window_group(wg):
+                return FunCall(map_(lam(thread), "C"), (zip_(wg, kgroup),))  # [[[float]κ]σ]nC
+
+            return FunCall(map_(lam(window_group), "W"), (tile,))
+
+        return FunCall(map_(lam(body), "G"), (kernels_ready,))
+
+    body = FunCall(map_(lam(kernel_group), "T"), (tiles_ready,))
+    return Lambda((weights, padded), body)
+
+
+def conv_final_kvec_stage() -> Lambda:
+    """:func:`conv_final_stage` for :func:`conv_partial_kvec_stage`'s result layout: sums
+    the chunks and lays the outputs out as ``[[[float]M]outPW]outPH`` (HWC), maps free."""
+    s = conv_sizes()
+    part = param(
+        "partial",
+        array(Float, s["nTH"] * s["nTW"], s["M"] / s["kappa"], s["nW"] / s["sigma"], s["nC"],
+              s["sigma"], s["kappa"]),
+    )
+
+    def sum_chunks(x):
+        return FunCall(map_(to_global(Id()), "F6"), (FunCall(reduce_(add), (lit(0.0), x)),))
+
+    chunks_inner = map_(map_(map_(compose(map_(transpose()), transpose()))))
+    summed = FunCall(
+        map_(map_(map_(map_(compose(join(), map_(lam(sum_chunks), "F5")), "F4"), "F3"), "F2"),
+             "F1"),
+        (FunCall(chunks_inner, (part,)),),
+    )  # [nT², M/κ, nW/σ, σ, κ]
+    layout = compose(
+        map_(join()),  # (ty, wy, tx, wx, m) -> (ty, wy, outPW, m)
+        join(),  # -> (outPH, outPW, m)
+        map_(transpose()),  # (ty, tx, wy, wx, m) -> (ty, wy, tx, wx, m)
+        map_(map_(split(s["nWT"]))),  # (ty, tx, nW, m) -> (ty, tx, wy, wx, m)
+        split(s["nTW"]),  # (nT², nW, m) -> (ty, tx, nW, m)
+        map_(map_(join())),  # (nT², nW, M/κ, κ) -> (nT², nW, M)
+        map_(transpose()),  # (nT², M/κ, nW, κ) -> (nT², nW, M/κ, κ)
+        map_(map_(join())),  # (nT², M/κ, nW/σ, σ, κ) -> (nT², M/κ, nW, κ)
+    )
+    return Lambda((part,), FunCall(layout, (summed,)))
+
+
 def conv_final_stage() -> Lambda:
     """Sums the partial results over chunks and lays the outputs out as
     ``[[[float]M]outPW]outPH`` (HWC), maps free.
@@ -392,21 +503,31 @@ def conv_crop_stage() -> Lambda:
     return Lambda((x,), body)
 
 
-def gpgpu20_conv_pipeline(coalesce: bool = True) -> Pipeline:
+CONV_VECTORISE = ("window", "kernels")
+
+
+def gpgpu20_conv_pipeline(coalesce: bool = True, vectorise: str = "window") -> Pipeline:
     """The four kernels of GPGPU'20 Section 4.2: pad, partial convolution, final
     reduction, crop. Inputs ``inputData: [[[float]C]W]H`` and
     ``kernelsWeights: [[[[float]C]K]K]M`` (no bias, as in the paper's listing).
     ``coalesce`` picks the partial stage's layout (see :func:`conv_partial_stage`).
+    ``vectorise="kernels"`` takes :func:`conv_partial_kvec_stage` instead (vectors across
+    kernels; weights in ``[[[[float]M]C]K]K`` layout; ``coalesce`` does not apply).
     The crop is left out where the tiles cover exactly the output (ρ = 0)."""
+    if vectorise not in CONV_VECTORISE:
+        raise ValueError(f"vectorise must be one of {CONV_VECTORISE}, not {vectorise!r}")
+    partial = conv_partial_kvec_stage() if vectorise == "kernels" else \
+        conv_partial_stage(coalesce)
     s = conv_sizes()
     return Pipeline(
         "conv",
         ("inputData", "kernelsWeights"),
         (
             Stage("pad", conv_pad_stage(), (("inputData", "inputData"),)),
-            Stage("partial", conv_partial_stage(coalesce),
+            Stage("partial", partial,
                   (("kernelsWeights", "kernelsWeights"), ("paddedInput", "<previous>"))),
-            Stage("final", conv_final_stage(), (("partial", "<previous>"),)),
+            Stage("final", conv_final_kvec_stage() if vectorise == "kernels"
+                  else conv_final_stage(), (("partial", "<previous>"),)),
             Stage("crop", conv_crop_stage(), (("paddedOutput", "<previous>"),),
                   identity_when=((s["outPH"], s["outH"]), (s["outPW"], s["outW"]))),
         ),

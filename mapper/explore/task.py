@@ -204,29 +204,44 @@ class Task:
     @classmethod
     def conv_layer(cls, layer, *, seed: int = 0, fusion: str = "always",
                    heuristics: bool = True, name: str | None = None,
-                   coalesce: bool = False) -> Task:
+                   coalesce: bool = False, vectorise: str = "window") -> Task:
         """The GPGPU'20 convolution pipeline on a ``ConvLayer``: random data, a float64
         numpy reference, the partial-convolution stage explored under ``fusion`` and
         ``heuristics``. ``name`` defaults to ``conv:vgg16-<layer>``. ``coalesce`` picks the
         partial stage's layout (``ir.programs.conv_partial_stage``): False (the default)
         gives each work-item contiguous chunks, what a CPU device wants; True is the
-        paper's GPU layout (consecutive work-items read consecutive vectors)."""
+        paper's GPU layout (consecutive work-items read consecutive vectors).
+        ``vectorise="kernels"`` explores the partial stage vectorised across kernels
+        (``ir.programs.conv_partial_kvec_stage``; the weights are passed in KKCM layout)."""
         from ir.programs import gpgpu20_conv_pipeline
 
         rng = np.random.default_rng(seed)
         x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
         w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
         ref = conv_reference(x, w, layer)
-        cp = conv_channels(layer)
+        # the window variant vectorises the window (C*K*K), which may need zero channels
+        cp = layer.C if vectorise == "kernels" else conv_channels(layer)
         if cp != layer.C:  # zero channels: the same result, a reduction that vectorises
             x = np.concatenate([x, np.zeros((layer.H, layer.W, cp - layer.C), np.float32)], 2)
             w = np.concatenate([w, np.zeros((*w.shape[:3], cp - layer.C), np.float32)], 3)
         sizes = {**layer.sizes(), "C": cp}
+        if vectorise == "kernels":
+            w = np.ascontiguousarray(w.transpose(1, 2, 3, 0))
         return cls.from_pipeline(
-            gpgpu20_conv_pipeline(coalesce), sizes, stage="partial",
+            gpgpu20_conv_pipeline(coalesce, vectorise), sizes, stage="partial",
             inputs={"inputData": x, "kernelsWeights": w}, reference=ref,
             flops=layer.flops, max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
-            name=name or f"conv:vgg16-{layer.name}" + ("" if not coalesce else ":coalesced"))
+            name=name or f"conv:vgg16-{layer.name}" + ("" if not coalesce else ":coalesced")
+            + ("" if vectorise == "window" else f":{vectorise}"))
+
+
+def conv_variants(layer, **options: Any) -> dict[str, Task]:
+    """The convolution's variants (``ir.programs.CONV_VECTORISE``: the window's first), as
+    ``mapper explore conv`` explores them by default (``mapper.explore.variants``);
+    ``options`` go to :meth:`Task.conv_layer`."""
+    from ir.programs import CONV_VECTORISE
+
+    return {v: Task.conv_layer(layer, vectorise=v, **options) for v in CONV_VECTORISE}
 
 
 def conv_channels(layer) -> int:
