@@ -494,3 +494,19 @@ def test_conv_task_with_added_channels_computes_the_layer(tmp_path):
     res = explore(Task.conv_layer(ConvLayer("rgb", 3, 8, 8, 4)), budget=4,
                   store=tmp_path / "s.sqlite", count=False)
     assert res.counts.get("ok", 0) >= 1 and "wrong-result" not in res.counts, res.counts
+
+
+def test_nearest_values_are_the_head_of_the_full_ranking():
+    """``knowledge._nearest`` walks out from the wanted value instead of sorting the whole
+    domain: the same ranking (distance on the log scale, ties to the smaller value)."""
+    import random
+
+    from mapper.explore.knowledge import _nearest
+
+    rng = random.Random(3)
+    for _ in range(200):
+        dom = tuple(rng.sample(range(0, 400), rng.randint(1, 40)))
+        want = math.log2(1 + rng.choice([0, 1, 7, 8, 64, 399, 1000, rng.randint(0, 500)]))
+        full = sorted((abs(math.log2(1 + v) - want), v) for v in dom)
+        for limit in (1, 3, 66):
+            assert _nearest(dom, want, limit) == full[:limit]

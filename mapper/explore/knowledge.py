@@ -23,6 +23,8 @@ only the analytic prior to go on otherwise. None when there is nothing to transf
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import json
 import math
@@ -150,6 +152,33 @@ def best_rows(rows: Sequence[Mapping[str, Any]], per_size: int = 4,
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _log_domain(dom: tuple) -> tuple[list[int], list[float]]:
+    """A domain's values ascending, with log2(1 + value) of each."""
+    vals = sorted({int(v) for v in dom})
+    return vals, [math.log2(1 + max(0, v)) for v in vals]
+
+
+def _nearest(dom: tuple, want: float, limit: int) -> list[tuple[float, int]]:
+    """The ``limit`` values of ``dom`` nearest ``want`` on the log scale, as sorted
+    ``(distance, value)`` pairs (ties: the smaller value first): a walk outwards from
+    ``want``'s place, the log being monotonic."""
+    vals, logs = _log_domain(dom)
+    hi = bisect.bisect_left(logs, want)
+    lo = hi - 1
+    out: list[tuple[float, int]] = []
+    while len(out) < limit and (lo >= 0 or hi < len(vals)):
+        dl = abs(logs[lo] - want) if lo >= 0 else math.inf
+        dh = abs(logs[hi] - want) if hi < len(vals) else math.inf
+        if dl <= dh:
+            out.append((dl, vals[lo]))
+            lo -= 1
+        else:
+            out.append((dh, vals[hi]))
+            hi += 1
+    return out
+
+
 def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000,
             fixed: frozenset[str] = frozenset()) -> dict[str, int] | None:
     """The valid configuration of ``space`` (a ``constraints.space.SearchSpace``) closest
@@ -167,8 +196,10 @@ def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000,
     ranked = []  # per parameter: (distance, value), nearest first
     for p in names:
         want = math.log2(1 + max(0, int(tuning[p])))
-        dist = sorted((abs(math.log2(1 + max(0, int(v))) - want), int(v)) for v in params[p]
-                      if p not in fixed or int(v) == int(tuning[p]))
+        if p in fixed:
+            dist = [(0.0, int(v)) for v in params[p] if int(v) == int(tuning[p])]
+        else:  # a search of max_checks steps never goes further down a ranking
+            dist = _nearest(tuple(params[p]), want, max_checks + 2)
         if not dist:
             return None
         ranked.append(dist)
