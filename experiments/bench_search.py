@@ -5,15 +5,16 @@ kernel against the hand-written kernel, PyTorch and the FMA-chain peak, in the s
     python -m experiments.bench_search --layers 19,7 --budget 5m
     python -m experiments.bench_search --shapes "C=64,H=56,W=56,M=128,S=2;C=256,H=14,W=14,M=256,K=1"
 
-For each shape: one exploration with the library's defaults (``mapper.explore.explore``:
-strategy, early cut, run budget, timeouts; only the budget and the store are given), every
-candidate stored in ``--store-dir``; then ``--rounds`` interleaved rounds time the found
-best (re-lowered from its stored mapping and tuning), the register-tiled hand-written
-OpenCL kernel (``codegen.handwritten``) and PyTorch's conv2d (when installed: ``pip install
-torch``), each after an idle pause and an untimed warm-up. Kernel times are OpenCL
-profiling times of all kernels of a program; PyTorch's are wall times of one call. Medians
-and minima are printed. The FMA-chain peak of the device (``float8`` FMA chains,
-``experiments.probe_devices``) is measured once per run.
+For each shape: one exploration with the library's defaults, as ``mapper explore conv`` runs
+it (``mapper.explore.variants.explore_variants`` over ``conv_variants``: both vectorisations
+probed, the faster explored; strategy, early cut, run budget, timeouts; only the budget and
+the stores are given), every candidate stored in ``--store-dir``; then ``--rounds``
+interleaved rounds time the found best (re-lowered from its stored mapping and tuning), the
+register-tiled hand-written OpenCL kernel (``codegen.handwritten``) and PyTorch's conv2d
+(when installed: ``pip install torch``), each after an idle pause and an untimed warm-up.
+Kernel times are OpenCL profiling times of all kernels of a program; PyTorch's are wall
+times of one call. Medians and minima are printed. The FMA-chain peak of the device
+(``float8`` FMA chains, ``experiments.probe_devices``) is measured once per run.
 
 Also printed per shape: evaluations, time and evaluations to 90% and 95% of the run's final
 best (stored figures), and the load average before and after (it includes this script's
@@ -124,21 +125,29 @@ def progress(records: list, start: float, final: float, frac: float) -> tuple[in
 
 def bench_shape(layer, args) -> dict:
     """Explores ``layer`` with the defaults, then times what it found (``time_found``)."""
-    from mapper.explore import Task, explore
+    from mapper.explore.task import conv_variants
+    from mapper.explore.variants import explore_variants, variant_store
 
     warn = []  # the load average counts this script's previous shape: only others warn
     others = busy_others()
     if others:
         warn.append("busy: " + ", ".join(others))
-    task = Task.conv_layer(layer)
+    tasks = conv_variants(layer)  # what `mapper explore conv` explores by default
     store = Path(args.store_dir) / f"search-{layer.name.replace(',', '_')}-{layer.C}x{layer.H}x" \
         f"{layer.W}x{layer.M}k{layer.K}s{layer.S}p{layer.P}.sqlite"
     store.parent.mkdir(parents=True, exist_ok=True)
+    stores = {n: variant_store(str(store), n, i == 0) for i, n in enumerate(tasks)}
     t0 = time.time()
-    res = explore(task, budget=args.budget, store=str(store), seed=args.seed, count=False)
+    vr = explore_variants(tasks, budget=args.budget, stores=stores, seed=args.seed,
+                          count=False)
     wall = time.time() - t0
+    res, task = vr.results, tasks[vr.chosen]
     best = res.final  # the winner of the end-of-run re-timing
-    out: dict = {"layer": layer.name, "shape": layer.sizes(), "evaluated": res.evaluated,
+    out: dict = {"layer": layer.name, "shape": layer.sizes(), "variant": vr.chosen,
+                 "probes": {n: (b.gflops if b is not None else None)
+                            for n, b in vr.probe_best().items()},
+                 "evaluated": res.evaluated + sum(r.evaluated for n, r in vr.probes.items()
+                                                  if n != vr.chosen),
                  "considered": res.considered, "explore_s": wall, "load_before": load(),
                  "warnings": warn, "counts": dict(res.counts)}
     if best is None:
@@ -168,7 +177,8 @@ def retime_row(row: dict, args) -> dict:
     out = {k: v for k, v in row.items()
            if k not in ("found", "hand-written", "PyTorch", "steal_pct", "error")}
     out.update(load_before=load(), warnings=[], retimed_from_run=True)
-    return time_found(layer, Task.conv_layer(layer), out, args)
+    return time_found(layer, Task.conv_layer(layer, vectorise=row.get("variant", "window")),
+                      out, args)
 
 
 def time_found(layer, task, out: dict, args) -> dict:
@@ -290,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         t = r.get("PyTorch", {}).get("median_gflops")
         parts = [f"layer {r['layer']}: {r['evaluated']} evaluated in {r['explore_s']:.0f} s"
                  + (" (an earlier run)" if r.get("retimed_from_run") else "")]
+        if r.get("probes"):
+            parts.append(f"variant {r['variant']} (probes: " + ", ".join(
+                f"{n} {g:.1f}" if g else f"{n} -" for n, g in r["probes"].items()) + ")")
         if "error" in r:
             parts.append(r["error"])
         if f:

@@ -610,6 +610,23 @@ def test_cli_explore_conv_pipeline(tmp_path, capsys):
     assert "1 candidate(s), 1 evaluated" in " ".join(out.split())
     rc, out, err = _cli(capsys, "results", store)
     assert rc == 0 and "conv:vgg16-19,21/8" in out and "H=3" in out
+    # the kernel-vectorised variant alone: its own store, beside the first
+    rc, out, err = _cli(capsys, "explore", "conv", "--layer", "0/16", "--budget", "1",
+                        "--store", store, "--vectorise", "kernels", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["store"] == str(tmp_path / "conv.kernels.sqlite") and doc["candidates"] == 1
+    assert "variants" not in doc  # one variant: nothing probed
+    rc, out, err = _cli(capsys, "results", doc["store"])
+    assert rc == 0 and "conv:vgg16-0/16:kernels" in out and "C=3" in out
+
+
+def test_cli_vectorise_goes_with_conv(capsys):
+    rc, _, err = _cli(capsys, "explore", L3, "--sizes", "N=1024", "--vectorise", "kernels")
+    assert rc == 2 and "--vectorise goes with the program name conv" in err
+    with pytest.raises(SystemExit) as info:  # argparse's own refusal
+        _cli(capsys, "explore", "conv", "--vectorise", "lanes")
+    assert info.value.code == 2 and "invalid choice: 'lanes'" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset

@@ -207,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "from (default: derived from the program's functions)")
     p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
                    "(default 19/2)")
+    p.add_argument("--vectorise", choices=("auto", "window", "kernels"), help="conv only: "
+                   "vectors along the window (dot products) or across kernels (an outer "
+                   "product; its store is STORE with .kernels before the extension, whichever "
+                   "runs); auto (default): probe both, explore the faster (a budget under "
+                   "2 minutes or 32 candidates: the window's only)")
     p.add_argument("--strategy", default="model", help="the search strategy (default model; "
                    "every strategy is listed below)")
     p.add_argument("--mapping", help="the fixed mapping of --strategy manual")

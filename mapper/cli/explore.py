@@ -15,9 +15,10 @@ from mapper.cli.common import CliError, console, emit_json, err_console
 from mapper.sizes import check_sizes, parse_sizes
 
 
-def _explore_task(args):
-    """The task of ``mapper explore``: a ``.lift`` file, or ``conv`` (the GPGPU'20
-    convolution pipeline on ``--layer``)."""
+def _explore_tasks(args) -> dict:
+    """The tasks of ``mapper explore`` by variant name: a ``.lift`` file's (one, named
+    ``program``), or ``conv``'s (the GPGPU'20 convolution pipeline on ``--layer`` or
+    ``--sizes``, one task per ``--vectorise`` variant)."""
     from mapper.explore import Task, parse_layer
 
     if args.file == "conv":
@@ -50,9 +51,14 @@ def _explore_task(args):
                 raise CliError(f"--layer {text!r}: {e}") from None
         if args.flops is not None:
             raise CliError("--flops goes with a .lift program (conv counts its own FLOPs)")
-        return Task.conv_layer(layer, fusion=args.fusion, heuristics=args.heuristics)
+        names = _conv_variant_names(args)
+        return {v: Task.conv_layer(layer, fusion=args.fusion, heuristics=args.heuristics,
+                                   vectorise=v) for v in names}
     if args.layer:
         raise CliError("--layer goes with the program name conv (the convolution pipeline)")
+    if args.vectorise is not None:
+        raise CliError("--vectorise goes with the program name conv (the convolution "
+                       "pipeline)")
     sizes = parse_sizes(args.sizes)
     import os
 
@@ -68,9 +74,21 @@ def _explore_task(args):
         if missing:
             raise CliError(f"input {p.name} of {args.file} has size(s) {', '.join(missing)}: "
                            "give them with --sizes (the other sizes are tuned)")
-    return Task.from_program(prog, sizes, fusion=args.fusion, heuristics=args.heuristics,
-                             name=os.path.basename(args.file), max_value=args.max,
-                             flops=args.flops)
+    return {"program": Task.from_program(prog, sizes, fusion=args.fusion,
+                                         heuristics=args.heuristics,
+                                         name=os.path.basename(args.file),
+                                         max_value=args.max, flops=args.flops)}
+
+
+def _conv_variant_names(args) -> tuple[str, ...]:
+    """The convolution variants ``--vectorise`` asks for (``auto``: both, the window's
+    first; a manual mapping: the window's unless named)."""
+    from ir.programs import CONV_VECTORISE
+
+    v = args.vectorise or "auto"
+    if v == "auto":
+        return CONV_VECTORISE[:1] if args.strategy == "manual" else CONV_VECTORISE
+    return (v,)
 
 
 def cmd_explore(args) -> int:
@@ -82,9 +100,11 @@ def cmd_explore(args) -> int:
 
     from rich.live import Live
 
-    from mapper.explore import ResultStore, explore, get_strategy, parse_budget
+    from mapper.explore import ResultStore, get_strategy, parse_budget
     from mapper.explore import output as out
     from mapper.explore.display import Dashboard
+    from ir.programs import CONV_VECTORISE
+    from mapper.explore.variants import explore_variants, variant_store
 
     budget = parse_budget(args.budget)  # user errors first, before any work
     get_strategy(args.strategy)
@@ -94,7 +114,10 @@ def cmd_explore(args) -> int:
         raise CliError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
     stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
     path = args.store or os.path.join("results", f"{stem}.sqlite")
-    task = _explore_task(args)  # a bad program or shape leaves no store behind
+    tasks = _explore_tasks(args)  # a bad program or shape leaves no store behind
+    # the store is the first variant's; the others' are named after it, whichever are run
+    primary = CONV_VECTORISE[0] if args.file == "conv" else "program"
+    paths = {n: variant_store(path, n, n == primary) or path for n in tasks}
     pool = None
     if args.ray is not None:  # a cluster that cannot start leaves no store behind either
         from mapper.explore.ray_pool import RayPool
@@ -104,9 +127,13 @@ def cmd_explore(args) -> int:
                        timeout_s=args.timeout)
         if not args.quiet:
             err_console.print(pool.describe(), markup=False, highlight=False)
+    stores: dict[str, ResultStore] = {}
     try:
-        store = ResultStore(path)
+        for n, pth in paths.items():
+            stores[n] = ResultStore(pth)
     except BaseException:
+        for st in stores.values():
+            st.close()
         if pool is not None:
             pool.close()
         raise
@@ -130,29 +157,43 @@ def cmd_explore(args) -> int:
             dash.update(rec, res)
 
     try:
-        kw = dict(strategy=args.strategy, budget=budget, store=store, device=args.device,
+        kw = dict(strategy=args.strategy, budget=budget, device=args.device,
                   seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
                   cut=args.cut or None, workers=args.workers or 1,
                   run_budget_s=args.run_budget or None, pool=pool)
         if args.mapping:
             kw["mapping"] = args.mapping
+
+        def on_phase(name: str, phase: str) -> None:
+            if len(tasks) > 1 and args.verbose:
+                sys.stderr.write(f"{phase} {name}: {paths[name]}\n")
+                sys.stderr.flush()
+
         if dash_console is not None:
             # JSON on stdout is never captured into a dashboard on stderr
             with Live(dash, console=dash_console, refresh_per_second=4, transient=False,
                       redirect_stdout=dash_console is console):
-                res = explore(task, on_start=dash.start, on_result=on_result, **kw)
+                vr = explore_variants(tasks, stores=stores, on_phase=on_phase,
+                                      on_start=dash.start, on_result=on_result, **kw)
         else:
-            res = explore(task, on_result=on_result, **kw)
+            vr = explore_variants(tasks, stores=stores, on_phase=on_phase,
+                                  on_result=on_result, **kw)
     except KeyboardInterrupt:  # before the first candidate (start-up, building the space)
         err_console.print("interrupted before the first candidate; nothing was evaluated")
         return 130
     finally:
-        store.close()
+        for st in stores.values():
+            st.close()
         if pool is not None:
             pool.close()
+    res, chosen_path = vr.results, paths[vr.chosen]
     too_short = not res.records and res.stopped_by == "time"
     if as_json and not too_short:
-        emit_json("explore", out.summary_json(res, file=args.file, store=path))
+        doc = out.summary_json(res, file=args.file, store=chosen_path)
+        if len(tasks) > 1:
+            doc["variant"] = vr.chosen
+            doc["variants"] = out.variants_json(vr)
+        emit_json("explore", doc)
     elif args.quiet:
         answer = out.answer_line(res)
         if answer is not None:
@@ -160,8 +201,10 @@ def cmd_explore(args) -> int:
         elif not too_short:
             err_console.print("no candidate ran ok", markup=False, highlight=False)
     elif not as_json:
+        if vr.probes:
+            console.print(vr.summary(), markup=False, highlight=False)
         console.print(res.summary(), markup=False, highlight=False)
-        console.print(f"store: {path} ({res.context.describe()})", markup=False)
+        console.print(f"store: {chosen_path} ({res.context.describe()})", markup=False)
     if res.stopped_by == "interrupted":
         return 130
     if too_short:

@@ -87,6 +87,15 @@ def summary_json(res: Results, *, file: str, store: str) -> dict[str, Any]:
     }
 
 
+def variants_json(vr: Any) -> list[dict[str, Any]]:
+    """Each variant of a ``mapper.explore.variants.VariantsResults``: its store, and its
+    probe's candidates, outcome and best (empty when no variant was probed)."""
+    return [{"name": name, "store": vr.stores.get(name), "chosen": name == vr.chosen,
+             "probe_candidates": r.considered, "probe_stopped_by": r.stopped_by,
+             "probe_best": r.best.to_json() if r.best is not None else None}
+            for name, r in vr.probes.items()]
+
+
 def _meta_json(meta: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = dict(meta)
     for k in _JSON_META:

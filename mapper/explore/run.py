@@ -189,7 +189,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             flops: int | None = None,
             max_value: int | None = None, pool=None, workers: int = 1,
             ray: str | bool | None = None, count: bool = False,
-            retime: int = 3, retime_rounds: int = 3,
+            retime: int = 3, retime_rounds: int = 3, known_best_s: float | None = None,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[Record, Results], None] | None = None,
             **strategy_options: Any) -> Results:
@@ -225,6 +225,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     time is stored (``ResultStore.retimes``) and ``Results.final`` is the winner by its
     re-timed median (a single noisy first measurement does not decide). With a time
     budget, the search stops early enough to leave room for it. 0: no re-timing.
+    ``known_best_s``: a run time known to be reachable (another variant's best, for the
+    same result): the early cut measures against it until the run has a faster candidate.
     ``on_result(record, results)`` is called after each candidate (a ``Record``). Ctrl-C
     stops the run cleanly (``stopped_by == "interrupted"``); the candidates in flight are
     not recorded. A strategy that gives up (``random`` after its draw limit) ends the run
@@ -277,7 +279,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         reserve = functools.partial(_retime_reserve, res, retime, retime_rounds)
         _loop(res, strat, evaluator, st, bud, on_result,
               workers=getattr(evaluator.pool, "size", 1), t_start=t_call,
-              reserve=reserve if retime > 0 else None)
+              reserve=reserve if retime > 0 else None, known_best_s=known_best_s)
         if retime > 0 and res.stopped_by != "interrupted":
             _retime(res, evaluator, st, retime, retime_rounds, repeats)
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
@@ -349,10 +351,12 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,
           workers: int = 1, t_start: float | None = None,
-          reserve: Callable[[], float] | None = None) -> None:
+          reserve: Callable[[], float] | None = None,
+          known_best_s: float | None = None) -> None:
     """Draws candidates from ``strat`` and evaluates them until the budget is spent; with
     ``workers`` > 1 that many are in flight at once (the pool's workers lower and build in
-    parallel and take turns for the timed runs)."""
+    parallel and take turns for the timed runs). ``known_best_s``: a run time the early
+    cut measures against until a candidate of the run is faster."""
     interrupted = threading.Event()
     old = None
     if threading.current_thread() is threading.main_thread():
@@ -426,7 +430,9 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     continue
                 best = res.best
                 idx = res.considered + len(pending)
-                best_s = best.run_s if best else None
+                best_s = best.run_s if best and best.run_s else None
+                if known_best_s is not None:
+                    best_s = known_best_s if best_s is None else min(best_s, known_best_s)
                 left = None if bud.seconds is None else \
                     t_start + bud.seconds - (reserve() if reserve else 0.0) \
                     - time.perf_counter()

@@ -1,0 +1,131 @@
+"""Exploring the variants of one computation: programs that compute the same result in
+different ways (the convolution vectorised along its window or across its kernels), each
+with its own joint space and results store.
+
+Each variant is probed first: its strategy's first ``probe`` proposals (the ``model``
+strategy's initial design, ranked by the analytic prior and the transferred knowledge) are
+evaluated, the later variants' early cut measuring against the fastest kernel found so far.
+The variant with the fastest probe then gets the rest of the budget: its exploration
+resumes from its store (same seed, so the probe's candidates come back from the store and
+the strategy goes on where the probe stopped). A budget too small to probe every variant
+explores the first one only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mapper.explore.record import Record
+from mapper.explore.run import Budget, Results, explore, parse_budget
+from mapper.explore.store import ResultStore
+
+PROBE = 8  # evaluations per variant: the model strategy's initial design
+MIN_PROBE_SECONDS = 120.0  # a time budget under this explores the first variant only
+
+
+@dataclass
+class VariantsResults:
+    """What :func:`explore_variants` did: the chosen variant, its run (whose records
+    include its probe's, found in its store) and every variant's probe."""
+
+    chosen: str
+    results: Results
+    probes: dict[str, Results] = field(default_factory=dict)
+    stores: dict[str, str | None] = field(default_factory=dict)
+
+    def probe_best(self) -> dict[str, Record | None]:
+        """Each probed variant's fastest ``ok`` candidate (None: none ran ok)."""
+        return {name: r.best for name, r in self.probes.items()}
+
+    def summary(self) -> str:
+        """A line on the variants (empty when only one was explored)."""
+        if not self.probes:
+            return ""
+        parts = []
+        for name, b in self.probe_best().items():
+            perf = f"{b.gflops:.3g} GFLOP/s" if b is not None and b.gflops else \
+                ("ok" if b is not None else "nothing ran ok")
+            parts.append(f"{name} {perf}")
+        return (f"variants probed ({PROBE} candidates each at most): {', '.join(parts)}; "
+                f"explored {self.chosen}")
+
+
+def variant_store(path: str | None, name: str, first: bool) -> str | None:
+    """The store of variant ``name``: ``path`` for the first variant, ``path`` with the
+    name before its extension for the others (``conv.sqlite`` -> ``conv.kernels.sqlite``);
+    None (in memory) stays None."""
+    if path is None or first or path == ":memory:":
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.{name}{ext or '.sqlite'}"
+
+
+def _fastest(probes: Mapping[str, Results]) -> str | None:
+    best: tuple[float, str] | None = None
+    for name, r in probes.items():
+        b = r.best
+        if b is None or not b.time_s:
+            continue
+        if best is None or b.time_s < best[0]:
+            best = (b.time_s, name)
+    return None if best is None else best[1]
+
+
+def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget = 100,
+                     stores: Mapping[str, str | ResultStore | None] | None = None,
+                     probe: int = PROBE,
+                     on_phase: Callable[[str, str], None] | None = None,
+                     **options: Any) -> VariantsResults:
+    """Explores ``variants`` (name -> ``Task``, in order of preference) within
+    ``budget``: each is probed with ``probe`` candidates, then the fastest gets the rest
+    (see the module docstring). ``stores``: name -> store (path, ``ResultStore`` or None;
+    default: in memory). ``on_phase(name, "probe" | "explore")`` is called as each
+    phase starts. ``options`` go to every :func:`mapper.explore.explore` call."""
+    if not variants:
+        raise ValueError("explore_variants needs at least one variant")
+    t0 = time.perf_counter()
+    bud = parse_budget(budget)
+    names = list(variants)
+    stores = dict(stores or {})
+    paths = {n: (s.path if isinstance(s, ResultStore) else s) for n, s in stores.items()}
+    small = (bud.seconds is not None and bud.seconds < MIN_PROBE_SECONDS) or \
+        (bud.candidates is not None and bud.candidates < 2 * probe * len(names))
+    if len(names) == 1 or small:
+        if on_phase:
+            on_phase(names[0], "explore")
+        res = explore(variants[names[0]], budget=bud, store=stores.get(names[0]), **options)
+        return VariantsResults(names[0], res, {}, {names[0]: paths.get(names[0])})
+    probes: dict[str, Results] = {}
+    known: float | None = None
+    for name in names:
+        # a probe is bounded by its count; in time, by a share that leaves the chosen
+        # variant as much as any probe
+        seconds = None if bud.seconds is None else bud.seconds / (len(names) + 1)
+        if on_phase:
+            on_phase(name, "probe")
+        r = explore(variants[name], store=stores.get(name), known_best_s=known,
+                    budget=Budget(candidates=probe, seconds=seconds, text=f"probe {probe}"),
+                    **{**options, "retime": 0})
+        probes[name] = r
+        if r.stopped_by == "interrupted":
+            return VariantsResults(name, r, probes, paths)
+        b = r.best
+        if b is not None and b.run_s:
+            known = b.run_s if known is None else min(known, b.run_s)
+    chosen = _fastest(probes) or names[0]
+    if bud.seconds is not None:
+        left = Budget(seconds=max(1.0, bud.seconds - (time.perf_counter() - t0)),
+                      text=bud.text)
+    else:
+        assert bud.candidates is not None
+        others = sum(r.considered for n, r in probes.items() if n != chosen)
+        left = Budget(candidates=max(1, bud.candidates - others), text=bud.text)
+    if on_phase:
+        on_phase(chosen, "explore")
+    res = explore(variants[chosen], budget=left, store=stores.get(chosen),
+                  known_best_s=known, **options)
+    return VariantsResults(chosen, res, probes, paths)
