@@ -97,7 +97,8 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         paper_like_tuning,
         reduction_tolerance,
     )
-    from mapper.explore import Task, explore
+    from mapper.explore.task import conv_variants
+    from mapper.explore.variants import explore_variants
 
     console = console or Console(highlight=False)
     bad: Counter[str] = Counter()
@@ -230,10 +231,15 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             console.print(t)
             console.print("the default search is skipped: a required candidate failed")
             return _verdict(console, bad, refused, slow, t_start)
-        task = Task.conv_layer(layer, name=f"demo:conv-{layer.name}")
+        # what `mapper explore conv` does: both vectorisations where the budget allows
+        tasks = conv_variants(layer)
         budget = "25s" if quick else "75s"
-        res = explore(task, budget=budget, seed=0, pool=pool)
-        console.print(f"partial convolution: {len(task.joint().mappings)} valid mappings; "
+        vr = explore_variants(tasks, budget=budget, seed=0, pool=pool)
+        res, task = vr.results, tasks[vr.chosen]
+        if vr.probes:
+            console.print(vr.summary())
+        console.print(f"partial convolution ({vr.chosen} vectorised): "
+                      f"{len(task.joint().mappings)} valid mappings; "
                       f"the default search (`mapper explore conv`) for {budget}: "
                       f"{res.evaluated} candidates evaluated "
                       f"({', '.join(f'{k} {v}' for k, v in res.counts.most_common())})")
