@@ -202,10 +202,10 @@ def time_found(layer, task, out: dict, args) -> dict:
     times: dict[str, list[float]] = {"found": [], "hand-written": []}
     torch_fn = None
     if torch_available():
-        # the layer's own channels: the task may run with zero channels added
-        x = task.inputs["inputData"][..., :layer.C]
-        w = task.inputs["kernelsWeights"][..., :layer.C]
-        torch_fn, _ = torch_conv_fn(x, w, layer.S, layer.P, threads=os.cpu_count())
+        # the layer's own data and layout (a task may add zero channels or take its
+        # weights in another layout: the kernel-vectorised variant's are KKCM)
+        torch_fn, _ = torch_conv_fn(hin["inputData"], hin["kernelsWeights"], layer.S,
+                                    layer.P, threads=os.cpu_count())
         times["PyTorch"] = []
         torch_fn()
     steal0, total0 = cpu_ticks()

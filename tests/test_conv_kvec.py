@@ -37,7 +37,7 @@ def test_interpreter_computes_the_convolution(layer):
     js = task.joint()
     x, w, ref = _inputs(layer)
     kkcm = np.ascontiguousarray(w.transpose(1, 2, 3, 0))
-    for m, cfg in js.sample(4, seed=1, per_mapping=True):
+    for _m, cfg in js.sample(4, seed=1, per_mapping=True):
         sizes = {**task.sizes, **cfg}
         out = np.asarray(run_pipeline(gpgpu20_conv_pipeline(vectorise="kernels"),
                                       {"inputData": x, "kernelsWeights": kkcm}, sizes))

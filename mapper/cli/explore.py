@@ -100,10 +100,10 @@ def cmd_explore(args) -> int:
 
     from rich.live import Live
 
+    from ir.programs import CONV_VECTORISE
     from mapper.explore import ResultStore, get_strategy, parse_budget
     from mapper.explore import output as out
     from mapper.explore.display import Dashboard
-    from ir.programs import CONV_VECTORISE
     from mapper.explore.variants import explore_variants, variant_store
 
     budget = parse_budget(args.budget)  # user errors first, before any work

@@ -8,7 +8,8 @@ evaluated, the later variants' early cut measuring against the fastest kernel fo
 The variant with the fastest probe then gets the rest of the budget: its exploration
 resumes from its store (same seed, so the probe's candidates come back from the store and
 the strategy goes on where the probe stopped). A budget too small to probe every variant
-explores the first one only.
+explores the first one only; where the probes leave too little time to start again, the
+fastest probe is the answer.
 """
 
 from __future__ import annotations
@@ -118,8 +119,10 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
             known = b.run_s if known is None else min(known, b.run_s)
     chosen = _fastest(probes) or names[0]
     if bud.seconds is not None:
-        left = Budget(seconds=max(1.0, bud.seconds - (time.perf_counter() - t0)),
-                      text=bud.text)
+        seconds = bud.seconds - (time.perf_counter() - t0)
+        if seconds < bud.seconds / (len(names) + 1) / 2:  # too little to start again
+            return VariantsResults(chosen, probes[chosen], probes, paths)
+        left = Budget(seconds=seconds, text=bud.text)
     else:
         assert bud.candidates is not None
         others = sum(r.considered for n, r in probes.items() if n != chosen)
