@@ -248,6 +248,29 @@ def _chunk_vectorise(s, coalesce: bool = True) -> FunDecl:
     return compose(*layout, as_vector(s["v"]), join(), join())
 
 
+def _block_step(update):
+    """The reduction step of a ``σ x κ`` register block: ``step(acc, pair)`` copies the
+    ``σ`` inputs of ``pair`` (inputs, weights at one position) to private memory (map
+    ``P``) and updates accumulator ``acc[i][j]`` to ``update(acc[i][j], input i, weight
+    j)`` (maps ``R1``, ``R2``)."""
+    def step(acc, pair):
+        def body(ins_private):
+            def row(acc_in):
+                acc_row, x = FunCall(get(0), (acc_in,)), FunCall(get(1), (acc_in,))
+                return FunCall(
+                    map_(lam(lambda a_w: update(FunCall(get(0), (a_w,)), x,
+                                                FunCall(get(1), (a_w,)))), "R2"),
+                    (zip_(acc_row, FunCall(get(1), (pair,))),),
+                )
+
+            return FunCall(map_(lam(row), "R1"), (zip_(acc, ins_private),))
+
+        private_ins = FunCall(map_(to_private(Id()), "P"), (FunCall(get(0), (pair,)),))
+        return let(private_ins, body)
+
+    return step
+
+
 def conv_pad_stage() -> Lambda:
     """Pads the input by P on every side plus ρ on the bottom and right (a copying kernel)."""
     s = conv_sizes()
@@ -303,26 +326,8 @@ def conv_partial_stage(coalesce: bool = True) -> Lambda:
     zero = Literal(0.0, array(Float, sigma, kappa))
     init = FunCall(map_(map_(to_private(Id()), "I2"), "I1"), (zero,))
 
-    def step(acc, pair):
-        # pair: ([floatv]σ inputs, [floatv]κ weights) at one vector position of the chunk
-        def body(ins_private):
-            def row(acc_in):
-                acc_row, in_vec = FunCall(get(0), (acc_in,)), FunCall(get(1), (acc_in,))
-                return FunCall(
-                    map_(
-                        lam(lambda a_w: FunCall(add, (
-                            FunCall(get(0), (a_w,)),
-                            FunCall(dot, (in_vec, FunCall(get(1), (a_w,)))),
-                        ))),
-                        "R2",
-                    ),
-                    (zip_(acc_row, FunCall(get(1), (pair,))),),
-                )
-
-            return FunCall(map_(lam(row), "R1"), (zip_(acc, ins_private),))
-
-        private_ins = FunCall(map_(to_private(Id()), "P"), (FunCall(get(0), (pair,)),))
-        return let(private_ins, body)
+    # pair: ([floatv]σ inputs, [floatv]κ weights) at one vector position of the chunk
+    step = _block_step(lambda a, x, w: FunCall(add, (a, FunCall(dot, (x, w)))))
 
     def thread(chunk_pair):
         ins, ks = FunCall(get(0), (chunk_pair,)), FunCall(get(1), (chunk_pair,))
@@ -390,21 +395,8 @@ def conv_partial_kvec_stage() -> Lambda:
     zero = Literal(0.0, array(VectorType(Float, v), sigma, kappa / v))
     init = FunCall(map_(map_(to_private(Id()), "I2"), "I1"), (zero,))
 
-    def step(acc, pair):
-        # pair: ([float]σ inputs, [float<v>]κ/v weights) at one position of the chunk
-        def body(ins_private):
-            def row(acc_in):
-                acc_row, x = FunCall(get(0), (acc_in,)), FunCall(get(1), (acc_in,))
-                return FunCall(
-                    map_(lam(lambda a_w: FunCall(scale_add, (
-                        FunCall(get(0), (a_w,)), x, FunCall(get(1), (a_w,))))), "R2"),
-                    (zip_(acc_row, FunCall(get(1), (pair,))),),
-                )
-
-            return FunCall(map_(lam(row), "R1"), (zip_(acc, ins_private),))
-
-        private_ins = FunCall(map_(to_private(Id()), "P"), (FunCall(get(0), (pair,)),))
-        return let(private_ins, body)
+    # pair: ([float]σ inputs, [float<v>]κ/v weights) at one position of the chunk
+    step = _block_step(lambda a, x, w: FunCall(scale_add, (a, x, w)))
 
     def thread(chunk_pair):
         ins, ks = FunCall(get(0), (chunk_pair,)), FunCall(get(1), (chunk_pair,))
@@ -427,6 +419,31 @@ def conv_partial_kvec_stage() -> Lambda:
     return Lambda((weights, padded), body)
 
 
+def _sum_chunks(part) -> FunCall:
+    """``part`` ``[a][b][c][d][e][nC]`` summed over its chunks: each sum reduced in private
+    memory and copied out by ``map(toGlobal(id))`` (maps ``F1``-``F6``) -> ``[a][b][c][d][e]``."""
+    def sum_chunks(x):
+        return FunCall(map_(to_global(Id()), "F6"), (FunCall(reduce_(add), (lit(0.0), x)),))
+
+    return FunCall(
+        map_(map_(map_(map_(compose(join(), map_(lam(sum_chunks), "F5")), "F4"), "F3"), "F2"),
+             "F1"),
+        (part,),
+    )
+
+
+def _tiles_to_image(s) -> list[FunDecl]:
+    """The layout steps ``(nT², nW, m) -> (outPH, outPW, m)``: tiles and their windows back
+    into image rows and columns (the last steps of a ``compose``)."""
+    return [
+        map_(join()),  # (ty, wy, tx, wx, m) -> (ty, wy, outPW, m)
+        join(),  # -> (outPH, outPW, m)
+        map_(transpose()),  # (ty, tx, wy, wx, m) -> (ty, wy, tx, wx, m)
+        map_(map_(split(s["nWT"]))),  # (ty, tx, nW, m) -> (ty, tx, wy, wx, m)
+        split(s["nTW"]),  # (nT², nW, m) -> (ty, tx, nW, m)
+    ]
+
+
 def conv_final_kvec_stage() -> Lambda:
     """:func:`conv_final_stage` for :func:`conv_partial_kvec_stage`'s result layout: sums
     the chunks and lays the outputs out as ``[[[float]M]outPW]outPH`` (HWC), maps free."""
@@ -437,21 +454,10 @@ def conv_final_kvec_stage() -> Lambda:
               s["sigma"], s["kappa"]),
     )
 
-    def sum_chunks(x):
-        return FunCall(map_(to_global(Id()), "F6"), (FunCall(reduce_(add), (lit(0.0), x)),))
-
     chunks_inner = map_(map_(map_(compose(map_(transpose()), transpose()))))
-    summed = FunCall(
-        map_(map_(map_(map_(compose(join(), map_(lam(sum_chunks), "F5")), "F4"), "F3"), "F2"),
-             "F1"),
-        (FunCall(chunks_inner, (part,)),),
-    )  # [nT², M/κ, nW/σ, σ, κ]
+    summed = _sum_chunks(FunCall(chunks_inner, (part,)))  # [nT², M/κ, nW/σ, σ, κ]
     layout = compose(
-        map_(join()),  # (ty, wy, tx, wx, m) -> (ty, wy, outPW, m)
-        join(),  # -> (outPH, outPW, m)
-        map_(transpose()),  # (ty, tx, wy, wx, m) -> (ty, wy, tx, wx, m)
-        map_(map_(split(s["nWT"]))),  # (ty, tx, nW, m) -> (ty, tx, wy, wx, m)
-        split(s["nTW"]),  # (nT², nW, m) -> (ty, tx, nW, m)
+        *_tiles_to_image(s),
         map_(map_(join())),  # (nT², nW, M/κ, κ) -> (nT², nW, M)
         map_(transpose()),  # (nT², M/κ, nW, κ) -> (nT², nW, M/κ, κ)
         map_(map_(join())),  # (nT², M/κ, nW/σ, σ, κ) -> (nT², M/κ, nW, κ)
@@ -472,20 +478,9 @@ def conv_final_stage() -> Lambda:
               s["nW"] / s["sigma"], s["sigma"], s["nC"]),
     )
 
-    def sum_chunks(x):
-        return FunCall(map_(to_global(Id()), "F6"), (FunCall(reduce_(add), (lit(0.0), x)),))
-
-    summed = FunCall(
-        map_(map_(map_(map_(compose(join(), map_(lam(sum_chunks), "F5")), "F4"), "F3"), "F2"),
-             "F1"),
-        (part,),
-    )  # [nT², M/κ, κ, nW/σ, σ]
+    summed = _sum_chunks(part)  # [nT², M/κ, κ, nW/σ, σ]
     layout = compose(
-        map_(join()),  # (ty, wy, tx, wx, m) -> (ty, wy, outPW, m)
-        join(),  # -> (outPH, outPW, m)
-        map_(transpose()),  # (ty, tx, wy, wx, m) -> (ty, wy, tx, wx, m)
-        map_(map_(split(s["nWT"]))),  # (ty, tx, nW, m) -> (ty, tx, wy, wx, m)
-        split(s["nTW"]),  # (nT², nW, m) -> (ty, tx, nW, m)
+        *_tiles_to_image(s),
         map_(transpose()),  # (nT², M, nW) -> (nT², nW, M)
         map_(compose(join(), map_(map_(join())))),  # (nT², M/κ, κ, nW/σ, σ) -> (nT², M, nW)
     )
