@@ -33,6 +33,7 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     assert bench_search.main(["--retime", str(tmp_path / "missing.json")]) == 2
 
 
+@pytest.mark.slow  # over 5 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_pytorch_gets_the_layers_own_weights_whatever_the_variant(monkeypatch):
     """A kernel-vectorised winner's task holds its weights as KKCM: PyTorch must still get

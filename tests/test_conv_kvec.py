@@ -62,6 +62,7 @@ def test_the_variants_are_the_two_vectorisations():
                                   .transpose(1, 2, 3, 0))
 
 
+@pytest.mark.slow  # over 10 s each (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 @pytest.mark.parametrize("layer", SHAPES, ids=lambda x: x.name)
 def test_sampled_candidates_run_correctly(layer):
@@ -80,6 +81,7 @@ def test_sampled_candidates_run_correctly(layer):
     assert ok >= 3
 
 
+@pytest.mark.slow  # over 5 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_a_register_blocked_candidate_vectorises_across_kernels():
     """The outer-product form the variant exists for: one work-item per tile and kernel

@@ -35,6 +35,7 @@ def test_variant_stores_are_named_after_the_first():
     assert variant_store(None, "kernels", False) is None
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_a_budget_too_small_to_probe_explores_the_first_variant(pool):
     vr = explore_variants(_tasks(), budget=5, strategy="solver", pool=pool, retime=0)
