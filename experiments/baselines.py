@@ -2,7 +2,7 @@
 
 * numpy im2col + matmul and PyTorch ``conv2d`` (CPU; torch is an optional, benchmark-only
   import: ``pip install torch==2.13.0``);
-* the hand-written OpenCL programs, which live in ``codegen.handwritten`` (the tests use
+* the hand-written OpenCL programs, which live in ``experiments.handwritten`` (the tests use
   them too) and are re-exported here.
 """
 
@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from codegen.handwritten import (  # noqa: F401  (re-exported for the experiment scripts)
+from codegen.program import CompiledProgram
+from experiments.handwritten import (  # noqa: F401  (re-exported for the experiment scripts)
     conv_inputs,
     conv_reference,
     im2col_conv,
@@ -22,7 +23,6 @@ from codegen.handwritten import (  # noqa: F401  (re-exported for the experiment
     register_tiled_conv_program,
     vector_add_program,
 )
-from codegen.program import CompiledProgram
 from ir.programs import ConvLayer
 
 # ------------------------------------------------------------------ candidates for a WorkerPool

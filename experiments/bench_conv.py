@@ -32,7 +32,6 @@ import time
 
 import numpy as np
 
-from codegen.handwritten import hand_program  # noqa: F401  (the experiments' name)
 from codegen.worker import WorkerPool
 from experiments.baselines import (
     conv_inputs,
@@ -46,8 +45,10 @@ from experiments.baselines import (
     torch_memory,
     with_nonce,
 )
+from experiments.handwritten import hand_program  # noqa: F401  (the experiments' name)
 from experiments.machine import cpu_model
-from ir.programs import ConvLayer, vgg16_layer
+from experiments.vgg16 import vgg16_layer
+from ir.programs import ConvLayer
 
 
 def scaled(layer: ConvLayer, scale: float) -> ConvLayer:
@@ -63,7 +64,7 @@ def scaled(layer: ConvLayer, scale: float) -> ConvLayer:
 def conv_tuning(layer: ConvLayer) -> dict[str, int]:
     """The paper's Table 4 values for layer 7, else the same recipe (see
     ``mapper.candidates.paper_like_tuning``)."""
-    from mapper.candidates import paper_like_tuning
+    from experiments.vgg16 import paper_like_tuning
 
     return paper_like_tuning(layer)
 
@@ -76,8 +77,9 @@ def generated_program(layer: ConvLayer, tuning: dict[str, int] | None = None,
         import codegen.lower  # noqa: F401
     except ImportError:
         return None
+    from experiments.vgg16 import conv_stage_mappings
     from ir.programs import gpgpu20_conv_pipeline
-    from mapper.candidates import conv_stage_mappings, lower_pipeline
+    from mapper.candidates import lower_pipeline
 
     tuning = {**conv_tuning(layer), **(tuning or {})}
     pipe = gpgpu20_conv_pipeline(coalesce=coalesce)

@@ -10,7 +10,7 @@ it (``mapper.explore.variants.explore_variants`` over ``conv_variants``: both ve
 probed, the faster explored; strategy, early cut, run budget, timeouts; only the budget and
 the stores are given), every candidate stored in ``--store-dir``; then ``--rounds``
 interleaved rounds time the found best (re-lowered from its stored mapping and tuning), the
-register-tiled hand-written OpenCL kernel (``codegen.handwritten``) and PyTorch's conv2d
+register-tiled hand-written OpenCL kernel (``experiments.handwritten``) and PyTorch's conv2d
 (when installed: ``pip install torch``), each after an idle pause and an untimed warm-up.
 Kernel times are OpenCL profiling times of all kernels of a program; PyTorch's are wall
 times of one call. Medians and minima are printed. The FMA-chain peak of the device
@@ -184,9 +184,9 @@ def retime_row(row: dict, args) -> dict:
 def time_found(layer, task, out: dict, args) -> dict:
     """Times ``out["best"]`` (``"<mapping>; <tuning JSON>"``) against the hand-written
     kernel and PyTorch, interleaved, ``args.rounds`` rounds; the figures go into ``out``."""
-    from codegen.handwritten import hand_program
     from codegen.worker import WorkerPool
     from experiments.baselines import conv_inputs, conv_reference, torch_available, torch_conv_fn
+    from experiments.handwritten import hand_program
 
     warn = out["warnings"]
     short, tuning_text = out["best"].split("; ", 1)
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="no exploration: time again the kernels an earlier run's --json "
                     "found (its shapes; --rounds rounds), e.g. where that run was noisy")
     args = ap.parse_args(argv)
-    from ir.programs import vgg16_layer
+    from experiments.vgg16 import vgg16_layer
 
     layers = parse_shapes(args.shapes) if args.shapes else \
         [vgg16_layer(n) for n in args.layers.split(",") if n]

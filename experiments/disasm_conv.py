@@ -87,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from codegen.runner import Runner
-    from ir.programs import gpgpu20_conv_pipeline, vgg16_layer
-    from mapper.candidates import conv_stage_mappings, lower_pipeline, paper_like_tuning
+    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
+    from ir.programs import gpgpu20_conv_pipeline
+    from mapper.candidates import lower_pipeline
 
     layer = vgg16_layer(args.layer)
     tuning = paper_like_tuning(layer, v=args.v or 1)

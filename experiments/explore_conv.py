@@ -17,8 +17,8 @@ import argparse
 import time
 
 from codegen.worker import WorkerPool
-from ir.programs import ConvLayer, vgg16_layer
-from mapper.candidates import paper_like_tuning
+from experiments.vgg16 import paper_like_tuning, vgg16_layer
+from ir.programs import ConvLayer
 from mapper.explore import Task, explore
 from mapper.explore.record import short_mapping
 

@@ -34,8 +34,8 @@ from typing import Any
 def measure_baseline(layer, task, args: argparse.Namespace) -> dict[str, Any]:
     """The hand-written register-tiled OpenCL kernel on the task's data (a worker run);
     ``ValueError`` when no register tile fits the layer."""
-    from codegen.handwritten import hand_program
     from codegen.worker import WorkerPool
+    from experiments.handwritten import hand_program
 
     prog, label = hand_program(layer)
     with WorkerPool(args.device) as pool:

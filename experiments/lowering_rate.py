@@ -22,8 +22,9 @@ import time
 
 from codegen.errors import LoweringError
 from codegen.target import DeviceDescriptionError, resolve
+from experiments.vgg16 import vgg16_layer
 from ir.errors import ConstraintViolation
-from ir.programs import gpgpu20_conv_pipeline, vgg16_layer
+from ir.programs import gpgpu20_conv_pipeline
 from mapper.candidates import lower_candidate
 from mapper.tuning import JointSpace
 

@@ -77,7 +77,7 @@ def first_n_reaching(curve: Sequence[tuple[int, float]], target: float) -> int |
 
 def parse_layer_spec(layer: str, scale: int):
     """VGG-16 layer ``layer`` with H and W divided by ``scale`` -> ``ConvLayer``."""
-    from mapper.explore.task import parse_layer
+    from experiments.vgg16 import parse_layer
 
     if scale < 1:
         raise ExperimentError(f"--scale must be a positive integer, got {scale}")
@@ -134,7 +134,7 @@ def conv_task(layer, *, fusion: str = "always", heuristics: bool = True,
 def hand_mapping(task) -> dict[str, int]:
     """The paper's hand mapping of the partial stage, valid under the task's fusion rule
     (the maps it does not name sequential or fused)."""
-    from ir.programs import PAPER_HAND_MAPPING
+    from experiments.vgg16 import PAPER_HAND_MAPPING
     from mapper.candidates import first_mapping
 
     return first_mapping(task.program, PAPER_HAND_MAPPING, fusion=task.fusion)

@@ -25,8 +25,9 @@ import time
 def main(argv: list[str] | None = None) -> int:
     from codegen.worker import WorkerPool
     from experiments.machine import cpu_model
+    from experiments.vgg16 import parse_layer
     from mapper.encoding import MapCodes
-    from mapper.explore import Task, parse_layer
+    from mapper.explore import Task
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", required=True, help="the store written by mapper explore conv")

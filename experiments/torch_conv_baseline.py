@@ -10,7 +10,7 @@ import argparse
 import statistics
 import time
 
-from ir.programs import vgg16_layer
+from experiments.vgg16 import vgg16_layer
 
 
 def main() -> None:

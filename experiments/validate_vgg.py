@@ -16,13 +16,9 @@ import time
 import numpy as np
 
 from codegen.worker import WorkerPool
-from ir.programs import gpgpu20_conv_pipeline, vgg16_layer
-from mapper.candidates import (
-    conv_stage_mappings,
-    lower_pipeline,
-    paper_like_tuning,
-    reduction_tolerance,
-)
+from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
+from ir.programs import gpgpu20_conv_pipeline
+from mapper.candidates import lower_pipeline, reduction_tolerance
 
 
 def numpy_conv(x, w, layer) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Example programs from the two papers, and the VGG-16 layer table.
+"""Example programs from the two papers, and convolution layer shapes.
 
 Every builder returns a fresh program (new map uids) with symbolic sizes.
 Maps are free (plain ``map``) unless the name says otherwise: choosing their
@@ -543,7 +543,7 @@ def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mappin
     return prev
 
 
-# ------------------------------------------------------------------------- VGG-16
+# ------------------------------------------------------------- convolution layers
 
 
 class ConvShapeError(LiftmapError, ValueError):
@@ -611,32 +611,6 @@ class ConvLayer:
         return {"H": self.H, "W": self.W, "C": self.C, "M": self.M, "K": self.K,
                 "S": self.S, "P": self.P}
 
-
-# GPGPU'20 Table 3: the nine unique VGG-16 convolution layer configurations.
-VGG16_LAYERS: tuple[ConvLayer, ...] = (
-    ConvLayer("0", 3, 224, 224, 64),
-    ConvLayer("2", 64, 224, 224, 64),
-    ConvLayer("5", 64, 112, 112, 128),
-    ConvLayer("7", 128, 112, 112, 128),
-    ConvLayer("10", 128, 56, 56, 256),
-    ConvLayer("12,14", 256, 56, 56, 256),
-    ConvLayer("17", 256, 28, 28, 512),
-    ConvLayer("19,21", 512, 28, 28, 512),
-    ConvLayer("24,26,28", 512, 14, 14, 512),
-)
-
-
-def vgg16_layer(name: str) -> ConvLayer:
-    """A VGG-16 layer by its number, e.g. ``vgg16_layer("19")``."""
-    for layer in VGG16_LAYERS:
-        if name == layer.name or name in layer.name.split(","):
-            return layer
-    raise KeyError(f"no VGG-16 layer {name!r}; layers: {[la.name for la in VGG16_LAYERS]}")
-
-
-# Hand-picked tuning values of GPGPU'20 Table 4 (layer 7) and the paper's hand mapping.
-PAPER_TUNING_LAYER7 = {"theta": 5, "kappa": 4, "sigma": 3, "omega": 144, "rho": 11, "v": 4}
-PAPER_HAND_MAPPING = {"T": "mapWrg(1)", "G": "mapWrg(0)", "W": "mapLcl(1)", "C": "mapLcl(0)"}
 
 PROGRAMS = {
     "cc22_listing1": cc22_listing1,

@@ -8,7 +8,7 @@ worker, not the caller.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from codegen.program import Buffer, CompiledProgram, Kernel
@@ -99,42 +99,18 @@ def first_mapping(program: Node, fixed: Mapping[str, str | int], *,
     raise InvalidMappingError(f"no valid mapping with {dict(fixed)} and the other maps sequential")
 
 
-def conv_stage_mappings(pipeline: Pipeline) -> dict[str, dict[str, int]]:
-    """The GPGPU'20 hand mapping for the partial convolution (mapWrg(1), mapWrg(0), mapLcl(1),
-    mapLcl(0), inner maps sequential); the copy and sum stages map their three outer maps to
-    mapGlb(2), mapGlb(1), mapGlb(0), inner maps sequential."""
-    from ir.programs import PAPER_HAND_MAPPING
-
+def default_stage_mappings(pipeline: Pipeline, *, skip: Collection[str] = ()
+                           ) -> dict[str, dict[str, int]]:
+    """A mapping for each stage of ``pipeline`` not in ``skip``, as the library maps the
+    stages it does not explore: the stage's outermost maps (up to three) to mapGlb(2),
+    mapGlb(1), mapGlb(0) in that order, the other maps sequential."""
     out = {}
     for st in pipeline.stages:
-        if st.name == "partial":
-            fixed = dict(PAPER_HAND_MAPPING)
-        else:
-            labels = problem(st.program, fusion="free").labels
-            fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
+        if st.name in skip:
+            continue
+        labels = problem(st.program, fusion="free").labels
+        fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
         out[st.name] = first_mapping(st.program, fixed)
     return out
-
-
-def paper_like_tuning(layer, theta: int = 5, v: int = 1) -> dict[str, int]:
-    """Tuning values in the spirit of GPGPU'20 Table 4 for any layer: the paper's values for
-    layer 7, else tile ``theta``, the smallest padding ``rho`` that makes the tiles fit,
-    ``kappa`` in (4, 2, 1) dividing M, ``sigma`` in (3, 2, 1) dividing the windows per tile,
-    ``omega`` the largest divisor of C*K*K up to 144 (and a multiple of ``v``)."""
-    from ir.programs import PAPER_TUNING_LAYER7
-
-    if (layer.C, layer.H, layer.W, layer.M, layer.K, layer.S, layer.P) == \
-            (128, 112, 112, 128, 3, 1, 1):
-        return {**PAPER_TUNING_LAYER7, "v": v}
-    ts = theta - (layer.K - layer.S)
-    rho = next(r for r in range(0, 10 * ts + 1)
-               if (layer.H + 2 * layer.P + r - theta) % ts == 0
-               and (layer.W + 2 * layer.P + r - theta) % ts == 0)
-    n_wt = (theta - layer.K) // layer.S + 1
-    ws = layer.C * layer.K * layer.K
-    kappa = next(k for k in (4, 2, 1) if layer.M % k == 0)
-    sigma = next(s for s in (3, 2, 1) if (n_wt * n_wt) % s == 0)
-    omega = max(d for d in range(v, 145, v) if ws % d == 0)
-    return {"theta": theta, "rho": rho, "kappa": kappa, "sigma": sigma, "omega": omega, "v": v}
 
 

@@ -21,6 +21,7 @@ from codegen import errors
 from codegen.lower import lower
 from codegen.program import DTYPES, CompiledProgram
 from codegen.target import POCL_CPU, Device
+from experiments.vgg16 import PAPER_HAND_MAPPING
 from ir.builders import (
     add,
     as_scalar,
@@ -43,7 +44,6 @@ from ir.builders import (
 from ir.interp import evaluate
 from ir.nodes import FunCall, Join, Lambda, Map, Split, ToMem, UserFun, maps_in, rebuild, replace
 from ir.programs import (
-    PAPER_HAND_MAPPING,
     ConvLayer,
     cc22_listing1,
     cc22_listing3,

@@ -21,13 +21,9 @@ from conv_reference import conv2d_hwc
 from codegen.launch import fit_private_local_size
 from codegen.target import POCL_CPU
 from codegen.worker import WorkerPool
-from ir.programs import VGG16_LAYERS, ConvLayer, gpgpu20_conv_pipeline
-from mapper.candidates import (
-    conv_stage_mappings,
-    lower_pipeline,
-    paper_like_tuning,
-    reduction_tolerance,
-)
+from experiments.vgg16 import VGG16_LAYERS, conv_stage_mappings, paper_like_tuning
+from ir.programs import ConvLayer, gpgpu20_conv_pipeline
+from mapper.candidates import lower_pipeline, reduction_tolerance
 
 
 def _layer(name: str) -> ConvLayer:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from experiments.vgg16 import VGG16_LAYERS, parse_layer
 from ir.errors import LiftmapError
-from ir.programs import VGG16_LAYERS, ConvLayer, ConvShapeError
-from mapper.explore.task import parse_layer
+from ir.programs import ConvLayer, ConvShapeError
 
 
 @pytest.mark.parametrize("sizes, out", [

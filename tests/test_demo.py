@@ -36,8 +36,8 @@ def test_demo_quick_runs_the_hand_mapped_convolution_ok():
 
 def test_demo_exits_nonzero_when_the_hand_mapping_is_refused(monkeypatch):
     """A refusal of a candidate the paper runs is a failure of the main job."""
-    import mapper.candidates as mc
-    from mapper.demo import run_demo
+    import experiments.vgg16 as mc
+    from experiments.demo import run_demo
 
     real = mc.paper_like_tuning
 

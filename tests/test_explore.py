@@ -394,7 +394,7 @@ def test_joint_space_and_task_with_heuristics_off():
 
 @pytest.fixture(scope="module")
 def conv_task():
-    from mapper.explore import parse_layer
+    from experiments.vgg16 import parse_layer
 
     return Task.conv_layer(parse_layer("19/8"))
 

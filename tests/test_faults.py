@@ -540,7 +540,7 @@ def _hang_program():
 
 
 def _vadd():
-    from codegen.handwritten import vector_add_program
+    from experiments.handwritten import vector_add_program
 
     return vector_add_program(64)
 

@@ -263,15 +263,38 @@ def test_nothing_in_the_library_imports_the_command_line() -> None:
     assert not users, f"library modules import mapper.cli: {users}"
 
 
+def _library_files() -> list[Path]:
+    """Every source file of the library: its four packages without the command line."""
+    return [path for pkg in ("ir", "constraints", "codegen", "mapper")
+            for path in sorted((ROOT / pkg).rglob("*.py"))
+            if (ROOT / "mapper" / "cli") not in path.parents]
+
+
 def test_the_library_never_imports_the_experiments() -> None:
     """experiments/ reproduces the papers with the library's public API; no module of the
-    library reaches into it (an import anywhere in a module, not only at its top)."""
+    library reaches into it (an import anywhere in a module, not only at its top). The
+    command line sits above both (``mapper demo``, ``--layer``), and experiments/ never
+    imports the command line."""
     pattern = re.compile(r"^\s*(from|import)\s+experiments\b", re.MULTILINE)
-    users = sorted(str(path.relative_to(ROOT))
-                   for pkg in ("ir", "constraints", "codegen", "mapper")
-                   for path in (ROOT / pkg).rglob("*.py")
+    users = sorted(str(path.relative_to(ROOT)) for path in _library_files()
                    if pattern.search(path.read_text(encoding="utf-8")))
     assert not users, f"library modules import experiments: {users}"
+    cli = re.compile(r"^\s*(from|import)\s+mapper\.cli\b|^\s*from\s+mapper\s+import\s+cli\b",
+                     re.MULTILINE)
+    users = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "experiments").rglob("*.py")
+                   if cli.search(path.read_text(encoding="utf-8")))
+    assert not users, f"experiments import the command line: {users}"
+
+
+def test_nothing_paper_specific_in_the_library() -> None:
+    """VGG-16's layers, the papers' hand mapping and tuning, the hand-written kernels and
+    argument parsing live in experiments/ and the command line, not in the library."""
+    pattern = re.compile(r"vgg|hand[ -_]?mapping|paper_like|PAPER_|handwritten|argparse",
+                         re.IGNORECASE)
+    hits = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for path in _library_files()
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if pattern.search(line)]
+    assert not hits, "paper-specific names in the library:\n" + "\n".join(hits)
 
 
 def test_the_mapping_rules_do_not_depend_on_the_lowering() -> None:

@@ -8,8 +8,9 @@ import os
 
 import pytest
 
+from experiments.vgg16 import parse_layer
 from mapper.api import problem
-from mapper.explore import Task, parse_layer
+from mapper.explore import Task
 from mapper.explore.prior import feature_values, work
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

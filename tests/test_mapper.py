@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from witness import brute_force_solutions, product_size
 
+from experiments.vgg16 import PAPER_HAND_MAPPING
 from ir.interp import evaluate
 from ir.programs import (
-    PAPER_HAND_MAPPING,
     cc22_listing1,
     cc22_listing3,
     conv_final_stage,

@@ -6,18 +6,16 @@ import numpy as np
 import pytest
 from conv_reference import conv2d_hwc
 
+from experiments.vgg16 import PAPER_TUNING_LAYER7, VGG16_LAYERS, vgg16_layer
 from ir.errors import ConstraintViolation
 from ir.interp import evaluate
 from ir.programs import (
-    PAPER_TUNING_LAYER7,
-    VGG16_LAYERS,
     ConvLayer,
     conv_partial_stage,
     gpgpu20_conv_highlevel,
     gpgpu20_conv_pipeline,
     gpgpu20_stencil2d,
     run_pipeline,
-    vgg16_layer,
 )
 from ir.typecheck import typecheck
 

@@ -22,7 +22,11 @@ from codegen.device import (
     parse_spec,
     select_device,
 )
-from codegen.handwritten import (
+from codegen.oclgrind import check_with_oclgrind, oclgrind_available, parse_oclgrind_log
+from codegen.program import Buffer, CompiledProgram, Kernel, Outcome
+from codegen.runner import Runner, check_launch, compare, source_hash
+from codegen.worker import WorkerPool, data_token
+from experiments.handwritten import (
     conv_inputs,
     conv_reference,
     local_tiled_conv_program,
@@ -30,10 +34,6 @@ from codegen.handwritten import (
     register_tiled_conv_program,
     vector_add_program,
 )
-from codegen.oclgrind import check_with_oclgrind, oclgrind_available, parse_oclgrind_log
-from codegen.program import Buffer, CompiledProgram, Kernel, Outcome
-from codegen.runner import Runner, check_launch, compare, source_hash
-from codegen.worker import WorkerPool, data_token
 from ir.programs import ConvLayer
 
 pytestmark = pytest.mark.opencl
@@ -407,8 +407,9 @@ def test_pool_on_missing_device_raises_setup_error():
 @pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 def test_generated_conv_pipeline_end_to_end(pool):
     """The lowering's GPGPU'20 pipeline (hand mapping), lowered inside a worker."""
+    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
     from ir.programs import gpgpu20_conv_pipeline
-    from mapper.candidates import conv_stage_mappings, lower_pipeline, paper_like_tuning
+    from mapper.candidates import lower_pipeline
 
     layer = ConvLayer("tiny", 4, 8, 8, 8)
     pipe = gpgpu20_conv_pipeline()

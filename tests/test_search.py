@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from mapper.explore import Task, explore, parse_layer
+from experiments.vgg16 import parse_layer
+from mapper.explore import Task, explore
 from mapper.explore.prior import prior_score
 from mapper.explore.strategies import Candidate, make_strategy
 from mapper.tuning import infer_tuning

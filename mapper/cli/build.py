@@ -200,6 +200,6 @@ def cmd_repl(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from mapper.demo import run_demo
+    from experiments.demo import run_demo
 
     return run_demo(console, quick=args.quick)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,7 +20,7 @@ def _explore_tasks(args) -> dict:
     """The tasks of ``mapper explore`` by variant name: a ``.lift`` file's (one, named
     ``program``), or ``conv``'s (the GPGPU'20 convolution pipeline on ``--layer`` or
     ``--sizes``, one task per ``--vectorise`` variant)."""
-    from mapper.explore import Task, parse_layer
+    from mapper.explore import Task
 
     if args.file == "conv":
         if args.sizes:
@@ -38,17 +39,21 @@ def _explore_tasks(args) -> dict:
             if missing:
                 raise CliError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
                                f"--layer, e.g. --layer 19/2; missing {', '.join(missing)}")
-            layer = ConvLayer("custom", s["C"], s["H"], s["W"], s["M"], s.get("K", 3),
-                              s.get("S", 1), s.get("P", 1))
+            k, st, pad = s.get("K", 3), s.get("S", 1), s.get("P", 1)
+            layer = ConvLayer(f"{s['C']}x{s['H']}x{s['W']}-M{s['M']}-K{k}-S{st}-P{pad}",
+                              s["C"], s["H"], s["W"], s["M"], k, st, pad)
         else:
             text = args.layer or "19/2"
             if not re.fullmatch(r"\w+(/[0-9]{1,4})?", text):
                 raise CliError(f"--layer {text!r}: give a VGG-16 layer and an optional scale, "
                                "e.g. 19 or 19/2")
+            from experiments.vgg16 import parse_layer
+
             try:
                 layer = parse_layer(text)
             except ValueError as e:  # parse_layer's own message (an unknown layer name)
                 raise CliError(f"--layer {text!r}: {e}") from None
+            layer = dataclasses.replace(layer, name=f"vgg16-{layer.name}")
         if args.flops is not None:
             raise CliError("--flops goes with a .lift program (conv counts its own FLOPs)")
         names = _conv_variant_names(args)

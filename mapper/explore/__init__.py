@@ -28,12 +28,12 @@ from mapper.explore.strategies import (
     make_strategy,
     register,
 )
-from mapper.explore.task import Task, conv_reference, parse_layer
+from mapper.explore.task import Task, conv_reference
 
 __all__ = [
     "Budget", "BudgetError", "Results", "explore", "parse_budget", "Context", "ResultStore",
     "StoreError", "StoreMismatchError", "candidate_key", "STRATEGIES", "Candidate",
     "Strategy", "StrategyError", "get_strategy", "make_strategy", "register", "Task",
-    "conv_reference", "parse_layer", "Comparison", "compare", "replay", "Record", "Retimed",
+    "conv_reference", "Comparison", "compare", "replay", "Record", "Retimed",
     "Tuning",
 ]

@@ -319,7 +319,7 @@ def kernel_tuner_name(name: str) -> str:
     """``name`` as a cache's ``kernel_name`` Kernel Tuner 1.5 can load: it compiles the name
     into a regular expression (``util.check_argument_list``) and compares it with the
     cache's, so a regex metacharacter (``[``, ``(``, ``*``...: a store of a run with options,
-    ``conv:vgg16-19,21/8 [fusion-always-heuristics-on]``) becomes ``_``. Reading a cache
+    ``conv:19,21/8 [fusion-always-heuristics-on]``) becomes ``_``. Reading a cache
     back takes the name from the liftmap document, not from this field."""
     return re.sub(r"[\\\[\](){}*+?|^$]", "_", name)
 

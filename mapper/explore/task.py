@@ -17,7 +17,7 @@ import numpy as np
 from codegen.program import CompiledProgram
 from codegen.target import Device
 from mapper.data import conv2d_reference
-from mapper.errors import ConfigurationError, InputError
+from mapper.errors import InputError
 from mapper.explore.store import content_hash
 from mapper.tuning import JointSpace
 
@@ -181,17 +181,18 @@ class Task:
                       fusion: str = "always", heuristics: bool = True,
                       name: str | None = None) -> Task:
         """One stage of a ``Pipeline`` explored, the other stages with fixed mappings
-        (default: ``mapper.candidates.conv_stage_mappings``). ``fusion`` and ``heuristics``
+        (default: ``mapper.candidates.default_stage_mappings``). ``fusion`` and ``heuristics``
         set the rules of the explored stage's space."""
         from ir.syntax import print_program
         from mapper.api import problem
-        from mapper.candidates import conv_stage_mappings, reduction_tolerance
+        from mapper.candidates import default_stage_mappings, reduction_tolerance
 
         if stage is None:
             stage = max(pipeline.stages,
                         key=lambda s: len(problem(s.program, fusion=fusion).labels)).name
         st = pipeline.stage(stage)
-        maps = {k: dict(v) for k, v in (stage_mappings or conv_stage_mappings(pipeline)).items()}
+        maps = {k: dict(v) for k, v in
+                (stage_mappings or default_stage_mappings(pipeline, skip=(stage,))).items()}
         text = "\n".join(f"# stage {s.name} {s.sources}"
                          + ("" if s.name == stage else f" mapping {sorted(maps[s.name].items())}")
                          + "\n" + print_program(s.program) for s in pipeline.stages)
@@ -207,7 +208,7 @@ class Task:
                    coalesce: bool = False, vectorise: str = "window") -> Task:
         """The GPGPU'20 convolution pipeline on a ``ConvLayer``: random data, a float64
         numpy reference, the partial-convolution stage explored under ``fusion`` and
-        ``heuristics``. ``name`` defaults to ``conv:vgg16-<layer>``. ``coalesce`` picks the
+        ``heuristics``. ``name`` defaults to ``conv:<layer's name>``. ``coalesce`` picks the
         partial stage's layout (``ir.programs.conv_partial_stage``): False (the default)
         gives each work-item contiguous chunks, what a CPU device wants; True is the
         paper's GPU layout (consecutive work-items read consecutive vectors).
@@ -231,7 +232,7 @@ class Task:
             gpgpu20_conv_pipeline(coalesce, vectorise), sizes, stage="partial",
             inputs={"inputData": x, "kernelsWeights": w}, reference=ref,
             flops=layer.flops, max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
-            name=name or f"conv:vgg16-{layer.name}" + ("" if not coalesce else ":coalesced")
+            name=name or f"conv:{layer.name}" + ("" if not coalesce else ":coalesced")
             + ("" if vectorise == "window" else f":{vectorise}"))
 
 
@@ -260,21 +261,3 @@ def conv_reference(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:
     """A direct float64 convolution of ``layer`` (HWC input, MKKC weights) -> float32
     (H', W', M): ``mapper.data.conv2d_reference`` with the layer's stride and padding."""
     return conv2d_reference(x, w, layer.S, layer.P)
-
-
-def parse_layer(text: str):
-    """``"19"`` or ``"19/2"`` (a VGG-16 layer, H and W divided by 2) -> ``ConvLayer``."""
-    from ir.programs import ConvLayer, vgg16_layer
-
-    name, _, scale = text.partition("/")
-    try:
-        base = vgg16_layer(name)
-    except KeyError as e:
-        raise ConfigurationError(str(e).strip("'\"")) from None
-    k = int(scale) if scale else 1
-    if k < 1:
-        raise ConfigurationError(f"the layer scale must be >= 1, got {k}")
-    if k == 1:
-        return base
-    return ConvLayer(f"{base.name}/{k}", base.C, base.H // k, base.W // k, base.M, base.K,
-                     base.S, base.P)

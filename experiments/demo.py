@@ -83,6 +83,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     from contextlib import nullcontext
 
     from codegen.target import Device
+    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
     from ir.interp import evaluate
     from ir.programs import (
         ConvLayer,
@@ -91,12 +92,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         gpgpu20_conv_pipeline,
     )
     from mapper.api import problem
-    from mapper.candidates import (
-        conv_stage_mappings,
-        lower_pipeline,
-        paper_like_tuning,
-        reduction_tolerance,
-    )
+    from mapper.candidates import lower_pipeline, reduction_tolerance
     from mapper.explore.task import conv_variants
     from mapper.explore.variants import explore_variants
 
@@ -218,7 +214,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             + " ".join(f"{k}={v}" for k, v in cpu_tuning.items()), o, required=True)
         # the hand-written register-tiled kernel, and the library's default search (the
         # model strategy: prior, learned model, local search, early cut) for a short time
-        from codegen.handwritten import hand_program
+        from experiments.handwritten import hand_program
 
         try:
             hprog, hlabel = hand_program(layer)
