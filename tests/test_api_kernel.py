@@ -48,6 +48,7 @@ def listing3():
     return problem(LISTING3)
 
 
+@pytest.mark.slow
 def test_build_and_run_gives_a_typed_result(listing3):
     k = listing3.build("A=W0 B=L0 C=L0 D=S", SIZES3)
     assert isinstance(k, CompiledKernel)
@@ -129,6 +130,7 @@ def test_a_description_builds_but_does_not_run():
         k.run()
 
 
+@pytest.mark.slow
 def test_run_no_heuristics_runs_what_only_heuristics_reject():
     heur = {str(m) for m in problem(LISTING3).enumerate()}
     only = next(m for m in problem(LISTING3, heuristics=False).enumerate()
@@ -143,6 +145,7 @@ def test_run_no_heuristics_runs_what_only_heuristics_reject():
     assert doc["ok"] and doc["heuristics"] is False and doc["gflops"] > 0
 
 
+@pytest.mark.slow
 def test_show_source_is_raw_and_compiles(tmp_path):
     out = _cli("run", LISTING3, "--mapping", "A=W0 B=L0 C=L0 D=S", "--sizes",
                "N=4096,s0=64,s1=4", "--show-source", "--source-out",

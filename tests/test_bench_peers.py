@@ -94,6 +94,7 @@ def test_a_small_store_end_to_end(tmp_path, capsys) -> None:
     assert "(held-out): 12 candidates" in printed and "crash 2" in printed
 
 
+@pytest.mark.slow
 def test_replay_transfers_only_when_asked_and_never_from_the_store_itself() -> None:
     from mapper.explore.knowledge import Knowledge, from_store, read_rows
     from mapper.explore.replay import load_space

@@ -357,6 +357,7 @@ def test_random_models_backends_agree(model, data):
         assert any(order != base for order in seeded)
 
 
+@pytest.mark.slow
 @RANDOM
 @given(models(), st.data())
 def test_random_unsat_cores_are_minimal(model, data):

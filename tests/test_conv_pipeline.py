@@ -110,6 +110,7 @@ def test_the_crop_is_left_out_where_the_tiles_cover_the_output():
     assert any(n.startswith("crop") for n in names), names
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 @pytest.mark.parametrize("rho", [0, 2])
 def test_pipeline_with_and_without_the_crop_computes_the_layer(pool, rho):

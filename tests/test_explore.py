@@ -217,6 +217,7 @@ def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
         explore(L3, {"N": 2048}, strategy="solver", budget=1, store=path, pool=pool)
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 def test_explore_manual_exhausts_and_records_failures(tmp_path, pool):
     # s0 fixed: only s1 (a divisor of s0) is tuned; every configuration once, all stored
@@ -283,6 +284,7 @@ def _cli(capsys, *argv):
     return rc, out.out, out.err
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 def test_cli_explore_and_results(tmp_path, capsys):
     store = str(tmp_path / "c.sqlite")

@@ -112,6 +112,7 @@ def test_an_exploration_over_a_store_replays_its_candidates(stored, task, outcom
 
 @pytest.mark.parametrize("workers, given, batch", [(1, None, None), (8, None, "8"),
                                                    (8, 3, "3")])
+@pytest.mark.slow
 def test_the_model_proposes_a_batch_per_round_of_the_devices(task, outcomes, workers, given,
                                                              batch):
     """With more candidates in flight than the model's default batch (5), one refit

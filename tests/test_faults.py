@@ -184,6 +184,7 @@ def test_sigkill_three_times_then_resume_loses_and_changes_nothing(tmp_path):
     assert [r["state"] for r in json.loads(out)["runs"]] == ["interrupted"] * 3 + ["finished"]
 
 
+@pytest.mark.slow
 def test_two_explorations_write_one_store_at_once(tmp_path):
     path = str(tmp_path / "two.sqlite")
     procs = [_driver(path, seed=seed, budget=60, delay=0.01) for seed in (1, 2)]

@@ -77,6 +77,7 @@ def test_dataset_values_and_first_n_reaching():
 # ------------------------------------------------- figures from the committed store
 
 
+@pytest.mark.slow
 def test_figures_from_the_committed_stores(stores, tmp_path, capsys):
     out = tmp_path / "figs"
     (stores / "lowering-rate.csv").write_text(

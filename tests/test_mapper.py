@@ -237,6 +237,7 @@ def test_three_witnesses_on_random_programs(chunk):
         assert cp == z3s == brute, (seed, str(pr.tree.render()))
 
 
+@pytest.mark.slow
 def test_random_programs_evaluate_under_every_mapping():
     """Applying any valid mapping keeps the meaning (interpreter witness)."""
     for seed in range(30):

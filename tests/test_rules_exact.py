@@ -315,6 +315,7 @@ def test_transposed_and_nested_readers_of_their_own_elements():
         q, "A=S B=S C=W0 D=G1 G=W1 H=S E=S F=S", fusion="free", heuristics=False)}
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 def test_transposed_and_nested_readers_run_correctly():
     _runs(cc22_listing1(), TRANSPOSED_OWN[0], ({"I": 4, "J": 8, "K": 8}, {"I": 3, "J": 5, "K": 6}))

@@ -352,6 +352,7 @@ def test_shipped_knowledge_is_readable():
 # ------------------------------------------------------------------ re-timing
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
     path = tmp_path / "r.sqlite"

@@ -152,6 +152,7 @@ def small_spaces(draw: st.DrawFn) -> tuple[dict, list[str]]:
     return params, restrictions
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_spaces(), st.integers(1, 64))
 def test_random_spaces_equal_brute_force(case: tuple[dict, list[str]], chunk: int) -> None:

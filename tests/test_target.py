@@ -64,6 +64,7 @@ def test_lowering_uses_the_device_it_is_given():
         lower(low, sizes, device=small, local_sizes={0: 256})
 
 
+@pytest.mark.slow
 def test_spaces_differ_by_device_and_record_it():
     """The private-memory budget of the device decides the private tile sizes admitted."""
     prog = cc22_listing3(private=True)

@@ -43,6 +43,7 @@ def test_a_budget_too_small_to_probe_explores_the_first_variant(pool):
     assert vr.results.considered == 5 and vr.summary() == ""
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 def test_each_variant_is_probed_then_the_fastest_resumed(pool, tmp_path):
     phases = []
