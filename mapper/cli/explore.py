@@ -171,7 +171,9 @@ def cmd_explore(args) -> int:
 
         def on_phase(name: str, phase: str) -> None:
             if len(tasks) > 1 and args.verbose:
-                sys.stderr.write(f"{phase} {name}: {paths[name]}\n")
+                where = "timing the probes' best kernels again, interleaved" \
+                    if phase == "compare" else paths[name]
+                sys.stderr.write(f"{phase} {name}: {where}\n")
                 sys.stderr.flush()
 
         if dash_console is not None:

@@ -89,10 +89,14 @@ def summary_json(res: Results, *, file: str, store: str) -> dict[str, Any]:
 
 def variants_json(vr: Any) -> list[dict[str, Any]]:
     """Each variant of a ``mapper.explore.variants.VariantsResults``: its store, and its
-    probe's candidates, outcome and best (empty when no variant was probed)."""
+    probe's candidates, outcome and best, and the median seconds of that best timed again
+    beside the other close probes' (null: not timed again; empty when no variant was
+    probed)."""
+    medians = getattr(vr, "probe_medians", {})
     return [{"name": name, "store": vr.stores.get(name), "chosen": name == vr.chosen,
              "probe_candidates": r.considered, "probe_stopped_by": r.stopped_by,
-             "probe_best": r.best.to_json() if r.best is not None else None}
+             "probe_best": r.best.to_json() if r.best is not None else None,
+             "probe_retimed_median_s": medians.get(name)}
             for name, r in vr.probes.items()]
 
 

@@ -5,18 +5,25 @@ with its own joint space and results store.
 Each variant is probed first: its strategy's first ``probe`` proposals (the ``model``
 strategy's initial design, ranked by the analytic prior and the transferred knowledge) are
 evaluated, the later variants' early cut measuring against the fastest kernel found so far.
-The variant with the fastest probe then gets the rest of the budget: its exploration
-resumes from its store (same seed, so the probe's candidates come back from the store and
-the strategy goes on where the probe stopped). A budget too small to probe every variant
-explores the first one only; where the probes leave too little time to start again, the
-fastest probe is the answer.
+Where the probes are close (the runner-up's best within ``CLOSE`` times the fastest), one
+measurement each does not decide: the probes' best kernels are timed again, interleaved
+(``ROUNDS`` rounds of ``repeats`` runs: variant a, variant b, a, b, ...), and the lowest
+median wins; a single lucky first measurement on a noisy machine picked the slower variant
+before. The variant with the fastest probe then gets the rest of the budget: its
+exploration resumes from its store (same seed, so the probe's candidates come back from the
+store and the strategy goes on where the probe stopped). A budget too small to probe every
+variant explores the first one only; where the probes leave too little time to start
+again, the fastest probe is the answer. Every phase shares one worker pool (the options'
+pool, or one started here).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +33,8 @@ from mapper.explore.store import ResultStore
 
 PROBE = 8  # evaluations per variant: the model strategy's initial design
 MIN_PROBE_SECONDS = 120.0  # a time budget under this explores the first variant only
+CLOSE = 1.5  # probes whose best kernels are within this factor are timed again
+ROUNDS = 3  # interleaved rounds of that re-timing
 
 
 @dataclass
@@ -37,6 +46,8 @@ class VariantsResults:
     results: Results
     probes: dict[str, Results] = field(default_factory=dict)
     stores: dict[str, str | None] = field(default_factory=dict)
+    # the close probes' best kernels timed again, interleaved: variant -> median seconds
+    probe_medians: dict[str, float] = field(default_factory=dict)
 
     def probe_best(self) -> dict[str, Record | None]:
         """Each probed variant's fastest ``ok`` candidate (None: none ran ok)."""
@@ -50,6 +61,8 @@ class VariantsResults:
         for name, b in self.probe_best().items():
             perf = f"{b.gflops:.3g} GFLOP/s" if b is not None and b.gflops else \
                 ("ok" if b is not None else "nothing ran ok")
+            if name in self.probe_medians:
+                perf += f" (re-timed median {self.probe_medians[name] * 1e3:.3g} ms)"
             parts.append(f"{name} {perf}")
         return (f"variants probed ({PROBE} candidates each at most): {', '.join(parts)}; "
                 f"explored {self.chosen}")
@@ -76,6 +89,43 @@ def _fastest(probes: Mapping[str, Results]) -> str | None:
     return None if best is None else best[1]
 
 
+def _close(probes: Mapping[str, Results]) -> list[str]:
+    """The variants whose probe's best kernel is within ``CLOSE`` times the fastest one
+    (with the fastest), in the probes' order; fewer than two: nothing to decide."""
+    times = {n: r.best.time_s for n, r in probes.items()
+             if r.best is not None and r.best.time_s}
+    if len(times) < 2:
+        return []
+    fastest = min(times.values())
+    close = [n for n, t in times.items() if t <= CLOSE * fastest]
+    return close if len(close) > 1 else []
+
+
+def retime_probes(variants: Mapping[str, Any], probes: Mapping[str, Results], names: list[str],
+                  pool: Any, *, rounds: int = ROUNDS, repeats: int = 3,
+                  timeout_s: float = 30.0) -> dict[str, float]:
+    """The best kernel of each of ``names``' probes timed again, interleaved (``rounds``
+    rounds, each variant's kernel ``repeats`` times per round) on ``pool`` (a
+    ``WorkerPool``): variant -> median seconds over every run. A kernel that does not run
+    ok again is left out (it cannot be the answer)."""
+    times: dict[str, list[float]] = {n: [] for n in names}
+    # a pool of several devices (Ray) times every kernel on one of them
+    evaluate = getattr(pool, "evaluate_pinned", pool.evaluate_candidate)
+    for _ in range(rounds):
+        for n in list(times):
+            task, best = variants[n], probes[n].best
+            assert best is not None
+            cand = probes[n].candidates.get(best.key, best)  # as proposed, else as stored
+            o = evaluate(task.lower_fn(cand.mapping, cand.tuning), task.inputs,
+                         task.reference, timeout_s=timeout_s, repeats=repeats,
+                         flops=task.flops, **task.tolerance)
+            if o.status != "ok" or not o.times_s:
+                del times[n]
+                continue
+            times[n] += list(o.times_s)
+    return {n: statistics.median(ts) for n, ts in times.items() if ts}
+
+
 def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget = 100,
                      stores: Mapping[str, str | ResultStore | None] | None = None,
                      probe: int = PROBE,
@@ -84,8 +134,9 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
     """Explores ``variants`` (name -> ``Task``, in order of preference) within
     ``budget``: each is probed with ``probe`` candidates, then the fastest gets the rest
     (see the module docstring). ``stores``: name -> store (path, ``ResultStore`` or None;
-    default: in memory). ``on_phase(name, "probe" | "explore")`` is called as each
-    phase starts. ``options`` go to every :func:`mapper.explore.explore` call."""
+    default: in memory). ``on_phase(name, "probe" | "compare" | "explore")`` is called as
+    each phase starts ("compare": the close probes timed again; ``name`` lists them,
+    comma-separated). ``options`` go to every :func:`mapper.explore.explore` call."""
     if not variants:
         raise ValueError("explore_variants needs at least one variant")
     t0 = time.perf_counter()
@@ -100,6 +151,26 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
             on_phase(names[0], "explore")
         res = explore(variants[names[0]], budget=bud, store=stores.get(names[0]), **options)
         return VariantsResults(names[0], res, {}, {names[0]: paths.get(names[0])})
+    shared = options.get("pool") is None and not options.get("ray")
+    if shared:
+        from codegen.worker import WorkerPool
+
+        pool_cm: Any = WorkerPool(options.get("device"), workers=options.get("workers", 1))
+    else:
+        pool_cm = nullcontext(options.get("pool"))
+    with pool_cm as pool:
+        opts = {**options, "pool": pool} if shared else dict(options)
+        return _probe_then_explore(variants, names, bud, stores, paths, probe, on_phase, t0,
+                                   pool, opts)
+
+
+def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budget,
+                        stores: Mapping[str, Any], paths: dict[str, str | None], probe: int,
+                        on_phase: Callable[[str, str], None] | None, t0: float,
+                        pool: Any, options: dict[str, Any]) -> VariantsResults:
+    """:func:`explore_variants` once its budget allows every probe (``pool``: the worker
+    pool the close probes are timed again on; None on a Ray cluster: the stored times
+    decide)."""
     probes: dict[str, Results] = {}
     known: float | None = None
     for name in names:
@@ -118,10 +189,20 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
         if b is not None and b.run_s:
             known = b.run_s if known is None else min(known, b.run_s)
     chosen = _fastest(probes) or names[0]
+    medians: dict[str, float] = {}
+    close = _close(probes)
+    if close and pool is not None:
+        if on_phase:
+            on_phase(",".join(close), "compare")
+        medians = retime_probes(variants, probes, close, pool,
+                                repeats=options.get("repeats", 3),
+                                timeout_s=options.get("timeout_s", 30.0))
+        if medians:
+            chosen = min(medians, key=lambda n: medians[n])
     if bud.seconds is not None:
         seconds = bud.seconds - (time.perf_counter() - t0)
         if seconds < bud.seconds / (len(names) + 1) / 2:  # too little to start again
-            return VariantsResults(chosen, probes[chosen], probes, paths)
+            return VariantsResults(chosen, probes[chosen], probes, paths, medians)
         left = Budget(seconds=seconds, text=bud.text)
     else:
         assert bud.candidates is not None
@@ -131,4 +212,4 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
         on_phase(chosen, "explore")
     res = explore(variants[chosen], budget=left, store=stores.get(chosen),
                   known_best_s=known, **options)
-    return VariantsResults(chosen, res, probes, paths)
+    return VariantsResults(chosen, res, probes, paths, medians)
