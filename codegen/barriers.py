@@ -346,7 +346,7 @@ def _container_index(container: Loop | None, top: list, child) -> int:
     for i, x in enumerate(body):
         if x is child:
             return i
-    raise ValueError("statement not in its parent")
+    raise ValueError("statement not in its parent")  # builtin: internal invariant, a bug if reached
 
 
 def analyze(stmts: list, cfg: LaunchConfig, map_of: dict,

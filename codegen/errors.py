@@ -49,7 +49,24 @@ if ConstraintViolation.check != Check.ALGORITHMIC_CONSTRAINT:  # ir cannot impor
                       f"not Check.ALGORITHMIC_CONSTRAINT ({Check.ALGORITHMIC_CONSTRAINT!r})")
 
 
-class LoweringError(LiftmapError):
+class CodegenError(LiftmapError):
+    """Base of the code generator's errors: the lowering's (:class:`LoweringError`, a
+    candidate's rejection) and those of a caller misusing the runner, the worker pool or
+    the outcome records (the device's, the build's and the workers' start errors are
+    defined beside them: ``codegen.device``, ``codegen.runner``, ``codegen.worker``)."""
+
+
+class KernelInputError(CodegenError, ValueError):
+    """The inputs given to run a compiled program do not match its inputs: one is missing,
+    or has another number of elements than its buffer."""
+
+
+class InvalidArgumentError(CodegenError, ValueError):
+    """An argument outside the values it accepts: a worker pool's start method, a number of
+    repeats, an outcome's status."""
+
+
+class LoweringError(CodegenError):
     """Base of all lowering errors. ``check`` names the check that failed."""
 
     check: str = Check.LOWERING

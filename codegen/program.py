@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from codegen.errors import InvalidArgumentError
+
 DTYPES = {"float": np.float32, "int": np.int32}
 ITEM_BYTES = {"float": 4, "int": 4}
 
@@ -102,7 +104,7 @@ class Outcome:
 
     def __post_init__(self) -> None:
         if self.status not in OUTCOME_STATUSES:
-            raise ValueError(f"unknown outcome status {self.status!r}")
+            raise InvalidArgumentError(f"unknown outcome status {self.status!r}")
 
     @property
     def label(self) -> str:

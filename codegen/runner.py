@@ -27,6 +27,7 @@ from codegen.device import (
     ensure_pocl_cache_dir,
     select_device,
 )
+from codegen.errors import InvalidArgumentError, KernelInputError
 from codegen.program import DTYPES, CompiledProgram, Outcome
 from ir.errors import LiftmapError
 
@@ -233,10 +234,11 @@ class Runner:
             dt = DTYPES[b.dtype]
             if name in program.inputs:
                 if name not in inputs:
-                    raise ValueError(f"missing input {name!r}; given {sorted(inputs)}")
+                    raise KernelInputError(f"missing input {name!r}; given {sorted(inputs)}")
                 a = np.ascontiguousarray(inputs[name], dtype=dt).reshape(-1)
                 if a.size != b.count:
-                    raise ValueError(f"input {name!r} has {a.size} elements, buffer {b.count}")
+                    raise KernelInputError(
+                        f"input {name!r} has {a.size} elements, buffer {b.count}")
                 bufs[name] = cl.Buffer(self.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
             else:
                 # outputs and temporaries start as NaN (or a sentinel): unwritten elements show
@@ -325,7 +327,7 @@ class Runner:
         for its turn on the device). ``run_budget_s`` bounds the timed repeats of a slow
         candidate (see ``_run_built``); the outcome's ``times_s`` has those taken."""
         if repeats < 1:
-            raise ValueError("evaluate needs repeats >= 1")
+            raise InvalidArgumentError("evaluate needs repeats >= 1")
         cl = self.cl
         h = program_hash(program)
         memory = program.memory_report()

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from codegen.device import ensure_pocl_cache_dir
+from codegen.errors import InvalidArgumentError
 from codegen.program import CompiledProgram, Outcome
 from ir.errors import LiftmapError
 
@@ -357,8 +358,8 @@ class WorkerPool:
                  start_method: str = "spawn", default_timeout_s: float = 60.0,
                  serialise_runs: bool = True):
         if start_method not in ("spawn", "forkserver"):
-            raise ValueError("start_method must be spawn or forkserver (not fork: pyopencl "
-                             "contexts do not survive fork)")
+            raise InvalidArgumentError("start_method must be spawn or forkserver (not fork: "
+                                       "pyopencl contexts do not survive fork)")
         ensure_pocl_cache_dir()  # inherited by the workers: one shared on-disk build cache
         self.spec = device
         self.default_timeout_s = default_timeout_s

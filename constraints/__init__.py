@@ -19,8 +19,12 @@ give one of them the wrong meaning.
 
 from constraints.errors import (
     ConstraintError,
+    ConstraintTypeError,
+    DuplicateNameError,
     EmptyDomainError,
     InvalidAssignmentError,
+    MalformedExpressionError,
+    PredicateTruthError,
     UnknownParameterError,
     UnsatisfiableError,
 )
@@ -49,8 +53,12 @@ from constraints.model import Constraint, Model, Parameter
 
 __all__ = [
     "ConstraintError",
+    "ConstraintTypeError",
+    "DuplicateNameError",
     "EmptyDomainError",
     "InvalidAssignmentError",
+    "MalformedExpressionError",
+    "PredicateTruthError",
     "UnknownParameterError",
     "UnsatisfiableError",
     "FALSE",

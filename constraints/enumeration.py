@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from constraints.errors import (
+    ConstraintTypeError,
     EmptyParameterDomainError,
     LateRestrictionWarning,
     SpaceError,
@@ -118,7 +119,7 @@ class GroupBuilder:
         block_size_names: Sequence[str] = KERNEL_TUNER_BLOCK_SIZE_NAMES,
     ) -> None:
         if not isinstance(params, Mapping):
-            raise TypeError("params must be a mapping from parameter name to domain")
+            raise ConstraintTypeError("params must be a mapping from parameter name to domain")
         if restrictions is None:
             restrictions = []
         elif isinstance(restrictions, (str, Restriction, Expression)) or callable(restrictions):
@@ -292,7 +293,7 @@ class GroupBuilder:
             return restriction_from_callable(r[0], names, self._names, origin)
         if callable(r):
             return restriction_from_callable(r, None, self._names, origin)
-        raise TypeError(
+        raise ConstraintTypeError(
             f"a restriction must be a string, a predicate, a callable, (callable, names), a "
             f"python-constraint constraint object or a Restriction; got {r!r}"
         )

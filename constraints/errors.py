@@ -35,6 +35,28 @@ class InvalidAssignmentError(ConstraintError):
     or gives a parameter a value outside its domain."""
 
 
+class ConstraintTypeError(ConstraintError, TypeError):
+    """A value of the wrong type where the constraint languages, the model or the search
+    space need another: a predicate where a term is needed (or the reverse), a bool, a
+    non-int constant, a name that is not a string, a restriction that is neither a string,
+    a predicate nor a callable. The message names what was expected and what was given."""
+
+
+class PredicateTruthError(ConstraintError, TypeError):
+    """A predicate is used as a Python truth value (``if p``, ``p and q``, a chained
+    comparison): combine predicates with And/Or/Not (``&``, ``|``, ``~``) instead."""
+
+
+class MalformedExpressionError(ConstraintError, ValueError):
+    """An expression node built by hand names an operator, comparison, sign or function the
+    language does not have, or gives one the wrong number of operands."""
+
+
+class DuplicateNameError(ConstraintError, ValueError):
+    """A name that must be unique is given twice (a parameter of a model, a name of the
+    positional arguments a predicate is compiled for)."""
+
+
 class UnsatisfiableError(ConstraintError, Generic[_C]):
     """No assignment satisfies the model; `core` is a minimal set of conflicting constraints
     (``UnsatisfiableError[Constraint]``; each prints as a line of the message).

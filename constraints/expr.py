@@ -36,7 +36,14 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from constraints.errors import InvalidAssignmentError, UnknownParameterError
+from constraints.errors import (
+    ConstraintTypeError,
+    DuplicateNameError,
+    InvalidAssignmentError,
+    MalformedExpressionError,
+    PredicateTruthError,
+    UnknownParameterError,
+)
 
 __all__ = [
     "Node",
@@ -63,7 +70,7 @@ __all__ = [
 
 def _check_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
+        raise ConstraintTypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
     return int(value)
 
 
@@ -234,7 +241,7 @@ def as_term(value: Operand) -> Term:
     if isinstance(value, Term):
         return value
     if isinstance(value, Node):
-        raise TypeError(f"expected an integer term, got the predicate {value}")
+        raise ConstraintTypeError(f"expected an integer term, got the predicate {value}")
     return Const(_check_int(value, "a constant"))
 
 
@@ -247,7 +254,7 @@ class Param(Term):
 
     def __new__(cls, name: str) -> Param:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"a parameter name must be a non-empty str, got {name!r}")
+            raise ConstraintTypeError(f"a parameter name must be a non-empty str, got {name!r}")
         return _new(cls, name=name)
 
     def _compute_params(self) -> frozenset[str]:
@@ -318,7 +325,7 @@ class _Binary(Node):
                   right: Operand) -> tuple[Term, Term]:
         """``left`` and ``right`` as terms, once ``op`` is known to be one of ``ops``."""
         if op not in ops:
-            raise ValueError(f"unknown {what} {op!r}")
+            raise MalformedExpressionError(f"unknown {what} {op!r}")
         return as_term(left), as_term(right)
 
     def _compute_params(self) -> frozenset[str]:
@@ -369,7 +376,7 @@ def _term_str(t: Term) -> str:
 
 def _binop(op: str, left: Any, right: Any) -> Term:
     if isinstance(left, Pred) or isinstance(right, Pred):
-        raise TypeError(f"arithmetic {op!r} on a predicate")
+        raise ConstraintTypeError(f"arithmetic {op!r} on a predicate")
     if not isinstance(left, (Term, numbers.Integral)) or not isinstance(
         right, (Term, numbers.Integral)
     ):
@@ -379,7 +386,7 @@ def _binop(op: str, left: Any, right: Any) -> Term:
 
 def _cmp_or_notimpl(op: str, left: Any, right: Any) -> Pred:
     if isinstance(right, Pred):
-        raise TypeError(f"cannot compare the term {left} with the predicate {right}")
+        raise ConstraintTypeError(f"cannot compare the term {left} with the predicate {right}")
     if not isinstance(right, (Term, numbers.Integral)) or isinstance(right, bool):
         return NotImplemented
     return Cmp(op, left, right)
@@ -401,7 +408,7 @@ class Pred(Node):
         return _P_ATOM
 
     def __bool__(self) -> bool:
-        raise TypeError(
+        raise PredicateTruthError(
             f"the truth value of the predicate `{self}` is not defined; "
             "combine predicates with And/Or/Not (or & | ~), compare terms with eq/ne"
         )
@@ -429,7 +436,7 @@ class Pred(Node):
                 f"not among {names}"
             )
         if len(set(names)) != len(names):
-            raise ValueError(f"duplicate names in {names}")
+            raise DuplicateNameError(f"duplicate names in {names}")
         return _compile(self, names)
 
 
@@ -454,7 +461,7 @@ class BoolConst(Pred):
 
     def __new__(cls, value: bool) -> BoolConst:
         if value is not True and value is not False:
-            raise TypeError(f"BoolConst takes True or False, got {value!r}")
+            raise ConstraintTypeError(f"BoolConst takes True or False, got {value!r}")
         if value not in _BOOLS:
             _BOOLS[value] = _new(cls, value=value)
         return _BOOLS[value]
@@ -527,16 +534,16 @@ def _pred_args(args: tuple, what: str) -> list[Pred]:
         if isinstance(a, Pred):
             out.append(a)
         elif isinstance(a, bool):
-            raise TypeError(
+            raise ConstraintTypeError(
                 f"{what} got the bool {a!r}: `==`/`!=` on terms are structural, "
                 "use eq()/ne() to build comparisons (or TRUE/FALSE)"
             )
         elif isinstance(a, Node):
-            raise TypeError(f"{what} expects predicates, got the term {a}")
+            raise ConstraintTypeError(f"{what} expects predicates, got the term {a}")
         elif isinstance(a, Iterable) and not isinstance(a, (str, bytes)):
             out.extend(_pred_args(tuple(a), what))
         else:
-            raise TypeError(f"{what} expects predicates, got {a!r}")
+            raise ConstraintTypeError(f"{what} expects predicates, got {a!r}")
     return out
 
 
@@ -628,7 +635,7 @@ class Not(Pred):
     def __new__(cls, p: Pred) -> Pred:  # type: ignore[misc]
         if not isinstance(p, Pred):
             _pred_args((p,), "Not")  # raises a helpful TypeError for bools and terms
-            raise TypeError(f"Not expects one predicate, got {p!r}")
+            raise ConstraintTypeError(f"Not expects one predicate, got {p!r}")
         if isinstance(p, BoolConst):
             return FALSE if p.value else TRUE
         if isinstance(p, Not):
@@ -726,7 +733,7 @@ class In(Pred):
 def conjuncts(pred: Pred) -> list[Pred]:
     """The parts of a top-level :class:`And` (``[]`` for TRUE, ``[pred]`` otherwise)."""
     if not isinstance(pred, Pred):
-        raise TypeError(f"conjuncts expects a predicate, got {pred!r}")
+        raise ConstraintTypeError(f"conjuncts expects a predicate, got {pred!r}")
     if isinstance(pred, And):
         return list(pred.parts)
     if pred is TRUE:

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from constraints.errors import (
-    ConstraintError,
+    ConstraintTypeError,
+    DuplicateNameError,
     EmptyDomainError,
     InvalidAssignmentError,
     UnknownParameterError,
@@ -30,11 +31,13 @@ class Parameter:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise TypeError(f"a parameter name must be a non-empty str, got {self.name!r}")
+            raise ConstraintTypeError(
+                f"a parameter name must be a non-empty str, got {self.name!r}")
         values = list(self.domain)
         bad = [v for v in values if not _is_int(v)]
         if bad:
-            raise TypeError(f"domain of parameter {self.name!r} has non-int values {bad!r}")
+            raise ConstraintTypeError(
+                f"domain of parameter {self.name!r} has non-int values {bad!r}")
         if not values:
             raise EmptyDomainError(f"parameter {self.name!r} has an empty domain")
         object.__setattr__(self, "domain", tuple(sorted({int(v) for v in values})))
@@ -61,7 +64,7 @@ class Constraint:
 
     def __post_init__(self) -> None:
         if not isinstance(self.predicate, Pred):
-            raise TypeError(
+            raise ConstraintTypeError(
                 f"constraint {self.rule!r}: predicate must be a Pred, got {self.predicate!r}"
             )
         object.__setattr__(self, "subjects", tuple(self.subjects))
@@ -90,13 +93,13 @@ class Model:
         self._by_name: dict[str, Parameter] = {}
         for p in self.parameters:
             if not isinstance(p, Parameter):
-                raise TypeError(f"expected a Parameter, got {p!r}")
+                raise ConstraintTypeError(f"expected a Parameter, got {p!r}")
             if p.name in self._by_name:
-                raise ConstraintError(f"parameter {p.name!r} is declared twice")
+                raise DuplicateNameError(f"parameter {p.name!r} is declared twice")
             self._by_name[p.name] = p
         for c in self.constraints:
             if not isinstance(c, Constraint):
-                raise TypeError(f"expected a Constraint, got {c!r}")
+                raise ConstraintTypeError(f"expected a Constraint, got {c!r}")
             unknown = c.params - self._by_name.keys()
             if unknown:
                 raise UnknownParameterError(

@@ -29,7 +29,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from constraints.errors import NotAPredicateError, RestrictionSyntaxError, UnknownNameError
+from constraints.errors import (
+    ConstraintTypeError,
+    MalformedExpressionError,
+    NotAPredicateError,
+    RestrictionSyntaxError,
+    UnknownNameError,
+)
 
 __all__ = [
     "NUMBER",
@@ -111,9 +117,9 @@ class Expression:
 
 def _check(e: object, kind: str, where: str) -> Expression:
     if not isinstance(e, Expression):
-        raise TypeError(f"{where}: expected an Expression, got {e!r}")
+        raise ConstraintTypeError(f"{where}: expected an Expression, got {e!r}")
     if e.kind != kind:
-        raise TypeError(f"{where}: {e} is a {e.kind}, not a {kind}")
+        raise ConstraintTypeError(f"{where}: {e} is a {e.kind}, not a {kind}")
     return e
 
 
@@ -125,7 +131,7 @@ class Num(Expression):
 
     def __post_init__(self) -> None:
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
-            raise TypeError(f"Num takes an int or a float, got {self.value!r}")
+            raise ConstraintTypeError(f"Num takes an int or a float, got {self.value!r}")
 
     def _print(self) -> str:
         return repr(self.value)
@@ -140,7 +146,7 @@ class Str(Expression):
 
     def __post_init__(self) -> None:
         if not isinstance(self.value, str):
-            raise TypeError(f"Str takes a string, got {self.value!r}")
+            raise ConstraintTypeError(f"Str takes a string, got {self.value!r}")
 
     def _print(self) -> str:
         return repr(self.value)
@@ -176,7 +182,7 @@ class Sign(Expression):
 
     def __post_init__(self) -> None:
         if self.op not in ("-", "+"):
-            raise ValueError(f"unknown sign {self.op!r}")
+            raise MalformedExpressionError(f"unknown sign {self.op!r}")
         _check(self.operand, NUMBER, "operand of a sign")
 
     def children(self) -> tuple[Expression, ...]:
@@ -198,10 +204,10 @@ class Arith(Expression):
 
     def __post_init__(self) -> None:
         if self.op not in ARITH_OPS:
-            raise ValueError(f"unknown arithmetic operator {self.op!r}")
+            raise MalformedExpressionError(f"unknown arithmetic operator {self.op!r}")
         n = len(self.args)
         if n < 2 or (n > 2 and self.op not in ("+", "*")):
-            raise ValueError(f"{self.op!r} takes two operands, got {n}")
+            raise MalformedExpressionError(f"{self.op!r} takes two operands, got {n}")
         self._check_children(NUMBER, "operand of an arithmetic operator")
 
     def children(self) -> tuple[Expression, ...]:
@@ -221,9 +227,10 @@ class Call(Expression):
 
     def __post_init__(self) -> None:
         if self.fn not in FUNCTIONS:
-            raise ValueError(f"unknown function {self.fn!r} (allowed: {', '.join(FUNCTIONS)})")
+            raise MalformedExpressionError(
+                f"unknown function {self.fn!r} (allowed: {', '.join(FUNCTIONS)})")
         if not self.args or (self.fn == "abs" and len(self.args) != 1):
-            raise ValueError(f"{self.fn}() given {len(self.args)} arguments")
+            raise MalformedExpressionError(f"{self.fn}() given {len(self.args)} arguments")
         self._check_children(NUMBER, f"argument of {self.fn}()")
 
     def children(self) -> tuple[Expression, ...]:
@@ -243,10 +250,10 @@ class Compare(Expression):
 
     def __post_init__(self) -> None:
         if len(self.operands) != len(self.ops) + 1 or not self.ops:
-            raise ValueError("a comparison needs one more operand than operators")
+            raise MalformedExpressionError("a comparison needs one more operand than operators")
         for op in self.ops:
             if op not in CMP_OPS:
-                raise ValueError(f"unknown comparison {op!r}")
+                raise MalformedExpressionError(f"unknown comparison {op!r}")
         for c in self.operands:
             if c.kind not in VALUE_KINDS:
                 _check(c, NUMBER, "operand of a comparison")
@@ -276,7 +283,7 @@ class Member(Expression):
             _check(self.operand, NUMBER, "operand of 'in'")
         for v in self.values:
             if not isinstance(v, (int, float, str)):
-                raise TypeError(f"'in' takes a list of numbers or strings, got {v!r}")
+                raise ConstraintTypeError(f"'in' takes a list of numbers or strings, got {v!r}")
 
     def children(self) -> tuple[Expression, ...]:
         return (self.operand,)
@@ -296,9 +303,9 @@ class BoolOp(Expression):
 
     def __post_init__(self) -> None:
         if self.op not in ("and", "or"):
-            raise ValueError(f"unknown boolean operator {self.op!r}")
+            raise MalformedExpressionError(f"unknown boolean operator {self.op!r}")
         if len(self.values) < 2:
-            raise ValueError(f"'{self.op}' needs two operands or more")
+            raise MalformedExpressionError(f"'{self.op}' needs two operands or more")
         self._check_children(TRUTH, f"operand of '{self.op}'")
 
     def children(self) -> tuple[Expression, ...]:
@@ -601,7 +608,7 @@ def parse_predicate(
     column. The whole text is checked against the whitelist before the names.
     """
     if not isinstance(source, str):
-        raise TypeError(f"a restriction string is needed, got {type(source).__name__}")
+        raise ConstraintTypeError(f"a restriction string is needed, got {type(source).__name__}")
     text = normalise(source)
     if not text:
         raise RestrictionSyntaxError("restriction '': empty restriction")

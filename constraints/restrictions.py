@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from constraints.errors import (
+    ConstraintTypeError,
     EmptyParameterDomainError,
     EmptySpaceError,
     LateRestrictionWarning,
@@ -144,7 +145,8 @@ def restriction_from_predicate(
     that is not a parameter.
     """
     if not isinstance(pred, Expression):
-        raise TypeError(f"a predicate (constraints.predicates.Expression) is needed, got {pred!r}")
+        raise ConstraintTypeError(
+            f"a predicate (constraints.predicates.Expression) is needed, got {pred!r}")
     text = str(pred) if source is None else source
     if pred.kind != TRUTH:
         raise NotAPredicateError(
@@ -230,7 +232,7 @@ def restriction_from_callable(
     ``fn`` becomes :class:`RestrictionEvaluationError`.
     """
     if not callable(fn):
-        raise TypeError(f"a callable is needed, got {type(fn).__name__}")
+        raise ConstraintTypeError(f"a callable is needed, got {type(fn).__name__}")
     label = getattr(fn, "__qualname__", None) or repr(fn)
     known_set = set(known)
     if names is None:

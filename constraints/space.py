@@ -257,7 +257,8 @@ class SearchSpace(Persistent):
             raise self._empty()
         j = i + self._count if i < 0 else i
         if not 0 <= j < self._count:
-            raise IndexError(f"index {i} out of range for a space of {self._count} configurations")
+            raise IndexError(  # builtin: __getitem__'s out-of-range signal (sequence protocol)
+                f"index {i} out of range for a space of {self._count} configurations")
         return self._config_of_digits(self._digits(j))
 
     def _configs_of_indices(self, idx: np.ndarray) -> list[dict[str, Any]]:

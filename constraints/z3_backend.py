@@ -85,7 +85,8 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
         if len(node.values) == 1:
             return t == node.values[0]
         return z3.Or([t == v for v in node.values])
-    raise TypeError(f"no Z3 translation for {type(node).__name__}")
+    raise TypeError(  # builtin: every Node class has a translation; another one is a bug
+        f"no Z3 translation for {type(node).__name__}")
 
 
 def z3_vars(model: Model) -> dict[str, z3.ArithRef]:

@@ -13,6 +13,7 @@ import itertools
 import numpy as np
 
 from ir import nodes
+from ir.errors import InvalidNodeError
 from ir.sym import Var
 from ir.types import Float, Int, Type, VectorType
 
@@ -239,7 +240,7 @@ def slide_nd(n: int, sizes, steps, strict: bool = False) -> nodes.FunDecl:
     """``slideND(n, sizes, steps)``: ``[..[T]d_n..]d_1 -> [..[[..[T]s_n..]s_1]w_n..]w_1``."""
     sizes, steps = list(sizes), list(steps)
     if len(sizes) != n or len(steps) != n:
-        raise ValueError(f"slideND({n}) needs {n} sizes and {n} steps")
+        raise InvalidNodeError(f"slideND({n}) needs {n} sizes and {n} steps")
     if n == 1:
         return slide(sizes[0], steps[0], strict)
     inner = slide_nd(n - 1, sizes[1:], steps[1:], strict)
@@ -252,7 +253,7 @@ def pad_nd(n: int, pads, value: float = 0.0) -> nodes.FunDecl:
     """``padND(n, [(l1, r1), ..., (ln, rn)])``: pads each of the n outer dimensions."""
     pads = list(pads)
     if len(pads) != n:
-        raise ValueError(f"padND({n}) needs {n} (left, right) pairs")
+        raise InvalidNodeError(f"padND({n}) needs {n} (left, right) pairs")
     (l1, r1) = pads[0]
     if n == 1:
         return pad(l1, r1, value)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ir.errors import UserFunBodyError
 from ir.lexer import Token, TokenCursor, nested
 
 C_FUNS = {
@@ -222,12 +223,12 @@ class CExprReader(TokenCursor):
 
 def c_meaning(name: str, param_names: Sequence[str], c_body: str) -> tuple[str, Callable]:
     """The C body as the parser writes it and the numpy meaning of a user function whose
-    body is ``return <expression>;`` (raises ``ValueError`` for another body, ``ParseError``
-    for an expression outside the syntax's C expressions)."""
+    body is ``return <expression>;`` (raises ``UserFunBodyError``, a ``ValueError``, for
+    another body, ``ParseError`` for an expression outside the syntax's C expressions)."""
     m = RETURN_RE.fullmatch(c_body)
     if not m:
-        raise ValueError(f"user function {name!r}: cannot derive a meaning from the C body "
-                         f"{c_body!r} (expected 'return <expression>;')")
+        raise UserFunBodyError(f"user function {name!r}: cannot derive a meaning from the C "
+                               f"body {c_body!r} (expected 'return <expression>;')")
     r = CExprReader(m.group(1))
     r.c_params, r.c_name = tuple(param_names), name
     src = r.c_expr()

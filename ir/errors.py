@@ -3,10 +3,13 @@
 :class:`LiftmapError` is the root of every error the library raises on purpose (its message
 is meant for the user); each package's root derives from it: ``IRError``, ``SymbolicError``
 (``ir.sym``), ``ConstraintError`` (``constraints``, with ``SpaceError`` under it),
-``MapperError``, ``LoweringError``, ``DeviceError`` and the explorer's errors. ``ir`` is the
-base layer, so the root lives here and this module imports nothing from the library: the
-symbolic errors are defined here too (``ir.sym`` re-exports them), so that no module of
-``ir`` imports in a cycle.
+``MapperError``, ``CodegenError`` (with ``LoweringError`` under it), ``DeviceError`` and the
+explorer's errors. ``ir`` is the base layer, so the root lives here and this module imports
+nothing from the library: the symbolic errors are defined here too (``ir.sym`` re-exports
+them), so that no module of ``ir`` imports in a cycle.
+
+A typed error that replaced a bare builtin keeps that builtin as a base
+(``InvalidNodeError(IRError, ValueError)``), so code that catches the builtin still works.
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ class NonIntegralError(SymbolicError):
 
 class SymbolicZeroDivisionError(SymbolicError):
     """Division or modulo by zero."""
+
+
+class SymbolicTypeError(SymbolicError, TypeError):
+    """A value that is neither an int, a name nor a symbolic expression is used as one (a
+    float constant, an arbitrary object)."""
+
+
+class RelationTruthError(SymbolicError, TypeError):
+    """A relation between symbolic expressions (``a < b``) is used as a truth value: it has
+    none until sizes are given (``evaluate`` it, or ask ``is_trivially_true``)."""
 
 
 class IRError(LiftmapError):
@@ -90,6 +103,38 @@ class ConstraintViolation(IRTypeError):
 
 class UnboundParameterError(IRTypeError):
     """A parameter is used but neither declared with a type nor bound by a lambda."""
+
+
+class InvalidNodeError(IRError, ValueError):
+    """A node (or a pattern of nodes: ``slideND``, ``padND``) is built with an argument
+    outside what it accepts: an unknown map or reduce kind, a dimension, a map label, an
+    address space, a number of sizes. The message names the argument and what it may be."""
+
+
+class NotAFunctionError(IRError, TypeError):
+    """A node that is not a function (an expression) is applied to arguments."""
+
+
+class DuplicateUserFunError(IRError, ValueError):
+    """Two different user functions of one program have the same name."""
+
+
+class UserFunBodyError(IRError, ValueError):
+    """A user function's C body is not ``return <expression>;``, so it has no meaning for
+    the interpreter and no form in the text syntax."""
+
+
+class UnknownStageError(IRError, KeyError):
+    """A pipeline has no stage of the name asked for (the message lists its stages)."""
+
+
+class InvalidOptionError(IRError, ValueError):
+    """An option with a fixed set of choices is given a value outside them."""
+
+
+class NoSizesError(IRError, ValueError):
+    """No concrete sizes within the bound searched satisfy a program's algorithmic
+    constraints."""
 
 
 class InterpreterError(IRError):

@@ -16,6 +16,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ir.cexpr import RETURN_RE, c_meaning
+from ir.errors import InvalidNodeError, NotAFunctionError
 from ir.sym import Expr, sym
 from ir.types import Type
 
@@ -45,7 +46,8 @@ class Node:
 
     def __call__(self, *args: ExprNode) -> FunCall:
         if not isinstance(self, FunDecl):
-            raise TypeError(f"{type(self).__name__} is not a function and cannot be applied")
+            raise NotAFunctionError(
+                f"{type(self).__name__} is not a function and cannot be applied")
         return FunCall(self, tuple(args))
 
 
@@ -197,14 +199,14 @@ class Map(FunDecl):
 
     def __post_init__(self) -> None:
         if self.kind not in MAP_KINDS:
-            raise ValueError(f"unknown map kind {self.kind!r}; expected one of {MAP_KINDS}")
+            raise InvalidNodeError(f"unknown map kind {self.kind!r}; expected one of {MAP_KINDS}")
         if self.kind in PARALLEL_KINDS:
             if self.dim not in (0, 1, 2):
-                raise ValueError(f"{self.kind} needs a dimension 0, 1 or 2, got {self.dim!r}")
+                raise InvalidNodeError(f"{self.kind} needs a dimension 0, 1 or 2, got {self.dim!r}")
         elif self.dim is not None:
-            raise ValueError(f"{self.kind} takes no dimension")
+            raise InvalidNodeError(f"{self.kind} takes no dimension")
         if self.label is not None and not valid_label(self.label):
-            raise ValueError(
+            raise InvalidNodeError(
                 f"map label {self.label!r} must start with an upper-case letter, continue with "
                 "letters, digits or '_', and not start with Seq, Glb, Wrg or Lcl"
             )
@@ -228,7 +230,7 @@ class Reduce(FunDecl):
 
     def __post_init__(self) -> None:
         if self.kind not in ("reduce", "reduceSeq"):
-            raise ValueError(f"unknown reduce kind {self.kind!r}")
+            raise InvalidNodeError(f"unknown reduce kind {self.kind!r}")
 
     @property
     def arity(self) -> int:
@@ -346,7 +348,7 @@ class ToMem(FunDecl):
 
     def __post_init__(self) -> None:
         if self.space not in ADDRESS_SPACES:
-            raise ValueError(f"unknown address space {self.space!r}")
+            raise InvalidNodeError(f"unknown address space {self.space!r}")
 
     @property
     def arity(self) -> int:

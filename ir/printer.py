@@ -15,6 +15,7 @@ import re
 from ir import nodes
 from ir.builders import USER_FUNS
 from ir.cexpr import RETURN_RE
+from ir.errors import DuplicateUserFunError, UserFunBodyError
 from ir.parse_keywords import is_reserved
 from ir.sym import Expr
 from ir.types import ArrayType, Float, Int, ScalarType, TupleType, Type, VectorType
@@ -425,15 +426,16 @@ def _declared_userfuns(node: nodes.Node) -> list[nodes.UserFun]:
             seen[n.name] = n
             out.append(n)
         elif prev is not n and (prev != n or prev.c_body != n.c_body):
-            raise ValueError(f"two different user functions are named {n.name!r}")
+            raise DuplicateUserFunError(f"two different user functions are named {n.name!r}")
     return out
 
 
 def _userfun_text(uf: nodes.UserFun) -> str:
     m = RETURN_RE.fullmatch(uf.c_body)
     if m is None:
-        raise ValueError(f"user function {uf.name!r} has the C body {uf.c_body!r}, not "
-                         "'return <expression>;'; it cannot be written in the text syntax")
+        raise UserFunBodyError(
+            f"user function {uf.name!r} has the C body {uf.c_body!r}, not "
+            "'return <expression>;'; it cannot be written in the text syntax")
     params = ", ".join(f"{n}: {show_type(t)}" for n, t in zip(uf.param_names, uf.in_types))
     return f"userfun {uf.name}({params}) : {show_type(uf.out_type)} = {' '.join(m[1].split())}"
 

@@ -38,7 +38,7 @@ from ir.builders import (
     userfun,
     zip_,
 )
-from ir.errors import LiftmapError
+from ir.errors import InvalidOptionError, LiftmapError, UnknownStageError
 from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal
 from ir.sym import Expr, Var
 from ir.types import Float, VectorType, array
@@ -208,7 +208,7 @@ class Pipeline:
         for s in self.stages:
             if s.name == name:
                 return s
-        raise KeyError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
+        raise UnknownStageError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
 
 
 def _sz(name: str):
@@ -510,7 +510,7 @@ def gpgpu20_conv_pipeline(coalesce: bool = True, vectorise: str = "window") -> P
     kernels; weights in ``[[[[float]M]C]K]K`` layout; ``coalesce`` does not apply).
     The crop is left out where the tiles cover exactly the output (ρ = 0)."""
     if vectorise not in CONV_VECTORISE:
-        raise ValueError(f"vectorise must be one of {CONV_VECTORISE}, not {vectorise!r}")
+        raise InvalidOptionError(f"vectorise must be one of {CONV_VECTORISE}, not {vectorise!r}")
     partial = conv_partial_kvec_stage() if vectorise == "kernels" else \
         conv_partial_stage(coalesce)
     s = conv_sizes()

@@ -51,6 +51,7 @@ from ir.builders import (
     to_private,
     transpose,
 )
+from ir.errors import NoSizesError
 from ir.nodes import ExprNode, FunCall, FunDecl, Id, Lambda, Literal, Reduce, walk
 from ir.sym import sym
 from ir.types import Float, array
@@ -265,7 +266,8 @@ def sizes_for(program, max_n: int = 1024) -> dict[str, int]:
             if all(r.evaluate(env) for r in rels):
                 return env
         n *= 2
-    raise ValueError(f"no sizes up to N={max_n} satisfy the program's splits")
+    raise NoSizesError(f"no sizes up to N={max_n} satisfy the program's splits; "
+                       "give a larger max_n")
 
 
 def size_points(program, max_n: int = 1024) -> tuple[dict[str, int], dict[str, int]]:

@@ -33,7 +33,14 @@ methods, ``Cst``, ``Var``, coercion, ``parse_expr`` over the grammar of ``ir.siz
 from __future__ import annotations
 
 # the errors of symbolic expressions live in ir.errors (under the library's root LiftmapError)
-from ir.errors import NonIntegralError, SymbolicError, SymbolicZeroDivisionError, UnboundSizeError
+from ir.errors import (
+    NonIntegralError,
+    RelationTruthError,
+    SymbolicError,
+    SymbolicTypeError,
+    SymbolicZeroDivisionError,
+    UnboundSizeError,
+)
 from ir.sym_expr import Cst, Expr, Rel, Var, parse_expr, smax, smin, sym
 from ir.sym_expr import _mk as _mk  # for pickles made before the split (see below)
 from ir.sym_facts import assume_divisible
@@ -44,6 +51,8 @@ __all__ = [
     "UnboundSizeError",
     "NonIntegralError",
     "SymbolicZeroDivisionError",
+    "SymbolicTypeError",
+    "RelationTruthError",
     "Expr",
     "Rel",
     "Cst",

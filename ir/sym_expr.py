@@ -19,7 +19,14 @@ import operator
 from collections.abc import Mapping
 from fractions import Fraction
 
-from ir.errors import NonIntegralError, SymbolicError, SymbolicZeroDivisionError, UnboundSizeError
+from ir.errors import (
+    NonIntegralError,
+    RelationTruthError,
+    SymbolicError,
+    SymbolicTypeError,
+    SymbolicZeroDivisionError,
+    UnboundSizeError,
+)
 from ir.sym_div import _common_mono, _content, _is_int_poly, _poly_div
 from ir.sym_parse import _TextReader
 from ir.sym_poly import (
@@ -421,7 +428,7 @@ def Cst(n: int) -> Expr:  # noqa: N802  (API name)
         return e
     if type(n) is not int:
         if isinstance(n, float) or not hasattr(n, "__index__"):
-            raise TypeError(f"Cst expects an int, got {type(n).__name__}")
+            raise SymbolicTypeError(f"Cst expects an int, got {type(n).__name__}")
         n = operator.index(n)
         if not n:
             return _ZERO
@@ -477,7 +484,7 @@ def sym(x: int | str | Expr) -> Expr:
 def _coerce_strict(x) -> Expr:
     e = _opnd(x)
     if e is None:
-        raise TypeError(f"cannot make a symbolic expression from {type(x).__name__}")
+        raise SymbolicTypeError(f"cannot make a symbolic expression from {type(x).__name__}")
     return e
 
 
@@ -831,7 +838,7 @@ class Rel:
         return self.op == o.op and self.lhs == o.lhs and self.rhs == o.rhs
 
     def __bool__(self):
-        raise TypeError("a Rel has no truth value; use evaluate() or is_trivially_true")
+        raise RelationTruthError("a Rel has no truth value; use evaluate() or is_trivially_true")
 
     def __str__(self) -> str:
         return f"{self.lhs} {self.op} {self.rhs}"

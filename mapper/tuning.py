@@ -130,7 +130,8 @@ def to_predicate(rel) -> Expression:
     exact divisions become ``//`` guarded by divisibility, and every divisor is guarded
     against zero (the guards first: ``s != 0 and N % s == 0 and (N // s) >= 2``)."""
     if rel.op not in CMP_OPS:
-        raise ValueError(f"unknown relation {rel.op!r} in {rel}")
+        raise ValueError(  # builtin: ir.sym.Rel has only CMP_OPS; another is a bug
+            f"unknown relation {rel.op!r} in {rel}")
     guards: list[Expression] = []
     body = Compare((_term(rel.lhs.to_tree(), guards), _term(rel.rhs.to_tree(), guards)),
                    (rel.op,))
@@ -161,7 +162,8 @@ def _term(t, guards: list[Expression]) -> Expression:
         return Arith("//" if k == "floordiv" else "%", (a, b))
     if k in ("min", "max"):
         return Call(k, (_term(t[1], guards), _term(t[2], guards)))
-    raise ValueError(f"unknown expression node {k!r}")
+    raise ValueError(  # builtin: Expr.to_tree's nodes are all above; another is a bug
+        f"unknown expression node {k!r}")
 
 
 # -------------------------------------------------------------------------- inference

@@ -4,9 +4,15 @@ listed below with the reason they stay outside."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import io
 import pkgutil
+import re
+import textwrap
+import tokenize
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +118,120 @@ def test_cli_reports_every_library_error_in_one_line() -> None:
     from mapper.cli import library_errors
 
     assert LiftmapError in library_errors()
+
+
+# ------------------------------------------------------------- no bare builtin raises (issue 23)
+
+ROOT = Path(__file__).resolve().parents[1]
+BARE = ("ValueError", "TypeError", "KeyError", "IndexError", "RuntimeError", "Exception")
+SKIPPED_DIRS = (Path("mapper", "cli"),)  # the command line's own errors are CliError
+
+# (file, text of the raise) -> why it is not converted yet: a site in a file that another
+# change owns; remove the entry when the raise is a typed error (the test says when)
+PENDING: dict[tuple[str, str], str] = {}  # (file, message): why a bare raise stays for now
+
+
+def _library_files() -> list[Path]:
+    out = []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if not any(rel.is_relative_to(d) for d in SKIPPED_DIRS):
+                out.append(rel)
+    return out
+
+
+def _builtin_comment_lines(source: str) -> set[int]:
+    """The lines that carry a ``# builtin: <why>`` comment (a real comment, not text in a
+    string)."""
+    lines = set()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and re.match(r"#\s*builtin:\s*\S", tok.string):
+            lines.add(tok.start[0])
+    return lines
+
+
+def bare_builtin_raises(rel: Path, source: str) -> list[tuple[int, str]]:
+    """(line, text of the statement) of each ``raise`` of a bare builtin exception class in
+    ``source`` without a ``# builtin:`` comment on one of the statement's lines."""
+    marked = _builtin_comment_lines(source)
+    found = []
+    for node in ast.walk(ast.parse(source, str(rel))):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if not (isinstance(exc, ast.Name) and exc.id in BARE):
+            continue
+        end = node.end_lineno or node.lineno
+        if not marked & set(range(node.lineno, end + 1)):
+            found.append((node.lineno, ast.get_source_segment(source, node) or ""))
+    return sorted(found)
+
+
+def test_the_library_raises_no_bare_builtin_exception() -> None:
+    files = _library_files()
+    assert len(files) > 50 and Path("ir", "errors.py") in files
+    bad, pending_seen = [], set()
+    for rel in files:
+        for line, text in bare_builtin_raises(rel, (ROOT / rel).read_text(encoding="utf-8")):
+            key = next((k for k in PENDING if k[0] == rel.as_posix() and k[1] in text), None)
+            if key is not None:
+                pending_seen.add(key)
+            else:
+                bad.append(f"{rel.as_posix()}:{line}: {text.splitlines()[0].strip()}")
+    assert not bad, (
+        "raise a typed library error (a class in the package's errors module deriving from "
+        "its root and from the builtin it replaces), or, where Python's protocols need the "
+        "builtin itself, say why with a '# builtin: <why>' comment on the raise:\n  "
+        + "\n  ".join(bad))
+    gone = sorted(f"{f}: {t!r}" for f, t in set(PENDING) - pending_seen)
+    assert not gone, f"PENDING names raises that are gone; remove them: {gone}"
+
+
+def test_the_raise_check_catches_a_new_bare_raise() -> None:
+    source = textwrap.dedent('''
+        def f(x):
+            if x:
+                raise ValueError(f"bad {x}")
+            raise KeyError(x)  # builtin: a mapping's __getitem__
+        def g():
+            raise TypeError(
+                "no"
+            )
+        def h():
+            raise RuntimeError  # not a builtin: marker
+        def k(e):
+            raise SomeError("fine") from e
+        ''')
+    found = bare_builtin_raises(Path("x.py"), source)
+    assert [line for line, _ in found] == [4, 7, 11]
+
+
+def test_typed_errors_keep_the_builtin_they_replace() -> None:
+    """The classes that replaced bare builtin raises (issue 23) are still those builtins,
+    so a caller that catches ValueError, TypeError or KeyError keeps working."""
+    import codegen.errors as ce
+    import constraints.errors as ke
+    import ir.errors as ie
+
+    expected = {
+        ie.SymbolicTypeError: (ie.SymbolicError, TypeError),
+        ie.RelationTruthError: (ie.SymbolicError, TypeError),
+        ie.InvalidNodeError: (ie.IRError, ValueError),
+        ie.NotAFunctionError: (ie.IRError, TypeError),
+        ie.DuplicateUserFunError: (ie.IRError, ValueError),
+        ie.UserFunBodyError: (ie.IRError, ValueError),
+        ie.UnknownStageError: (ie.IRError, KeyError),
+        ie.InvalidOptionError: (ie.IRError, ValueError),
+        ie.NoSizesError: (ie.IRError, ValueError),
+        ke.ConstraintTypeError: (ke.ConstraintError, TypeError),
+        ke.PredicateTruthError: (ke.ConstraintError, TypeError),
+        ke.MalformedExpressionError: (ke.ConstraintError, ValueError),
+        ke.DuplicateNameError: (ke.ConstraintError, ValueError),
+        ce.KernelInputError: (ce.CodegenError, ValueError),
+        ce.InvalidArgumentError: (ce.CodegenError, ValueError),
+    }
+    for cls, bases in expected.items():
+        assert all(issubclass(cls, b) for b in bases), cls
+        assert issubclass(cls, LiftmapError), cls
+    assert issubclass(ce.LoweringError, ce.CodegenError)

@@ -235,7 +235,8 @@ def _ir_imports(path: Path) -> set[str]:
 def test_ir_import_graph_has_no_cycle() -> None:
     graph = {f"ir.{p.stem}": _ir_imports(p) for p in IR_DIR.glob("*.py")
              if p.stem != "__init__"}
-    assert graph["ir.nodes"] == {"ir.cexpr", "ir.sym", "ir.types"}
+    # ir.nodes stays near the bottom: ir.errors (a leaf) for its typed errors, and these
+    assert graph["ir.nodes"] == {"ir.cexpr", "ir.errors", "ir.sym", "ir.types"}
     state: dict[str, int] = {}  # 1: on the path, 2: done
 
     def visit(m: str, path: list[str]) -> None:

@@ -27,6 +27,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from mapper.errors import ConfigurationError
 from mapper.explore.record import Record
 from mapper.explore.run import Budget, Results, explore, parse_budget
 from mapper.explore.store import ResultStore
@@ -138,7 +139,7 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
     each phase starts ("compare": the close probes timed again; ``name`` lists them,
     comma-separated). ``options`` go to every :func:`mapper.explore.explore` call."""
     if not variants:
-        raise ValueError("explore_variants needs at least one variant")
+        raise ConfigurationError("explore_variants needs at least one variant")
     t0 = time.perf_counter()
     bud = parse_budget(budget)
     names = list(variants)
