@@ -19,12 +19,12 @@ from __future__ import annotations
 import ast
 import functools
 import math
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from constraints.expr import COMPARISONS
 from constraints.predicates import (
     Arith,
     BoolOp,
@@ -117,14 +117,7 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
     ">": np.greater,
     ">=": np.greater_equal,
 }
-_PYCMP: dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+_PYCMP: dict[str, Callable[[Any, Any], Any]] = COMPARISONS  # the scalar comparisons
 
 
 def _is_object(x: Any) -> bool:

@@ -59,6 +59,13 @@ from ir.types import Float, array
 _ANNOTATIONS = (None, None, "global", "local", "private")
 
 
+def _annotated(f: FunDecl, space: str | None) -> FunDecl:
+    """``f`` writing its result to ``space`` (``global``, ``local``, ``private``), or
+    unchanged (None)."""
+    wrap = {"global": to_global, "local": to_local, "private": to_private}.get(space or "")
+    return f if wrap is None else wrap(f)
+
+
 class _Gen:
     def __init__(self, rng: random.Random, max_maps: int, memory: bool,
                  extended: bool = False, wide: bool = False, tiles: bool = False):
@@ -106,14 +113,7 @@ class _Gen:
         local or private memory."""
         k = self.rng.choice((2.0, -0.5, 3.0))
         f: FunDecl = lam(lambda e: FunCall(mult, (e, Literal(k, Float))))
-        ann = self.rng.choice((None, None, "global", "local", "private"))
-        if ann == "global":
-            f = to_global(f)
-        elif ann == "local":
-            f = to_local(f)
-        elif ann == "private":
-            f = to_private(f)
-        return f
+        return _annotated(f, self.rng.choice((None, None, "global", "local", "private")))
 
     def stencil_tile(self) -> FunDecl:
         """``join o map(join o map(\\w -> [u $] reduce(+)(init, w)) o slide(k, 1) o
@@ -168,14 +168,7 @@ class _Gen:
         k = self.rng.choice((1.5, 2.0, -0.5, 3.0))
         op = self.rng.choice((add, mult))
         f: FunDecl = lam(lambda e: FunCall(op, (e, Literal(k, Float))))
-        ann = self.rng.choice(_ANNOTATIONS) if self.memory else None
-        if ann == "global":
-            f = to_global(f)
-        elif ann == "local":
-            f = to_local(f)
-        elif ann == "private":
-            f = to_private(f)
-        return map_(f)
+        return map_(_annotated(f, self.rng.choice(_ANNOTATIONS) if self.memory else None))
 
     def gen(self, depth: int) -> FunDecl:
         if self.tiles and self.maps_left >= 5 and depth == 0 and self.rng.random() < 0.7:
