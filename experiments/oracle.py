@@ -66,6 +66,11 @@ EXAMPLE_SIZES = {
     "examples/smooth1d_tiles.lift": ({"N": 64, "s": 8}, {"N": 36, "s": 6}),
     "examples/matmul_blocked.lift": ({"M": 8, "N": 8, "K": 16, "bm": 4, "bn": 2, "v": 4},
                                      {"M": 12, "N": 6, "K": 8, "bm": 4, "bn": 2, "v": 4}),
+    "examples/blur_separable.lift": ({"H": 8, "W": 9}, {"H": 7, "W": 6}),
+    "examples/blur_laplacian.lift": ({"H": 8, "W": 9}, {"H": 7, "W": 6}),
+    "examples/harris.lift": ({"H": 8, "W": 9}, {"H": 7, "W": 10}),
+    "examples/conv2_layers.lift": ({"H": 6, "W": 6, "C": 2, "M": 3, "N": 2},
+                                   {"H": 7, "W": 5, "C": 3, "M": 2, "N": 3}),
     "examples/gpgpu20_conv_partial.lift": (
         dict(C=4, H=4, W=4, M=4, K=3, S=1, P=1, theta=4, rho=0, kappa=2, sigma=2, omega=12,
              v=4),

@@ -271,6 +271,12 @@ EXAMPLE_SIZES: dict[str, tuple[dict[str, int], int]] = {
     "pipeline2": ({"H": 6, "W": 5}, 6 * 5 + 4 * 3 * 9),  # scale, then 3x3 box sums
     "rowcol_sums": ({"H": 4, "W": 5}, 4 * 5 + 5 * 4),  # scale, then W column sums of H
     "smooth1d_tiles": ({"N": 8, "s": 4}, 8 * (3 * 2 + 1)),  # 3 x (add, divide), then x2
+    # the image pipelines: a multiply-add is 2; harris's response 8 per pixel
+    "blur_separable": ({"H": 6, "W": 7}, 6 * 5 * 3 * 2 + 4 * 5 * 3 * 2),
+    "blur_laplacian": ({"H": 6, "W": 7}, 4 * 5 * 9 * 2 + 2 * 3 * 9 * 2),
+    "harris": ({"H": 7, "W": 8}, 2 * 5 * 6 * 9 * 2 + 3 * 4 * (3 * 9 * 2 + 8)),
+    "conv2_layers": ({"H": 6, "W": 6, "C": 2, "M": 3, "N": 2},
+                     4 * 4 * 3 * 9 * 2 * 2 + 2 * 2 * 2 * 9 * 3 * 2),
 }
 
 
