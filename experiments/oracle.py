@@ -146,11 +146,14 @@ def replay(path: str, quiet: bool = False) -> int:
     file: rows are judged again by the rules (not by the device), so a rule change is
     measured in seconds. The dumped rows were chosen around the valid set of the dump's
     rules, so precision is biased towards that set; the full oracle run gives the
-    figures."""
+    figures. ``path`` may be gzipped (``.gz``)."""
+    import gzip
+
     from mapper.encoding import MapCodes
 
     by_prog: dict[str, list[dict]] = {}
-    with open(path) as f:
+    opener = gzip.open if path.endswith(".gz") else open  # a committed dump is gzipped
+    with opener(path, "rt") as f:
         for line in f:
             d = json.loads(line)
             by_prog.setdefault(d["program"], []).append(d)
