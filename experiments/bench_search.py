@@ -146,6 +146,9 @@ def bench_shape(layer, args) -> dict:
     out: dict = {"layer": layer.name, "shape": layer.sizes(), "variant": vr.chosen,
                  "probes": {n: (b.gflops if b is not None else None)
                             for n, b in vr.probe_best().items()},
+                 # the close probes' bests timed again, interleaved: GFLOP/s of the median
+                 "probe_retimed": {n: layer.flops / m / 1e9
+                                   for n, m in vr.probe_medians.items()},
                  "evaluated": res.evaluated + sum(r.evaluated for n, r in vr.probes.items()
                                                   if n != vr.chosen),
                  "considered": res.considered, "explore_s": wall, "load_before": load(),
@@ -301,8 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         parts = [f"layer {r['layer']}: {r['evaluated']} evaluated in {r['explore_s']:.0f} s"
                  + (" (an earlier run)" if r.get("retimed_from_run") else "")]
         if r.get("probes"):
+            again = r.get("probe_retimed") or {}
             parts.append(f"variant {r['variant']} (probes: " + ", ".join(
-                f"{n} {g:.1f}" if g else f"{n} -" for n, g in r["probes"].items()) + ")")
+                (f"{n} {g:.1f}" if g else f"{n} -")
+                + (f" [again {again[n]:.1f}]" if n in again else "")
+                for n, g in r["probes"].items()) + ")")
         if "error" in r:
             parts.append(r["error"])
         if f:

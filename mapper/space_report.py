@@ -25,14 +25,20 @@ class SpaceBuildError(MapperError):
 
 
 def space_document(path: str, sizes: dict[str, int], domains: dict,
-                   max_value: int | None, device, mapping: str | None) -> dict:
-    """Build the tuning space of the program in ``path`` (with ``mapping`` applied, if
+                   max_value: int | None, device, mapping: str | None,
+                   tiling: str = "none") -> dict:
+    """Build the tuning space of the program in ``path`` (fused through tiling with its
+    intermediates in ``tiling`` memory, unless ``none``; with ``mapping`` applied, if
     given): the JSON document of ``mapper space`` (see docs/cli-json.md), less ``command``
     and ``schema``. Type errors name the file, line and column."""
     from mapper.api import lower_mapping, problem
     from mapper.tuning import infer_tuning
 
     prog, source = parse_mapped(path)
+    if tiling != "none":
+        from ir.tiling import fuse_through_tiling
+
+        prog = fuse_through_tiling(prog, memory=tiling)
     try:
         if mapping:
             prog = lower_mapping(problem(prog), mapping)
@@ -107,7 +113,7 @@ class SpaceWorkerError(RuntimeError):
 
 def build_space_document(path: str, sizes: dict[str, int], domains: dict,
                          max_value: int | None, device, mapping: str | None, *,
-                         timeout_s: float | None = None,
+                         tiling: str = "none", timeout_s: float | None = None,
                          on_wait: Callable[[float], None] | None = None) -> dict:
     """``space_document`` in a worker process (spawned) with a memory cap (half the
     machine's memory) and a time limit (``timeout_s``, None: none): a space too large for
@@ -121,7 +127,7 @@ def build_space_document(path: str, sizes: dict[str, int], domains: dict,
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker, daemon=True,
                        args=(send, memory_budget(), path, sizes, domains, max_value,
-                             device, mapping))
+                             device, mapping, tiling))
     limit = timeout_s if timeout_s is not None and timeout_s > 0 else None
     t0 = time.monotonic()
     msg = None

@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     def prog_cmd(name: str, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("file", help="program file in the text syntax (e.g. examples/*.lift)")
+        p.add_argument("--tiling", choices=("none", "local", "private", "global"),
+                       default="none", help="the program fused through tiling (a stencil "
+                       "pipeline computed tile by tile, its intermediate images per tile in "
+                       "that memory; the tile side is the size t): docs/tiling.md")
         return p
 
     def fusion(p):
@@ -207,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "from (default: derived from the program's functions)")
     p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
                    "(default 19/2)")
+    p.add_argument("--tiling", choices=("none", "local", "private", "global", "auto"),
+                   default="none", help="a .lift stencil pipeline fused through tiling, its "
+                   "intermediate images per tile in that memory (the tile side t is tuned); "
+                   "auto: the unfused program and the local and private tilings probed, "
+                   "the fastest explored (docs/tiling.md)")
     p.add_argument("--vectorise", choices=("auto", "window", "kernels"), help="conv only: "
                    "vectors along the window (dot products) or across kernels (an outer "
                    "product; its store is STORE with .kernels before the extension, whichever "

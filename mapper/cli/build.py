@@ -87,7 +87,7 @@ def cmd_space(args) -> int:
         problem(prog).mapping(args.mapping)
     with progress("building the tuning space") as update:
         doc = build_space_document(args.file, sizes, domains, args.max, device, args.mapping,
-                                   timeout_s=args.timeout,
+                                   tiling=args.tiling, timeout_s=args.timeout,
                                    on_wait=lambda s: update(0, f"{s:.0f} s"))
     if args.json:
         emit_json("space", doc)

@@ -106,6 +106,10 @@ def load(args: argparse.Namespace, path: str | None = None):
     if not hasattr(args, "sources"):
         args.sources = []
     args.sources.append(source)
+    if getattr(args, "tiling", "none") != "none":
+        from ir.tiling import fuse_through_tiling
+
+        program = fuse_through_tiling(program, memory=args.tiling)
     return program
 
 

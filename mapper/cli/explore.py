@@ -17,8 +17,9 @@ from mapper.sizes import check_sizes, parse_sizes
 
 
 def _explore_tasks(args) -> dict:
-    """The tasks of ``mapper explore`` by variant name: a ``.lift`` file's (one, named
-    ``program``), or ``conv``'s (the GPGPU'20 convolution pipeline on ``--layer`` or
+    """The tasks of ``mapper explore`` by variant name: a ``.lift`` file's (``unfused``,
+    and with ``--tiling`` its fusions through tiling, ``tiled-<memory>``), or
+    ``conv``'s (the GPGPU'20 convolution pipeline on ``--layer`` or
     ``--sizes``, one task per ``--vectorise`` variant)."""
     from mapper.explore import Task
 
@@ -61,6 +62,8 @@ def _explore_tasks(args) -> dict:
                                    vectorise=v) for v in names}
     if args.layer:
         raise CliError("--layer goes with the program name conv (the convolution pipeline)")
+    if args.tiling != "none" and args.file == "conv":
+        raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
     if args.vectorise is not None:
         raise CliError("--vectorise goes with the program name conv (the convolution "
                        "pipeline)")
@@ -79,10 +82,23 @@ def _explore_tasks(args) -> dict:
         if missing:
             raise CliError(f"input {p.name} of {args.file} has size(s) {', '.join(missing)}: "
                            "give them with --sizes (the other sizes are tuned)")
-    return {"program": Task.from_program(prog, sizes, fusion=args.fusion,
-                                         heuristics=args.heuristics,
-                                         name=os.path.basename(args.file),
-                                         max_value=args.max, flops=args.flops)}
+    from ir.tiling import tiling_variants
+
+    programs = tiling_variants(prog, args.tiling)
+    # GFLOP/s count the unfused program's work: a tiling's recomputed halo is no progress
+    flops = args.flops
+    if flops is None and (len(programs) > 1 or "unfused" not in programs):
+        from ir.flops import FlopsError, count_flops
+
+        try:
+            flops = count_flops(prog, sizes)
+        except FlopsError:
+            flops = None
+    base = os.path.basename(args.file)
+    return {v: Task.from_program(p, sizes, fusion=args.fusion, heuristics=args.heuristics,
+                                 name=base if v == "unfused" else f"{base}:{v}",
+                                 max_value=args.max, flops=flops)
+            for v, p in programs.items()}
 
 
 def _conv_variant_names(args) -> tuple[str, ...]:
@@ -121,7 +137,7 @@ def cmd_explore(args) -> int:
     path = args.store or os.path.join("results", f"{stem}.sqlite")
     tasks = _explore_tasks(args)  # a bad program or shape leaves no store behind
     # the store is the first variant's; the others' are named after it, whichever are run
-    primary = CONV_VECTORISE[0] if args.file == "conv" else "program"
+    primary = CONV_VECTORISE[0] if args.file == "conv" else "unfused"
     paths = {n: variant_store(path, n, n == primary) or path for n in tasks}
     pool = None
     if args.ray is not None:  # a cluster that cannot start leaves no store behind either

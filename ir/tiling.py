@@ -1,0 +1,225 @@
+"""Fusion through tiling (Forma): a pipeline of stencil stages computed tile by tile.
+
+A program whose result is an image computed from an input image by stencils, point-wise
+functions and zips (a blur then a Laplacian, Harris corners, convolution layers) has an
+output pixel ``(i, j)`` that depends only on the input window ``(i .. i+hH, j .. j+hW)``:
+``hH``, ``hW`` (the halo) are the input's height and width minus the output's, read from
+the types. :func:`fuse_through_tiling` rewrites such a program into one that cuts the input
+into overlapping ``(t+hH) x (t+hW)`` tiles (step ``t``), runs the whole pipeline on each tile
+(its ``t x t`` output tile), and puts the tiles back together::
+
+    join o mapTU(mapTV(join) o transpose) o mapTY(mapTX(\\tile -> P[image := tile]))
+      $ slideStrictND(2, (t + hH, t + hW), (t, t)) $ image
+
+Each intermediate image of the pipeline then exists per tile only: with ``memory="local"``
+(or ``"private"``) its producer writes it into that memory (``toLocal``/``toPrivate``),
+a tile's worth plus its halo, instead of the whole image through global memory; the
+overlap between neighbouring tiles is computed again (the redundant work Forma trades for
+the memory traffic). ``t`` is a new size variable: a tuning parameter whose valid values
+divide the output (``slideStrictND``'s constraint), and the mapping of the tile maps and
+of the stages inside them is the mapping problem's, as for any program.
+"""
+
+from __future__ import annotations
+
+from ir import nodes
+from ir.builders import compose, join, map_, slide_nd, transpose
+from ir.errors import IRError
+from ir.sym import Var, sym
+from ir.types import ArrayType
+
+MEMORIES = ("global", "local", "private")
+
+
+class TilingError(IRError, ValueError):
+    """A program that cannot be fused through tiling as asked (the message says why)."""
+
+
+def _halo(inp: ArrayType, out: object, name: str) -> tuple[int, int]:
+    """The halo of ``out`` (the program's result type) over the image ``inp``: the input's
+    outer two lengths minus the output's, when both are constants."""
+    if not (isinstance(out, ArrayType) and isinstance(out.elem, ArrayType)
+            and isinstance(inp.elem, ArrayType)):
+        raise TilingError(f"the program's result is not an image (an array of arrays): "
+                          f"{out}; tiling needs the result's two outer dimensions to be the "
+                          f"input {name}'s minus a halo")
+    halo = []
+    for a, b in ((inp.size, out.size), (inp.elem.size, out.elem.size)):
+        d = sym(a) - sym(b)
+        h = d.as_int() if d.is_const else None
+        if h is None or h < 0:
+            raise TilingError(
+                f"the result's dimensions ({out.size}, {out.elem.size}) are not those of "
+                f"{name} ({inp.size}, {inp.elem.size}) less a constant halo: the program "
+                "is not a stencil pipeline over that image")
+        halo.append(h)
+    return halo[0], halo[1]
+
+
+def _spine_calls(e: nodes.Node) -> set[int]:
+    """The ids of the map calls that produce the program's result (the last stage): from
+    the body, through compositions, ``let`` bodies and layout calls, to the first call of
+    a map that computes."""
+    from ir.computes import computes
+
+    out: set[int] = set()
+    while isinstance(e, nodes.FunCall):
+        f = e.f.f if isinstance(e.f, nodes.ToMem) else e.f
+        if isinstance(f, nodes.Map) and computes(f.f):
+            out.add(id(e))
+            return out
+        if isinstance(f, nodes.Lambda):
+            e = f.body
+        elif e.args:
+            e = e.args[0]
+        else:
+            return out
+    return out
+
+
+def _stage_calls(e: nodes.Node) -> list[nodes.FunCall]:
+    """The calls of maps that are not inside another map's function (the stages, and the
+    layout maps of ``slideND`` and the like, which compute nothing)."""
+    found: list[nodes.FunCall] = []
+    stack: list[nodes.Node] = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, nodes.FunCall):
+            f = n.f.f if isinstance(n.f, nodes.ToMem) else n.f
+            if isinstance(f, nodes.Map):
+                found.append(n)
+                stack.extend(n.args)  # the map's function is inside it: not a stage
+                continue
+        if isinstance(n, nodes.Map):
+            continue
+        stack.extend(n.children())
+    return found
+
+
+def _fresh_labels(program: nodes.Node, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    used = {m.label for m in nodes.maps_in(program) if m.label}
+    out = []
+    for w in wanted:
+        label, k = w, 2
+        while label in used:
+            label, k = f"{w}{k}", k + 1
+        used.add(label)
+        out.append(label)
+    return tuple(out)
+
+
+def fuse_through_tiling(program: nodes.Node, *, image: str | None = None,
+                        tile: str = "t", memory: str = "local") -> nodes.Lambda:
+    """``program`` computed tile by tile (see the module docstring): ``image`` names the
+    input that is tiled (default: the only two-or-more-dimensional input whose shape the
+    result follows), ``tile`` the new size variable (the output tile's side), ``memory``
+    where each intermediate image of a tile lives (``global``: no annotation). Raises
+    :class:`TilingError` for a program that is not a stencil pipeline over one image."""
+    from ir.computes import computes
+    from ir.typecheck import typecheck
+
+    if memory not in MEMORIES:
+        raise TilingError(f"memory {memory!r}: give one of {', '.join(MEMORIES)}")
+    if not isinstance(program, nodes.Lambda) or not program.params:
+        raise TilingError("fusion through tiling takes a program with declared inputs")
+    info = typecheck(program)
+    sizes_used = set()
+    for p in program.params:
+        if p.type is not None:
+            sizes_used |= {str(v) for v in p.type.free_vars()}
+    if tile in sizes_used:
+        raise TilingError(f"the tile size {tile!r} is already a size of the program: give "
+                          "another name (tile=...)")
+    images = [p for p in program.params
+              if isinstance(p.type, ArrayType) and isinstance(p.type.elem, ArrayType)]
+    if image is not None:
+        names = [p.name for p in images]
+        images = [p for p in images if p.name == image]
+        if not images:
+            raise TilingError(f"no input image {image!r}: the program's two-or-more-"
+                              f"dimensional inputs are {names}")
+    halos = {}
+    for p in images:
+        assert isinstance(p.type, ArrayType)
+        try:
+            halos[p.name] = _halo(p.type, info.type, p.name)
+        except TilingError as e:
+            if image is not None:
+                raise
+            last = e
+    if not halos:
+        raise TilingError(str(last) if images else
+                          "the program has no two-dimensional input image to tile")
+    if len(halos) > 1:
+        raise TilingError(f"several inputs could be the image: {sorted(halos)}; name one "
+                          "(image=...)")
+    (name, (hh, hw)), = halos.items()
+    body: nodes.Node = program.body
+    # each intermediate image is written to `memory`, per tile
+    spine = _spine_calls(body)
+    if memory != "global":
+        stages = {id(c) for c in _stage_calls(body) if id(c) not in spine
+                  and isinstance(c.f, nodes.Map) and computes(c.f.f)}
+
+        def annotate(old: nodes.Node, new: nodes.Node) -> nodes.Node | None:
+            if id(old) in stages and isinstance(new, nodes.FunCall):
+                return nodes.FunCall(nodes.ToMem(new.f, memory), new.args)
+            return None
+
+        body = _rebuild_by_identity(body, annotate)
+    tile_p = nodes.Param("tile")
+    body = nodes.rebuild(body, lambda n: tile_p if isinstance(n, nodes.Param)
+                         and n.name == name else None)
+    ty, tx, tu, tv = _fresh_labels(program, ("TY", "TX", "TU", "TV"))
+    t = Var(tile)
+    tiles = nodes.FunCall(slide_nd(2, (t + hh, t + hw), (t, t), strict=True),
+                          (nodes.Param(name),))
+    assert isinstance(body, nodes.ExprNode)  # rewrites keep an expression one
+    per_tile = nodes.FunCall(map_(map_(nodes.Lambda((tile_p,), body), tx), ty), (tiles,))
+    untile = nodes.FunCall(join(), (nodes.FunCall(
+        map_(compose(map_(join(), tv), transpose()), tu), (per_tile,)),))
+    return nodes.Lambda(program.params, untile)
+
+
+def _rebuild_by_identity(e: nodes.Node, fn) -> nodes.Node:
+    """A bottom-up rewrite like ``nodes.rebuild``, where ``fn(original, rebuilt)`` sees
+    each node as it was (to match it by identity) and with its children rebuilt, and
+    returns a replacement or None."""
+    from dataclasses import fields
+
+    changes: dict[str, object] = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, nodes.Node):
+            nv = _rebuild_by_identity(v, fn)
+            if nv is not v:
+                changes[f.name] = nv
+        elif isinstance(v, tuple) and any(isinstance(x, nodes.Node) for x in v):
+            nt = tuple(_rebuild_by_identity(x, fn) if isinstance(x, nodes.Node) else x
+                       for x in v)
+            if any(a is not b for a, b in zip(nt, v)):
+                changes[f.name] = nt
+    new = nodes.replace(e, **changes) if changes else e
+    out = fn(e, new)
+    return new if out is None else out
+
+
+def tiling_variants(program: nodes.Node, tiling: str = "auto") -> dict[str, nodes.Node]:
+    """The programs ``mapper explore --tiling`` explores, by variant name: ``none`` the
+    program itself (``unfused``); ``local``/``private``/``global`` its fusion through
+    tiling with the intermediates in that memory (``tiled-<memory>``; a program that is
+    no stencil pipeline raises :class:`TilingError`); ``auto`` the unfused program, then
+    the local and the private tiling where the program tiles (else the program alone)."""
+    if tiling == "none":
+        return {"unfused": program}
+    if tiling in MEMORIES:
+        return {f"tiled-{tiling}": fuse_through_tiling(program, memory=tiling)}
+    if tiling != "auto":
+        raise TilingError(f"tiling {tiling!r}: give none, auto or one of {', '.join(MEMORIES)}")
+    out: dict[str, nodes.Node] = {"unfused": program}
+    for memory in ("local", "private"):
+        try:
+            out[f"tiled-{memory}"] = fuse_through_tiling(program, memory=memory)
+        except TilingError:
+            return {"unfused": program}
+    return out
