@@ -670,3 +670,14 @@ def test_explore_random_time_budget_is_kept(tmp_path, conv_task):
                   count=False)
     assert time.perf_counter() - t0 < 1.5 + 5.0  # the budget, and start-up
     assert res.draws > 1000 and res.mapping_s >= 1.0
+
+
+@pytest.mark.opencl
+def test_the_model_strategy_explores_a_program_with_nothing_to_tune() -> None:
+    """Every size given (a stencil pipeline at a fixed image size): the only configuration
+    is the empty one; the model's local search moves maps only (it used to ask the empty
+    tuning problem for its space and end in a traceback)."""
+    res = explore(os.path.join(ROOT, "examples", "blur_laplacian.lift"), {"H": 18, "W": 18},
+                  budget=6, retime=0)
+    assert res.counts["ok"] == 6 and res.stopped_by == "budget"
+    assert all(dict(r.tuning) == {} for r in res.records)

@@ -82,6 +82,14 @@ def _steps(dom: tuple, i: int) -> list[int]:
     return out
 
 
+def _space_of(problem: Any) -> Any:
+    """The tuning space of a mapping's tuning problem, or None where it has no parameter
+    (every size given: the only configuration is the empty one)."""
+    if not getattr(problem, "params", None):
+        return None
+    return getattr(problem, "space", None)
+
+
 @register
 class ModelStrategy(Strategy):
     """Analytic prior, random-forest cost model + feasibility classifier, UCB acquisition
@@ -266,9 +274,11 @@ class ModelStrategy(Strategy):
                 other = self.joint.tuning(m)
             except LiftmapError:  # a mapping the lowering cannot apply
                 continue
-            sp = getattr(other, "space", None)
-            if sp is not None and set(getattr(sp, "params", {}) or {}) == set(tuning) \
-                    and dict(tuning) in sp:
+            sp = _space_of(other)
+            if sp is None:  # every size given: nothing to tune in either mapping
+                if not tuning and not getattr(other, "params", None):
+                    out.append((m, {}))
+            elif set(getattr(sp, "params", {}) or {}) == set(tuning) and dict(tuning) in sp:
                 out.append((m, dict(tuning)))
         return out
 
@@ -295,7 +305,7 @@ class ModelStrategy(Strategy):
                      ) -> tuple[Any, dict[str, list[int]]]:
         """The tuning space of ``mapping`` and, per parameter of ``tuning`` found in its
         domain, the values one step away (``_steps``)."""
-        space: Any = getattr(self.joint.tuning(mapping), "space", None)
+        space = _space_of(self.joint.tuning(mapping))
         params = getattr(space, "params", None) or {}
         steps: dict[str, list[int]] = {}
         for p, dom in params.items():
