@@ -678,6 +678,6 @@ def test_the_model_strategy_explores_a_program_with_nothing_to_tune() -> None:
     is the empty one; the model's local search moves maps only (it used to ask the empty
     tuning problem for its space and end in a traceback)."""
     res = explore(os.path.join(ROOT, "examples", "blur_laplacian.lift"), {"H": 18, "W": 18},
-                  budget=6, retime=0)
-    assert res.counts["ok"] == 6 and res.stopped_by == "budget"
+                  budget=20, retime=0)  # past the initial design: the fitted model's climb
+    assert res.counts["ok"] >= 16 and res.stopped_by == "budget", res.counts
     assert all(dict(r.tuning) == {} for r in res.records)

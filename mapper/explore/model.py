@@ -377,7 +377,7 @@ class ModelStrategy(Strategy):
         if not ok:
             return []
         m, cfg = self.seen_cands[max(ok, key=lambda i: float(self.y[i]))]  # type: ignore[arg-type]
-        space: Any = getattr(self.joint.tuning(m), "space", None)
+        space = _space_of(self.joint.tuning(m))
         starts = [cfg]
         n = space.count() if space is not None else 0
         if n:
