@@ -7,6 +7,7 @@ with a one-line description that names the maps it is about.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
@@ -736,38 +737,47 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
     (top-level maps separated by a kernel boundary) are independent."""
     chains = t.chains()
     kernel = t.kernels()
+    # the predicates below repeat across the pairs of chains (every chain a against the
+    # same b, the same only_a against every b): built once each (a kernel of 100 sibling
+    # maps has 10,000 pairs)
+    any_is = functools.lru_cache(maxsize=None)(lambda maps, code: _any_is(maps, code))
+    none_is = functools.lru_cache(maxsize=None)(lambda maps, code: _none_is(maps, code))
     for b in chains:
         space = t.maps[b[-1]].writes
         if space == "private":
             continue
+        tb = tuple(b)
+        # a local buffer is replicated over the mapLcl loops around its writer only: a
+        # mapGlb around it does not tell its work-items' elements apart
+        w = _local_writer(t, b)
+        units = None
         for a in chains:
             if a == b or kernel[a[0]] != kernel[b[0]]:
                 continue
             # a map of one iteration makes no id vary (other maps of its code do)
-            only_a = _multi(t, [m for m in a if m not in b])
+            only_a = tuple(_multi(t, [m for m in a if m not in b]))
             if not only_a:
                 continue
-            # a local buffer is replicated over the mapLcl loops around its writer only: a
-            # mapGlb around it does not tell its work-items' elements apart
-            w = _local_writer(t, b)
+            if units is None:
+                units = _units_in_kernel(t, b[0])
             for d in range(3):
                 lcl, wrg, glb = 10 + d, 20 + d, 30 + d
-                parts = [Or(_none_is(only_a, lcl), _any_is(b[w:], lcl), _any_is(b[w:], glb),
-                            _any_is(b[:w], lcl))]
+                parts = [Or(none_is(only_a, lcl), any_is(tb[w:], lcl), any_is(tb[w:], glb),
+                            any_is(tb[:w], lcl))]
                 if space != "local":
-                    parts.append(Or(_none_is(only_a, wrg), _any_is(b, wrg), _any_is(b, glb)))
+                    parts.append(Or(none_is(only_a, wrg), any_is(tb, wrg), any_is(tb, glb)))
                     # a mapGlb(d) varies no id of its own in a kernel with mapLcl(d)/mapWrg(d)
                     # (they size dimension d, and are asked for above in their own chains);
                     # without maps of one iteration, b's own are the ones that matter
-                    grp = (_group_dim(t, b[0], d) if _units_in_kernel(t, b[0])
-                           else Or(_any_is(b, wrg), _any_is(b, lcl)))
-                    parts.append(Or(_none_is(only_a, glb), _any_is(b, glb), grp))
+                    grp = (_group_dim(t, b[0], d) if units
+                           else Or(any_is(tb, wrg), any_is(tb, lcl)))
+                    parts.append(Or(none_is(only_a, glb), any_is(tb, glb), grp))
                 yield _instance(
                     "exhaustive-indexing", And(*parts),
                     f"dimension {d} distributed in chain {_chain_text(a)} is also distributed "
                     f"in chain {_chain_text(b)} (mapLcl({d}) by mapLcl/mapGlb, mapWrg({d}) by "
                     f"mapWrg/mapGlb, mapGlb({d}) by any)",
-                    tuple(dict.fromkeys(only_a + list(b))))
+                    tuple(dict.fromkeys(only_a + tb)))
 
 
 def _local_writer(t: MapNestingTree, chain) -> int:
@@ -809,13 +819,16 @@ def sequential_fusion(t: MapNestingTree) -> Iterator[Constraint]:
 def no_global_with_groups(t: MapNestingTree) -> Iterator[Constraint]:
     """A kernel uses either mapGlb or mapWrg/mapLcl, never both (kernels separated by a
     kernel boundary are independent)."""
-    for a, b in combinations(t.concrete(), 2):
+    maps = t.concrete()
+    # each map's two tests, built once (a kernel of n maps has n(n-1)/2 pairs)
+    glb = {m: eq(level(m), 3) for m in maps}
+    grp = {m: (level(m) >= 1, level(m) <= 2) for m in maps}
+    for a, b in combinations(maps, 2):
         if not t.same_kernel(a, b):
             continue
         yield _instance(
             "global-xor-groups",
-            And(Not(And(eq(level(a), 3), level(b) >= 1, level(b) <= 2)),
-                Not(And(eq(level(b), 3), level(a) >= 1, level(a) <= 2))),
+            And(Not(And(glb[a], *grp[b])), Not(And(glb[b], *grp[a]))),
             f"maps {a} and {b}: mapGlb is not mixed with mapWrg/mapLcl in one kernel", (a, b))
 
 

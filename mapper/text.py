@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -591,8 +592,68 @@ def simplify(pred: Pred, domains: Domains | None = None) -> Pred:
     (``A in {mapLcl(0), mapGlb(0)}``, ``level(A) == seq``: codes impossible where it
     stands do not matter), parts made true or false by the conditions around them
     dropped, common parts factored out. Meant for the mapper's predicates: any map named
-    in ``pred`` takes a code."""
-    return _simplify(pred, _frozen(domains))
+    in ``pred`` takes a code.
+
+    The work is done once per shape: the maps are renamed to placeholders in the order of
+    their names (so that whatever the simplifier orders by name keeps its order), the
+    placeholder form simplified (cached) and renamed back; a rule's instances over many
+    pairs of maps (a kernel of 100 sibling maps has thousands) share one simplification."""
+    names = sorted(pred.params())
+    canon: dict[str, str] = {}
+    prev = ""
+    for n in names:
+        prev = canon[n] = _placeholder(prev, n)
+    doms = _frozen({canon[k]: v for k, v in (domains or {}).items() if k in canon})
+    # the key: the predicate's text in placeholder names (printing is cheaper than
+    # rebuilding the predicate; the rebuilt one is needed only the first time)
+    key = (_NAME.sub(lambda m: canon.get(m.group(0), m.group(0)), str(pred)), doms)
+    out = _SHAPES.get(key)
+    if out is None:
+        out = _SHAPES[key] = _simplify(_renamed(pred, canon), doms)
+        if len(_SHAPES) > 8192:
+            _SHAPES.pop(next(iter(_SHAPES)))
+    return _renamed(out, {v: k for k, v in canon.items()})
+
+
+_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]*\b")
+_SHAPES: dict[tuple, Pred] = {}  # simplified predicates in placeholder names, by text
+
+
+_PLACEHOLDER_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _placeholder(prev: str, name: str) -> str:
+    """The first name after ``prev`` (in string order) as long as ``name`` and starting,
+    like it, with a capital: what the simplifier's orders and lengths see is unchanged."""
+    if not name[:1].isupper() or not all(ch in _PLACEHOLDER_CHARS for ch in name):
+        return name  # a name of another form stands for itself
+    digits = [10] + [0] * (len(name) - 1)  # "A0..0"
+    while True:
+        cand = "".join(_PLACEHOLDER_CHARS[d] for d in digits)
+        if cand > prev:
+            return cand
+        i = len(digits) - 1
+        while i >= 0:
+            digits[i] += 1
+            if digits[i] < len(_PLACEHOLDER_CHARS):
+                break
+            digits[i] = 10 if i == 0 else 0
+            i -= 1
+        if i < 0:
+            return name  # no shorter placeholder after prev: keep the name
+
+
+def _renamed(node, names: Mapping[str, str]):
+    """``node`` (a predicate or term) with its parameters renamed by ``names``."""
+    if isinstance(node, Param):
+        return Param(names.get(node.name, node.name))
+    if not isinstance(node, Node) or not node.params():
+        return node
+    args = tuple(_renamed(a, names) if isinstance(a, Node)
+                 else tuple(_renamed(x, names) for x in a)
+                 if isinstance(a, tuple) and any(isinstance(x, Node) for x in a) else a
+                 for a in node._args())
+    return type(node)(*args)
 
 
 # ------------------------------------------------------------------- instances
