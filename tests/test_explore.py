@@ -672,6 +672,7 @@ def test_explore_random_time_budget_is_kept(tmp_path, conv_task):
     assert res.draws > 1000 and res.mapping_s >= 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.opencl
 def test_the_model_strategy_explores_a_program_with_nothing_to_tune() -> None:
     """Every size given (a stencil pipeline at a fixed image size): the only configuration

@@ -39,6 +39,7 @@ def runner():
     ("blur_separable", {"H": 9, "W": 11}), ("blur_laplacian", {"H": 9, "W": 11}),
     ("harris", {"H": 10, "W": 13}), ("conv2_layers", {"H": 7, "W": 9, "C": 3, "M": 4, "N": 5}),
 ])
+@pytest.mark.slow
 def test_sampled_mappings_of_the_pipeline_run_correctly(name: str, sizes, runner) -> None:
     """Each stage becomes a kernel (the stages exchange images through global memory);
     whatever the mapping, the kernels compute what the interpreter does."""

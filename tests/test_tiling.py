@@ -87,6 +87,7 @@ def runner():
     ("blur_laplacian", {"H": 14, "W": 16}), ("harris", {"H": 14, "W": 12}),
     ("conv2_layers", {"H": 8, "W": 10, "C": 2, "M": 3, "N": 2}),
 ])
+@pytest.mark.slow
 def test_sampled_mappings_of_the_tiled_pipeline_run_correctly(name, sizes, memory,
                                                                 runner) -> None:
     """Tiles of 2 and 5 (the output is 10 x 12 or 10 x 8: 5 does not divide every side,
@@ -100,6 +101,7 @@ def test_sampled_mappings_of_the_tiled_pipeline_run_correctly(name, sizes, memor
     assert counts["ok"] >= 4 and set(counts) <= {"ok", "rejected"}, report.outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.oclgrind
 def test_a_tiled_pipeline_with_local_intermediates_is_race_free() -> None:
     """The tile's blurred image written to local memory by the work-items of a work-group
