@@ -34,12 +34,12 @@ from __future__ import annotations
 
 # the errors of symbolic expressions live in ir.errors (under the library's root LiftmapError)
 from ir.errors import (
-    NonIntegralError,
-    RelationTruthError,
-    SymbolicError,
-    SymbolicTypeError,
+    NonIntegralError,  # an exact division that leaves a remainder
+    RelationTruthError,  # a Rel used as a truth value
+    SymbolicError,  # the root of the ones below
+    SymbolicTypeError,  # a value that is no int, name or expression
     SymbolicZeroDivisionError,
-    UnboundSizeError,
+    UnboundSizeError,  # evaluating with a size not given
 )
 from ir.sym_expr import Cst, Expr, Rel, Var, parse_expr, smax, smin, sym
 from ir.sym_expr import _mk as _mk  # for pickles made before the split (see below)
