@@ -111,9 +111,15 @@ def test_close_probes_are_those_within_the_factor_of_the_fastest():
 
 @pytest.mark.slow
 @pytest.mark.opencl
-def test_close_probes_are_timed_again_interleaved_and_the_lowest_median_wins(pool):
+def test_close_probes_are_timed_again_interleaved_and_the_lowest_median_wins(pool,
+                                                                            monkeypatch):
     """Two variants with the same kernels are as close as probes get: their bests are
-    timed again, one round each in turn, and the lowest median decides."""
+    timed again, one round each in turn, and the lowest median decides. (Closeness is
+    made certain: on a loaded machine one measurement of the same kernel can be 1.5x
+    another's, which is the point of timing again.)"""
+    import mapper.explore.variants as variants
+
+    monkeypatch.setattr(variants, "CLOSE", 1e9)
     phases = []
     task = Task.from_program(L3, {"N": 1 << 14})
     vr = explore_variants({"one": task, "two": task}, budget=8, probe=2, strategy="solver",
