@@ -144,3 +144,22 @@ def test_the_command_line_tiles(capsys) -> None:
     listing3 = str(EXAMPLES / "cc22_listing3.lift")
     assert main(["enumerate", listing3, "--tiling", "local"]) == 2
     assert "no two-dimensional input image" in capsys.readouterr().err
+
+
+@pytest.mark.opencl
+def test_explore_a_tiling_from_the_command_line(tmp_path, capsys) -> None:
+    """``explore --tiling local``: the tiled program explored, ``t`` among its tuning
+    values, its store named after the variant, GFLOP/s of the unfused work."""
+    from mapper.cli import main
+
+    store = tmp_path / "b.sqlite"
+    assert main(["explore", str(EXAMPLES / "blur_laplacian.lift"), "--sizes", "H=20,W=20",
+                 "--tiling", "local", "--budget", "3", "--strategy", "solver",
+                 "--store", str(store), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["store"] == str(tmp_path / "b.tiled-local.sqlite") and not store.exists()
+    assert doc["context"]["program"].endswith(":tiled-local")
+    best = doc["best"]
+    assert best is not None and "t" in best["tuning"], best
+    assert main(["explore", "conv", "--tiling", "local", "--budget", "3"]) == 2
+    assert "--tiling goes with a .lift" in capsys.readouterr().err

@@ -23,6 +23,8 @@ def _explore_tasks(args) -> dict:
     ``--sizes``, one task per ``--vectorise`` variant)."""
     from mapper.explore import Task
 
+    if args.file == "conv" and args.tiling != "none":
+        raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
     if args.file == "conv":
         if args.sizes:
             from ir.programs import ConvLayer
@@ -62,8 +64,6 @@ def _explore_tasks(args) -> dict:
                                    vectorise=v) for v in names}
     if args.layer:
         raise CliError("--layer goes with the program name conv (the convolution pipeline)")
-    if args.tiling != "none" and args.file == "conv":
-        raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
     if args.vectorise is not None:
         raise CliError("--vectorise goes with the program name conv (the convolution "
                        "pipeline)")
