@@ -79,7 +79,7 @@ class _Match:
 def _match_update(s: Store, fun_of: dict) -> tuple | None:
     """``(x, y, acc_first, add_name, width)`` when ``s`` is ``B[e] = add(B[e], dot(x, y))``."""
     d, v = s.dest, s.value
-    if not (isinstance(d, Mem) and d.buf.space == "private" and d.buf.dtype == "float"):
+    if s.conds or not (isinstance(d, Mem) and d.buf.space == "private" and d.buf.dtype == "float"):
         return None
     if not (isinstance(v, Call) and len(v.args) == 2):
         return None

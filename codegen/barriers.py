@@ -41,7 +41,7 @@ from codegen.errors import (
 from codegen.launch import LaunchConfig, uniform_in_group
 from codegen.stmt import Barrier, Loop, Store, leaves_of, walk_stmts
 from codegen.views import VecMem, lane_var
-from ir.sym import Cst, Expr, Var
+from ir.sym import Cst, Expr, Rel, Var
 
 # ----------------------------------------------------------------- thread substitution
 
@@ -216,27 +216,11 @@ class Digits:
 
 def decompose(e: Expr) -> Digits | None:
     """Digits of an affine index with positive integer coefficients, else None."""
-    fv = sorted(e.free_vars())
-    zero = {v: 0 for v in fv}
-    c0e = e.subs(zero)
-    if not c0e.is_const:
+    coefs = _affine(e)
+    if coefs is None or any(c <= 0 for v, c in coefs.items() if v):
         return None
-    c0 = c0e.as_int()
-    coefs = []
-    rest = e - c0
-    for v in fv:
-        ce = e.subs({**zero, v: 1}) - c0
-        if not ce.is_const:
-            return None
-        c = ce.as_int()
-        if c <= 0:
-            return None
-        coefs.append((v, c))
-        rest = rest - c * Var(v)
-    if rest != 0:
-        return None
-    coefs.sort(key=lambda vc: (vc[1], vc[0]))
-    return Digits(c0, coefs)
+    return Digits(coefs[""], sorted(((v, c) for v, c in coefs.items() if v),
+                                    key=lambda vc: (vc[1], vc[0])))
 
 
 # ------------------------------------------------------------------- classification
@@ -317,21 +301,75 @@ def racing_ids(a: Access, kinds: dict[str, str], cfg: LaunchConfig) -> list[str]
     if not varying:
         return []
     recovered: set[str] = set()
-    dg = decompose(a.loop_idx)
+    parts = _index_parts(a)
     for lp in a.dist:
-        if lp.name not in a.loop_idx.free_vars():
+        part = next((p for p in parts if lp.name in p.free_vars()), None)
+        if part is None:
             continue
+        dg = decompose(part)
         if dg is None:  # not analysable: only ask that the ids appear in the index
             recovered |= {t for t, _ in owner_ids(lp, Var(lp.name), cfg)
                           if t in a.idx.free_vars()}
             continue
-        it = dg.digit(lp.name, a.loop_idx)
+        it = dg.digit(lp.name, part)
         if it is None:
             continue
         for tname, e in owner_ids(lp, it.subs(a.env), cfg):
             if e == Var(tname):
                 recovered.add(tname)
     return [t for t in varying if t not in recovered]
+
+
+def _index_parts(a: Access) -> list[Expr]:
+    """Expressions whose values together name the element a write stores: its index, or,
+    for a store guarded by ``0 <= C < m`` (a write into a cropped output), ``C`` and the
+    index with ``C`` as one digit ``z`` in ``[0, m)`` (when ``z`` can be read back from
+    it, distinct values of ``C`` and of the other variables are distinct elements)."""
+    idx = a.loop_idx
+    if not a.write or not a.store.conds:
+        return [idx]
+    pinned = {lp.name: 0 for lp in ancestors(a.store) if lp.n == 1}
+    conds = [c.subs(pinned) if pinned else c for c in a.store.conds]
+    parts: list[Expr] = []
+    for c in conds:
+        if c.op != "<" or not c.rhs.is_const:
+            continue
+        m, low = c.rhs.as_int(), c.lhs
+        coefs = _affine(low)  # loop variables are >= 0: so is low with such coefficients
+        if m <= 0 or coefs is None or (Rel(">=", low, 0) not in conds
+                                        and any(k < 0 for k in coefs.values())):
+            continue
+        v0 = next((v for v, k in coefs.items() if v and k == 1), None)
+        if v0 is None:
+            continue
+        z = Var(f"_crop{len(parts)}", 0, m - 1)
+        folded = idx.subs({v0: z - (low - Var(v0))})
+        dg = decompose(folded)
+        back = dg.digit(z.name, folded) if dg is not None else None
+        if back is None or back != z:
+            continue
+        parts.append(low)
+        idx = folded
+    return [*parts, idx]
+
+
+def _affine(e: Expr) -> dict[str, int] | None:
+    """The integer coefficients of an affine expression by variable (``""``: the
+    constant), or None."""
+    fv = sorted(e.free_vars())
+    zero = {v: 0 for v in fv}
+    c0 = e.subs(zero)
+    if not c0.is_const:
+        return None
+    out = {"": c0.as_int()}
+    rest = e - c0
+    for v in fv:
+        ce = e.subs({**zero, v: 1}) - c0
+        if not ce.is_const:
+            return None
+        out[v] = ce.as_int()
+        rest = rest - out[v] * Var(v)
+    return out if rest == 0 else None
 
 
 # ------------------------------------------------------------------------- analysis

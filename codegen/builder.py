@@ -248,6 +248,9 @@ class Builder:
         return f" in {lp.what}" if lp is not None else ""
 
     def store(self, dest: View, value: View) -> None:
+        conds: tuple = ()
+        if isinstance(dest, vw.WriteGuard):
+            conds, dest = dest.conds, dest.target
         if isinstance(value, vw.Lanes):
             value = vw.resolve_vector(value, "vector load" + self.where())
         if isinstance(dest, vw.Lanes):
@@ -262,7 +265,7 @@ class Builder:
         assert isinstance(value, Leaf)  # a view is an ArrV, a TupV or a Leaf
         if isinstance(dest.type, VectorType) != isinstance(value.type, VectorType):
             raise UnsupportedError(f"cannot store a {value.type} into a {dest.type}")
-        self.add(Store(dest, value))
+        self.add(Store(dest, value, conds=conds))
 
     def copy_into(self, dest: View, src: View) -> None:
         """``dest = src`` element by element (sequential loops)."""
@@ -638,9 +641,20 @@ class Builder:
     def _not_invertible(self, node: Node, *args: object) -> None:
         return None
 
-    # functions that compute, select or pad: their argument is no view of their result
+    # functions that compute or select: their argument is no view of their result
     inverse_user_fun = inverse_vectorize = inverse_reduce = inverse_to_mem = _not_invertible
-    inverse_zip = inverse_get = inverse_slide = inverse_pad = _not_invertible
+    inverse_zip = inverse_get = inverse_slide = _not_invertible
+
+    def inverse_pad(self, f: Pad, dest: View, arg_t: Type) -> View | None:
+        """A crop (both amounts <= 0) writes through: what it crops away is written
+        nowhere; a pad that adds elements is no view of its argument."""
+        left, right = self.ival(f.left), self.ival(f.right)
+        if not isinstance(dest, ArrV) or left > 0 or right > 0:
+            return None
+        if left == 0 and right == 0:
+            return dest
+        assert isinstance(arg_t, ArrayType)  # the argument of a (type-checked) pad
+        return vw.inverse_crop(dest, left, right, arg_t.size.as_int())
 
     # inverse_body(body, pname, dest): the output view of the parameter ``pname`` when
     # ``body`` (a chain of one-argument calls down to it) is written into ``dest``

@@ -292,17 +292,25 @@ class Printer:
             raise UnsupportedError(f"internal: unknown statement {type(s).__name__}")
 
     def store(self, s: Store, depth: int, env: dict) -> None:
+        test = ""
+        if s.conds:
+            conds = [c.subs(env) if env else c for c in s.conds]
+            if any(c.is_trivially_false for c in conds):
+                return  # written nowhere here (cropped away)
+            conds = [c for c in conds if not c.is_trivially_true]
+            if conds:
+                test = f"if ({' && '.join(_rel_c(c) for c in conds)}) "
         value = self.leaf(s.value, env)
         d = s.dest
         if isinstance(d, Mem):
-            self.emit(f"{self.leaf(d, env)} = {value};", depth)
+            self.emit(f"{test}{self.leaf(d, env)} = {value};", depth)
         elif isinstance(d, VecMem) and d.width == 1:
-            self.emit(f"{d.buf.cname}[{self.expr(d.idx, env)}] = {value};", depth)
+            self.emit(f"{test}{d.buf.cname}[{self.expr(d.idx, env)}] = {value};", depth)
         elif isinstance(d, VecMem) and d.buf.name in self.vector_arrays:
-            self.emit(f"{d.buf.cname}[{self.vector_slot(d, env)}] = {value};", depth)
+            self.emit(f"{test}{d.buf.cname}[{self.vector_slot(d, env)}] = {value};", depth)
         elif isinstance(d, VecMem):
             off, base = self.vec_addr(d, env)
-            self.emit(f"vstore{d.width}({value}, {off}, {base});", depth)
+            self.emit(f"{test}vstore{d.width}({value}, {off}, {base});", depth)
         else:
             raise UnsupportedError(f"internal: cannot store into {type(d).__name__}")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from codegen.buffers import Buf
 from codegen.views import Call, Leaf, Mem, Sel, VecMem
-from ir.sym import Expr
+from ir.sym import Expr, Rel
 
 
 @dataclass(eq=False)
@@ -49,11 +49,13 @@ class Loop:
 
 @dataclass(eq=False)
 class Store:
-    """``dest = value`` (a scalar or a vector store)."""
+    """``dest = value`` (a scalar or a vector store); only where ``conds`` hold when it
+    has any (a write into a cropped output)."""
 
     dest: Mem | VecMem
     value: Leaf
     parent: Loop | None = None
+    conds: tuple[Rel, ...] = ()
 
 
 @dataclass(eq=False)

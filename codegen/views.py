@@ -127,6 +127,19 @@ class Sel(Leaf):
 
 
 @dataclass(frozen=True, eq=False)
+class WriteGuard(Leaf):
+    """A destination written only where ``conds`` hold (the output view of a crop: the
+    elements cropped away are computed and written nowhere)."""
+
+    conds: tuple[Rel, ...]
+    target: Leaf
+
+    @property
+    def type(self) -> Type:
+        return self.target.type
+
+
+@dataclass(frozen=True, eq=False)
 class Lanes(Leaf):
     """A vector whose lanes are the elements of a scalar array view (from ``asVector``);
     resolved into a contiguous :class:`VecMem` (or a constant) by :func:`resolve_vector`."""
@@ -195,6 +208,8 @@ def slide(x: ArrV, size: int, step: int) -> ArrV:
 def pad(x: ArrV, left: int, right: int, value: float) -> ArrV:
     """``pad(l, r, value)``: reads outside ``[0, n)`` give ``value`` (negative amounts crop)."""
     n = x.n
+    if left == 0 and right == 0:
+        return x
 
     def elem(i: Expr) -> View:
         j = i - left
@@ -205,6 +220,33 @@ def pad(x: ArrV, left: int, right: int, value: float) -> ArrV:
         return guard(v, conds, value) if conds else v
 
     return ArrV(n + left + right, x.elem, elem)
+
+
+def inverse_crop(dest: ArrV, left: int, right: int, n: int) -> ArrV:
+    """The output view of ``x`` (``n`` long) when ``pad(left, right)(x)`` with
+    ``left, right <= 0`` (a crop) is written into ``dest``: the elements kept go to their
+    place in ``dest``, the ones cropped away nowhere."""
+    m = dest.n
+
+    def elem(j: Expr) -> View:
+        i = j + left
+        conds = tuple(c for c in (i.ge(0), i.lt(m)) if not c.is_trivially_true)
+        v = dest.get(i)
+        return guard_write(v, conds) if conds else v
+
+    return ArrV(n, dest.elem, elem)
+
+
+def guard_write(v: View, conds: tuple[Rel, ...]) -> View:
+    """``v`` as a destination written only where ``conds`` hold, down to every leaf."""
+    if isinstance(v, ArrV):
+        return ArrV(v.n, v.elem, lambda i: guard_write(v.get(i), conds))
+    if isinstance(v, TupV):
+        return TupV(tuple(guard_write(e, conds) for e in v.elems))
+    if isinstance(v, WriteGuard):
+        return WriteGuard(conds + v.conds, v.target)
+    assert isinstance(v, Leaf)  # a view is an ArrV, a TupV or a Leaf
+    return WriteGuard(conds, v)
 
 
 def reorder_stride(x: ArrV, s: int) -> ArrV:
@@ -389,6 +431,10 @@ def subst_view(v: View, mapping: dict) -> View:
         return Lanes(subst_view(v.lanes, mapping), v.type)
     if isinstance(v, Call):
         return Call(v.fname, tuple(subst_view(a, mapping) for a in v.args), v.type)
+    if isinstance(v, WriteGuard):
+        return WriteGuard(tuple(c.subs(mapping) for c in v.conds),
+                          subst_view(v.target, mapping))
+    assert isinstance(v, Const)  # the one leaf without variables
     return v
 
 

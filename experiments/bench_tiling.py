@@ -1,6 +1,7 @@
 """Fusion through tiling, measured (issue 26): each image pipeline explored unfused and
 tiled (intermediates in local or in private memory), the same budget each, then the found
-kernels of every variant re-timed interleaved with scipy.ndimage (one core) in one run.
+kernels of every variant re-timed interleaved with scipy.ndimage (one core) and OpenCV
+(its threads), checked against the pipeline's reference first, in one run.
 
 Per variant it prints the median and minimum time, GFLOP/s of the unfused program's work
 (a tiling's recomputed halo is not counted as work), the compulsory global-memory traffic
@@ -53,6 +54,33 @@ def scipy_fn(name: str, x: np.ndarray, weights: dict[str, np.ndarray]):
     return harris
 
 
+def opencv_fn(name: str, x: np.ndarray, weights: dict[str, np.ndarray]):
+    """The pipeline in OpenCV (``cv2.filter2D``/``sepFilter2D``/``boxFilter``, its own
+    threads), or None without OpenCV."""
+    try:
+        import cv2
+    except ImportError:
+        return None
+    h = HALO[name] // 2
+    if name == "blur_separable":
+        k = weights["k"].astype(np.float32)
+        return lambda: cv2.sepFilter2D(x, -1, k, k)[h:-h, h:-h]
+    if name == "blur_laplacian":
+        return lambda: cv2.filter2D(cv2.filter2D(x, -1, weights["blur"]), -1,
+                                    weights["lap"])[h:-h, h:-h]
+
+    def harris():
+        ix = cv2.filter2D(x, -1, weights["sobelX"])
+        iy = cv2.filter2D(x, -1, weights["sobelY"])
+        box = (3, 3)
+        sxx = cv2.boxFilter(ix * ix, -1, box, normalize=False)
+        syy = cv2.boxFilter(iy * iy, -1, box, normalize=False)
+        sxy = cv2.boxFilter(ix * iy, -1, box, normalize=False)
+        return (sxx * syy - sxy * sxy - 0.04 * (sxx + syy) ** 2)[h:-h, h:-h]
+
+    return harris
+
+
 def traffic_bytes(program) -> int:
     """Compulsory global traffic of a lowered program: each kernel's global buffers once."""
     return sum(program.buffers[a].nbytes for k in program.kernels for a in k.args
@@ -65,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="output side (a power of two "
                     "keeps many tile sizes)")
     ap.add_argument("--budget", default="2m", help="exploration budget per variant")
+    ap.add_argument("--variants", default="unfused,tiled-local,tiled-private",
+                    help="which of unfused, tiled-local, tiled-private, tiled-global")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--store-dir", default="results/tiling")
@@ -87,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         side = args.size + HALO[name]
         sizes = {"H": side, "W": side}
         flops = count_flops(prog, sizes)
-        variants = {"unfused": prog,
-                    "tiled-local": fuse_through_tiling(prog, memory="local"),
-                    "tiled-private": fuse_through_tiling(prog, memory="private")}
+        variants = {v: prog if v == "unfused" else
+                    fuse_through_tiling(prog, memory=v.removeprefix("tiled-"))
+                    for v in args.variants.split(",")}
         found = {}
         with WorkerPool() as pool:
             for v, p in variants.items():
@@ -109,10 +139,15 @@ def main(argv: list[str] | None = None) -> int:
             weights = {k: v for k, v in next(iter(found.values()))[0].inputs.items()
                        if k != "inputData"}
             times: dict[str, list[float]] = {v: [] for v in found}
-            ref = scipy_fn(name, x, weights)
-            if ref is not None:
-                times["scipy.ndimage"] = []
-                ref()
+            peers = {k: f for k, f in (("scipy.ndimage", scipy_fn(name, x, weights)),
+                                       ("opencv", opencv_fn(name, x, weights)))
+                     if f is not None}
+            for k, f in peers.items():
+                times[k] = []
+                got, want = f(), task.reference
+                if want is not None:
+                    np.testing.assert_allclose(got, np.asarray(want).reshape(got.shape),
+                                               rtol=1e-3, atol=1e-3 * float(abs(got).max()))
             for _ in range(args.rounds):
                 for v, (task, best) in found.items():
                     time.sleep(0.2)
@@ -122,12 +157,12 @@ def main(argv: list[str] | None = None) -> int:
                                                 **task.tolerance)
                     if o.ok:
                         times[v] += list(o.times_s)
-                if ref is not None:
+                for k, f in peers.items():
                     time.sleep(0.2)
                     for _ in range(args.repeats):
                         t = time.perf_counter()
-                        ref()
-                        times["scipy.ndimage"].append(time.perf_counter() - t)
+                        f()
+                        times[k].append(time.perf_counter() - t)
         row: dict = {"pipeline": name, "size": args.size, "flops": flops, "variants": {}}
         for v, ts in times.items():
             if not ts:
@@ -149,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         for v, e in row["variants"].items():
             extra = (f", {e['traffic_mb']:.1f} MB global ({e['gbs']:.1f} GB/s), "
                      f"work x{e['redundancy']:.2f}, {e['mapping']} {e['tuning']}"
-                     if "traffic_mb" in e else " (one core)")
+                     if "traffic_mb" in e else
+                     " (one core)" if v == "scipy.ndimage" else " (its threads)")
             ratio = f", {base / e['median_ms']:.2f}x unfused" if base else ""
             print(f"  {name} {v}: median {e['median_ms']:.3g} ms (min {e['min_ms']:.3g}), "
                   f"{e['gflops']:.3g} GFLOP/s{ratio}{extra}", flush=True)

@@ -8,22 +8,24 @@ the types. :func:`fuse_through_tiling` rewrites such a program into one that cut
 into overlapping ``(t+hH) x (t+hW)`` tiles (step ``t``), runs the whole pipeline on each tile
 (its ``t x t`` output tile), and puts the tiles back together::
 
-    join o mapTU(mapTV(join) o transpose) o mapTY(mapTX(\\tile -> P[image := tile]))
-      $ slideStrictND(2, (t + hH, t + hW), (t, t)) $ image
+    crop o join o mapTU(mapTV(join) o transpose) o mapTY(mapTX(\\tile -> P[image := tile]))
+      $ slideStrictND(2, (t + hH, t + hW), (t, t)) $ pad $ image
 
 Each intermediate image of the pipeline then exists per tile only: with ``memory="local"``
 (or ``"private"``) its producer writes it into that memory (``toLocal``/``toPrivate``),
 a tile's worth plus its halo, instead of the whole image through global memory; the
 overlap between neighbouring tiles is computed again (the redundant work Forma trades for
-the memory traffic). ``t`` is a new size variable: a tuning parameter whose valid values
-divide the output (``slideStrictND``'s constraint), and the mapping of the tile maps and
-of the stages inside them is the mapping problem's, as for any program.
+the memory traffic). ``t`` is a new size variable, a tuning parameter; where it does not
+divide the output, the image is padded to a whole number of tiles (the pipeline computes
+on the padding) and the result cropped back (the lowering guards the last tiles' writes),
+and where it does both amounts are zero. The mapping of the tile maps and of the stages
+inside them is the mapping problem's, as for any program.
 """
 
 from __future__ import annotations
 
 from ir import nodes
-from ir.builders import compose, join, map_, slide_nd, transpose
+from ir.builders import compose, join, map_, pad2d, slide_nd, transpose
 from ir.errors import IRError
 from ir.sym import Var, sym
 from ir.types import ArrayType
@@ -158,50 +160,36 @@ def fuse_through_tiling(program: nodes.Node, *, image: str | None = None,
     # each intermediate image is written to `memory`, per tile
     spine = _spine_calls(body)
     if memory != "global":
-        stages = {id(c) for c in _stage_calls(body) if id(c) not in spine
-                  and isinstance(c.f, nodes.Map) and computes(c.f.f)}
+        calls = _stage_calls(body)
+        spine_maps = {c.f.uid for c in calls if id(c) in spine and isinstance(c.f, nodes.Map)}
+        stages = {c.f.uid for c in calls if id(c) not in spine
+                  and isinstance(c.f, nodes.Map) and computes(c.f.f)} - spine_maps
 
-        def annotate(old: nodes.Node, new: nodes.Node) -> nodes.Node | None:
-            if id(old) in stages and isinstance(new, nodes.FunCall):
-                return nodes.FunCall(nodes.ToMem(new.f, memory), new.args)
+        def annotate(n: nodes.Node) -> nodes.Node | None:
+            if isinstance(n, nodes.FunCall) and isinstance(n.f, nodes.Map) \
+                    and n.f.uid in stages:
+                return nodes.FunCall(nodes.ToMem(n.f, memory), n.args)
             return None
 
-        body = _rebuild_by_identity(body, annotate)
+        body = nodes.rebuild(body, annotate)
     tile_p = nodes.Param("tile")
     body = nodes.rebuild(body, lambda n: tile_p if isinstance(n, nodes.Param)
                          and n.name == name else None)
     ty, tx, tu, tv = _fresh_labels(program, ("TY", "TX", "TU", "TV"))
     t = Var(tile)
-    tiles = nodes.FunCall(slide_nd(2, (t + hh, t + hw), (t, t), strict=True),
-                          (nodes.Param(name),))
+    # tiles that do not divide the output: the image padded to a whole number of tiles
+    # (plus the halo), the result cropped back (zero amounts where t divides it)
+    assert isinstance(info.type, ArrayType) and isinstance(info.type.elem, ArrayType)
+    extra = tuple(((sym(n) + t - 1) // t) * t - sym(n)
+                  for n in (info.type.size, info.type.elem.size))
+    image_in = nodes.FunCall(pad2d(0, extra[0], 0, extra[1]), (nodes.Param(name),))
+    tiles = nodes.FunCall(slide_nd(2, (t + hh, t + hw), (t, t), strict=True), (image_in,))
     assert isinstance(body, nodes.ExprNode)  # rewrites keep an expression one
     per_tile = nodes.FunCall(map_(map_(nodes.Lambda((tile_p,), body), tx), ty), (tiles,))
     untile = nodes.FunCall(join(), (nodes.FunCall(
         map_(compose(map_(join(), tv), transpose()), tu), (per_tile,)),))
-    return nodes.Lambda(program.params, untile)
-
-
-def _rebuild_by_identity(e: nodes.Node, fn) -> nodes.Node:
-    """A bottom-up rewrite like ``nodes.rebuild``, where ``fn(original, rebuilt)`` sees
-    each node as it was (to match it by identity) and with its children rebuilt, and
-    returns a replacement or None."""
-    from dataclasses import fields
-
-    changes: dict[str, object] = {}
-    for f in fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, nodes.Node):
-            nv = _rebuild_by_identity(v, fn)
-            if nv is not v:
-                changes[f.name] = nv
-        elif isinstance(v, tuple) and any(isinstance(x, nodes.Node) for x in v):
-            nt = tuple(_rebuild_by_identity(x, fn) if isinstance(x, nodes.Node) else x
-                       for x in v)
-            if any(a is not b for a, b in zip(nt, v)):
-                changes[f.name] = nt
-    new = nodes.replace(e, **changes) if changes else e
-    out = fn(e, new)
-    return new if out is None else out
+    cropped = nodes.FunCall(pad2d(0, -extra[0], 0, -extra[1]), (untile,))
+    return nodes.Lambda(program.params, cropped)
 
 
 def tiling_variants(program: nodes.Node, tiling: str = "auto") -> dict[str, nodes.Node]:

@@ -33,7 +33,7 @@ from constraints.predicates import (
 )
 from constraints.space import SearchSpace
 from ir.errors import LiftmapError
-from ir.nodes import AsVector, FunCall, Map, Node, Split, walk
+from ir.nodes import AsVector, FunCall, Map, Node, Slide, Split, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, Type, VectorType, shape_of
@@ -232,6 +232,15 @@ def infer_tuning(
             uses[decl.chunk.name].append(("split", length))
         if isinstance(decl, AsVector) and decl.width.is_var and decl.width.name in uses:
             uses[decl.width.name].append(("vector", None))
+        if isinstance(decl, Slide) and decl.step.is_var and decl.step.name in uses \
+                and (decl.size - decl.step).is_const and isinstance(in_type, ArrayType):
+            # overlapped tiles of side v (windows of v plus a halo, step v): v tiles the
+            # number of windows of one step (the length at v = 1, less the halo)
+            v = decl.step.name
+            halo = (decl.size - decl.step).as_int()
+            length = _known(in_type.size.subs({v: 1}), sizes)
+            if length is not None and length - halo >= 1:
+                uses[v].append(("tile", length - halo))
     # a variable that must divide a known number (x % v == 0 with x known) divides it
     for c in info.constraints:
         r = c.rel
@@ -258,11 +267,17 @@ def infer_tuning(
             continue
         kinds = uses[v]
         lengths = [n for k, n in kinds if k == "split" and n]
+        tiled = sorted({n for k, n in kinds if k == "tile" and n})
         if any(k == "vector" for k, _ in kinds):
             dom, why = VECTOR_WIDTHS, "asVector width: powers of two up to 16"
         elif lengths:
             dom = _divisors(math.gcd(*lengths))
             why = f"divides {math.gcd(*lengths)}: its divisors"
+        elif tiled:
+            dom = tuple(sorted({d for n in tiled for d in _divisors(n)}
+                               | {1 << k for k in range(tiled[-1].bit_length())}))
+            why = (f"a tile side over {', '.join(map(str, tiled))}: their divisors and the "
+                   "powers of two")
         else:
             lo = 0 if ranges.get(v, (None, None))[0] == 0 else 1
             dom, why = tuple(range(lo, hi + 1)), f"range {lo}..{hi}"
@@ -281,12 +296,13 @@ def infer_tuning(
 
 
 def _applications(program: Node, info: TypeInfo):
-    """(declaration, input type) for every split/asVector, applied directly or as a map's
-    function."""
+    """(declaration, input type) for every split/asVector/slide, applied directly or as a
+    map's function."""
     for n in walk(program):
-        if isinstance(n, FunCall) and isinstance(n.f, (Split, AsVector)) and n.args:
+        if isinstance(n, FunCall) and isinstance(n.f, (Split, AsVector, Slide)) and n.args:
             yield n.f, info.types.get(id(n.args[0]))
-        elif isinstance(n, Map) and isinstance(n.f, (Split, AsVector)) and id(n) in info.map_types:
+        elif isinstance(n, Map) and isinstance(n.f, (Split, AsVector, Slide)) \
+                and id(n) in info.map_types:
             arr = info.map_types[id(n)][0]
             assert isinstance(arr, ArrayType)  # typecheck records a map's input array type
             yield n.f, arr.elem

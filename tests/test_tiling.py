@@ -27,7 +27,9 @@ def test_the_tiled_pipeline_computes_what_the_pipeline_does(case, memory: str) -
     name, inputs, sizes, ref = case
     prog = parse_file(EXAMPLES / f"{name}.lift")
     tiled = fuse_through_tiling(prog, memory=memory)
-    for t in (1, 2, 4) if name != "blur_separable" else (1, 2, 7):  # outputs 12 / 14
+    # outputs 12 x 12 (14 x 14 for the separable blur): tiles of 5 and 3 or 4 do not
+    # divide them (the image padded, the result cropped), 16 exceeds them
+    for t in (1, 2, 4, 5, 16) if name != "blur_separable" else (1, 2, 3, 7, 16):
         got = np.asarray(evaluate(tiled, inputs, {**sizes, "t": t}))
         assert got.shape == ref.shape
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3 * max(1.0, abs(ref).max()))
@@ -90,22 +92,58 @@ def runner():
 @pytest.mark.slow
 def test_sampled_mappings_of_the_tiled_pipeline_run_correctly(name, sizes, memory,
                                                                 runner) -> None:
-    """Tiles of 2 and 5 (the output is 10 x 12 or 10 x 8: 5 does not divide every side,
-    so those sizes are not given; the rules and the lowering judge the rest)."""
+    """Tiles of 2, which divide the outputs (10 x 12, 10 x 8, 6 x 8), and of 4, which do
+    not divide the 10 and 6 sides: the image is padded, the writes of the last tiles
+    cropped; the rules and the lowering judge the rest."""
     from mapper.witness import check_program
 
     tiled = fuse_through_tiling(parse_file(EXAMPLES / f"{name}.lift"), memory=memory)
-    report = check_program(tiled, {**sizes, "t": 2}, runner, limit=6, seed=3,
-                           fusion="always")
-    counts = Counter(o.status for _, o in report.outcomes)
-    assert counts["ok"] >= 4 and set(counts) <= {"ok", "rejected"}, report.outcomes
+    for t in (2, 4):
+        report = check_program(tiled, {**sizes, "t": t}, runner, limit=6, seed=3,
+                               fusion="always")
+        counts = Counter(o.status for _, o in report.outcomes)
+        assert counts["ok"] >= 4 and set(counts) <= {"ok", "rejected"}, report.outcomes
+
+
+def test_tiles_that_do_not_divide_write_through_a_guard() -> None:
+    """One work-item per tile, the output 9 x 11 in tiles of 4: the last tiles' writes
+    outside the output are guarded (no copy kernel), the input reads past its end give
+    the padding, and the race check (an independent witness) sees distinct elements in
+    the guarded writes; where the tiles divide, no guard at all."""
+    from mapper.api import problem
+    from mapper.candidates import lower_candidate
+
+    tiled = fuse_through_tiling(parse_file(EXAMPLES / "blur_laplacian.lift"),
+                                memory="private")
+    mapping = problem(tiled, fusion="always").mapping("TY=G1 TX=G0 A=S B=S C=S D=S")
+    cp = lower_candidate(tiled, mapping, {"H": 13, "W": 15, "t": 4}, fusion="always")
+    (kernel,) = cp.kernels
+    writes = [line.strip() for line in kernel.source.splitlines() if "out[" in line]
+    assert any(w.startswith("if (") for w in writes), writes  # the last tiles' writes
+    cp = lower_candidate(tiled, mapping, {"H": 12, "W": 16, "t": 4}, fusion="always")
+    (kernel,) = cp.kernels
+    assert "if (" not in kernel.source and "?" not in kernel.source
+
+
+def test_a_tile_side_ranges_over_divisors_and_powers_of_two(capsys) -> None:
+    """``t`` of a tiling: the divisors of the output's sides and the powers of two up to
+    them (a tile need not divide the output), not every number up to twice the size."""
+    from mapper.cli import main
+
+    assert main(["space", str(EXAMPLES / "blur_laplacian.lift"), "--tiling", "private",
+                 "--sizes", "H=28,W=31", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (t,) = [p for p in doc["parameters"] if p["name"] == "t"]
+    # outputs 24 and 27
+    assert t["domain"] == [1, 2, 3, 4, 6, 8, 9, 12, 16, 24, 27], t
 
 
 @pytest.mark.slow
 @pytest.mark.oclgrind
 def test_a_tiled_pipeline_with_local_intermediates_is_race_free() -> None:
     """The tile's blurred image written to local memory by the work-items of a work-group
-    and read by them after a barrier: Oclgrind sees no race and the result is right."""
+    and read by them after a barrier: Oclgrind sees no race, no read or write out of
+    bounds (tiles that do not divide the output) and the result is right."""
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
     from mapper.api import problem
     from mapper.candidates import lower_candidate
@@ -120,7 +158,7 @@ def test_a_tiled_pipeline_with_local_intermediates_is_race_free() -> None:
     codes = {"TY": "W1", "TX": "W0", "A": "L1", "B": "L0", "C": "L1", "D": "L0"}
     assert set(codes) <= set(labels), labels
     mapping = p.mapping(" ".join(f"{k}={v}" for k, v in codes.items()))
-    sizes = {"H": 12, "W": 12, "t": 4}
+    sizes = {"H": 13, "W": 15, "t": 4}  # a 9 x 11 output: the last tiles are cropped
     cp = lower_candidate(tiled, mapping, sizes, fusion="always")
     assert any("barrier" in k.source for k in cp.kernels)
     inputs = random_inputs(tiled, sizes, 0)
