@@ -350,6 +350,25 @@ def test_redundant_sequential_writes_race():
         lower(p, L3_SIZES)
 
 
+@pytest.mark.parametrize("crop", [0, 3])
+def test_a_cropped_output_writes_through_and_still_races(crop):
+    """A crop of the result (``pad`` by negative amounts) is written through, its last
+    writes guarded; the guard does not hide a race: the output written redundantly by
+    every local id is one, cropped or not; written once per element it is none."""
+    from ir.builders import pad
+
+    base = cc22_listing3()
+    cropped = replace(base, body=FunCall(pad(0, -crop), (base.body,))) if crop else base
+    race = mapped(cropped, dict(A="mapWrg(0)", B="mapSeq", C="mapLcl(0)", D="mapSeq"))
+    with pytest.raises(errors.DataRaceError, match="local id 0"):
+        lower(race, L3_SIZES)
+    fine = lower(mapped(cropped, dict(A="mapWrg(0)", B="mapLcl(0)", C="mapLcl(0)",
+                                      D="mapSeq")), L3_SIZES)
+    assert len(fine.kernels) == 1  # no copy kernel for the crop
+    writes = [w.strip() for w in fine.kernels[0].source.splitlines() if "out[" in w]
+    assert any(w.startswith("if (") for w in writes) == bool(crop), writes
+
+
 def sync_example(n: int = 6, m: int = 4):
     """CC'22 Section 4.6: ``mapLclA(1)(mapLclB(0)(f) o transpose o mapLclC(0)(g)) $ X``."""
     X = param("X", array(Float, n, m, m))

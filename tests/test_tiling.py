@@ -201,3 +201,59 @@ def test_explore_a_tiling_from_the_command_line(tmp_path, capsys) -> None:
     assert best is not None and "t" in best["tuning"], best
     assert main(["explore", "conv", "--tiling", "local", "--budget", "3"]) == 2
     assert "--tiling goes with a .lift" in capsys.readouterr().err
+
+
+def test_tiling_auto_shows_every_variant(capsys) -> None:
+    """``--tiling auto`` on enumerate/space/show/constraints: the unfused program and its
+    local and private tilings, one after the other (one JSON document with ``--json``);
+    a program that does not tile has its one variant; a mapping goes with one variant."""
+    from mapper.cli import main
+
+    path = str(EXAMPLES / "blur_laplacian.lift")
+    assert main(["enumerate", path, "--tiling", "auto", "--count", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["variants"]) == ["unfused", "tiled-local", "tiled-private"]
+    counts = {k: d["count"] for k, d in doc["variants"].items()}
+    assert all(c > 0 for c in counts.values()) and counts["unfused"] != counts["tiled-local"]
+    assert main(["space", path, "--tiling", "auto", "--sizes", "H=20,W=20"]) == 0
+    out = capsys.readouterr().out
+    assert "unfused (--tiling none)" in out and "tiled-private (--tiling private)" in out
+    assert "a tile side over 16" in out  # t, in the tilings' spaces only
+    # the unfused program has nothing to tune at these sizes: said in its place
+    assert "refused for this variant: every size" in out
+    assert main(["space", path, "--tiling", "auto", "--sizes", "H=20,W=20", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "nothing to tune" in doc["variants"]["unfused"]["error"]
+    assert doc["variants"]["tiled-local"]["count"] > 0
+    listing3 = str(EXAMPLES / "cc22_listing3.lift")
+    assert main(["enumerate", listing3, "--tiling", "auto", "--count", "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["variants"]) == ["unfused"]
+    assert main(["space", path, "--tiling", "auto", "--sizes", "H=20,W=20",
+                 "--mapping", "TY=G1 TX=G0"]) == 2
+    assert "not auto" in capsys.readouterr().err
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_explore_tiles_a_stencil_pipeline_by_default(tmp_path, capsys) -> None:
+    """``mapper explore`` of a stencil pipeline with no --tiling: the unfused program and
+    its tilings are probed, each in its own store; a program that does not tile is
+    explored as it is, in one store."""
+    from mapper.cli import main
+
+    store = tmp_path / "b.sqlite"
+    assert main(["explore", str(EXAMPLES / "blur_laplacian.lift"), "--sizes", "H=20,W=20",
+                 "--budget", "50", "--strategy", "solver", "--store", str(store),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    probed = {v["name"] for v in doc["variants"] if v["probe_candidates"]}
+    assert probed == {"unfused", "tiled-local", "tiled-private"}, doc["variants"]
+    assert store.exists() and (tmp_path / "b.tiled-private.sqlite").exists()
+    other = tmp_path / "m.sqlite"
+    assert main(["explore", str(EXAMPLES / "cc22_listing3.lift"), "--sizes", "N=64",
+                 "--budget", "3", "--strategy", "solver", "--store", str(other),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc.get("variants") and doc["best"] is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "b.sqlite", "b.tiled-local.sqlite", "b.tiled-private.sqlite", "m.sqlite"]

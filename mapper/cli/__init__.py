@@ -13,6 +13,10 @@ print results take ``--json`` (one JSON document on stdout; schema in docs/cli-j
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -54,12 +58,62 @@ COMMANDS = {
     "plot": cmd_plot,
     "tune": cmd_tune,
 }
+TILING_AUTO = ("show", "constraints", "enumerate", "space")  # --tiling auto: every variant
+
+
+def _each_tiling(args: argparse.Namespace) -> int:
+    """``--tiling auto`` on a program command: the command once per variant of the program
+    (unfused, then its local and private tilings where it tiles), each under a heading;
+    with ``--json`` one document whose ``variants`` hold each variant's document. A variant
+    the command refuses (``space`` of a program with nothing to tune) says why in its
+    place (``{"error": ...}``); the status is 2 only when every variant was refused."""
+    from ir.tiling import tiling_variants
+    from mapper.cli.common import emit_json, load
+
+    if getattr(args, "mapping", None):
+        raise CliError("--mapping names the maps of one variant: give --tiling none, local "
+                       "or private with it, not auto")
+    names = list(tiling_variants(load(argparse.Namespace(**{**vars(args), "tiling": "none"}))))
+    docs: dict[str, object] = {}
+    refused = 0
+    for name in names:
+        tiling = "none" if name == "unfused" else name.removeprefix("tiled-")
+        one = argparse.Namespace(**{**vars(args), "tiling": tiling})
+        as_json = getattr(args, "json", False)
+        if not as_json:
+            console.rule(f"{name} (--tiling {tiling})")
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out) if as_json else contextlib.nullcontext():
+                rc = COMMANDS[args.command](one)
+        except library_errors() as e:
+            refused += 1
+            why = located(e, getattr(one, "sources", ()))
+            if as_json:
+                docs[name] = {"error": why}
+            else:
+                console.print(f"refused for this variant: {escape(why)}", soft_wrap=True)
+            continue
+        if rc != 0:
+            return rc
+        if as_json:
+            docs[name] = json.loads(out.getvalue())
+    if refused == len(names):
+        raise CliError(f"every variant was refused ({', '.join(names)}): see above"
+                       if not getattr(args, "json", False) else
+                       "; ".join(f"{k}: {v['error']}" for k, v in docs.items()
+                                 if isinstance(v, dict)))
+    if getattr(args, "json", False):
+        emit_json(args.command, {"tiling": "auto", "variants": docs})
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the library's errors print one line on stderr and give status 2."""
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "tiling", None) == "auto" and args.command in TILING_AUTO:
+            return _each_tiling(args)
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         err_console.print("interrupted")

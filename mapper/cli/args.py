@@ -89,13 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    def prog_cmd(name: str, help: str) -> argparse.ArgumentParser:
+    def prog_cmd(name: str, help: str, variants: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("file", help="program file in the text syntax (e.g. examples/*.lift)")
-        p.add_argument("--tiling", choices=("none", "local", "private", "global"),
+        p.add_argument("--tiling", choices=("none", "local", "private", "global")
+                       + (("auto",) if variants else ()),
                        default="none", help="the program fused through tiling (a stencil "
                        "pipeline computed tile by tile, its intermediate images per tile in "
-                       "that memory; the tile side is the size t): docs/tiling.md")
+                       "that memory; the tile side is the size t)"
+                       + ("; auto: the unfused program and its local and private tilings, "
+                          "one after the other" if variants else "") + ": docs/tiling.md")
         return p
 
     def fusion(p):
@@ -109,14 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print one JSON document instead "
                        "(schema: docs/cli-json.md)")
 
-    p = prog_cmd("show", "parse a program, print it typed with its algorithmic constraints")
+    p = prog_cmd("show", "parse a program, print it typed with its algorithmic constraints",
+                 variants=True)
     p.add_argument("--sizes", help="check the constraints for sizes, e.g. N=64,s0=16,s1=4")
     as_json(p)
-    p = prog_cmd("constraints", "the map-nesting tree and the mapping constraints per rule")
+    p = prog_cmd("constraints", "the map-nesting tree and the mapping constraints per rule",
+                 variants=True)
     fusion(p)
     p.add_argument("--list", action="store_true", help="list every constraint instance")
     as_json(p)
-    p = prog_cmd("enumerate", "enumerate (or count) the valid mappings")
+    p = prog_cmd("enumerate", "enumerate (or count) the valid mappings",
+                 variants=True)
     fusion(p)
     p.add_argument("--count", action="store_true", help="only count them (without listing "
                    "them, unless --backend is given)")
@@ -139,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     fusion(p)
     p.add_argument("--partial", required=True, help="e.g. 'A=W0 C=G0'")
     as_json(p)
-    p = prog_cmd("space", "tuning parameters, their constraints and the exact count")
+    p = prog_cmd("space", "tuning parameters, their constraints and the exact count",
+                 variants=True)
     p.add_argument("--timeout", type=_seconds, default=120.0, help="stop building the space "
                    "after this many seconds (default 120; 0: no limit)")
     as_json(p)
@@ -212,10 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layer", help="conv only: VGG-16 layer, /k scales H and W down "
                    "(default 19/2)")
     p.add_argument("--tiling", choices=("none", "local", "private", "global", "auto"),
-                   default="none", help="a .lift stencil pipeline fused through tiling, its "
+                   default=None, help="a .lift stencil pipeline fused through tiling, its "
                    "intermediate images per tile in that memory (the tile side t is tuned); "
-                   "auto: the unfused program and the local and private tilings probed, "
-                   "the fastest explored (docs/tiling.md)")
+                   "auto (the default, but with --strategy manual): the unfused program and "
+                   "the local and private tilings probed, the fastest explored; a program "
+                   "that does not tile is explored as it is (docs/tiling.md)")
     p.add_argument("--vectorise", choices=("auto", "window", "kernels"), help="conv only: "
                    "vectors along the window (dot products) or across kernels (an outer "
                    "product; its store is STORE with .kernels before the extension, whichever "

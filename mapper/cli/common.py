@@ -106,7 +106,7 @@ def load(args: argparse.Namespace, path: str | None = None):
     if not hasattr(args, "sources"):
         args.sources = []
     args.sources.append(source)
-    if getattr(args, "tiling", "none") != "none":
+    if getattr(args, "tiling", None) not in (None, "none"):
         from ir.tiling import fuse_through_tiling
 
         program = fuse_through_tiling(program, memory=args.tiling)

@@ -23,7 +23,7 @@ def _explore_tasks(args) -> dict:
     ``--sizes``, one task per ``--vectorise`` variant)."""
     from mapper.explore import Task
 
-    if args.file == "conv" and args.tiling != "none":
+    if args.file == "conv" and args.tiling not in (None, "none"):
         raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
     if args.file == "conv":
         if args.sizes:
@@ -84,7 +84,10 @@ def _explore_tasks(args) -> dict:
                            "give them with --sizes (the other sizes are tuned)")
     from ir.tiling import tiling_variants
 
-    programs = tiling_variants(prog, args.tiling)
+    # by default a stencil pipeline is explored unfused and fused through tiling (a manual
+    # mapping names the maps of one program: the unfused one unless --tiling names another)
+    programs = tiling_variants(prog, args.tiling or ("none" if args.strategy == "manual"
+                                                     else "auto"))
     # GFLOP/s count the unfused program's work: a tiling's recomputed halo is no progress
     flops = args.flops
     if flops is None and (len(programs) > 1 or "unfused" not in programs):
