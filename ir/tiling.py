@@ -24,8 +24,10 @@ inside them is the mapping problem's, as for any program.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ir import nodes
-from ir.builders import compose, join, map_, pad2d, slide_nd, transpose
+from ir.builders import compose, join, map_, pad2d, slide_nd, transpose, zip_nd
 from ir.errors import IRError
 from ir.sym import Var, sym
 from ir.types import ArrayType
@@ -98,6 +100,14 @@ def _stage_calls(e: nodes.Node) -> list[nodes.FunCall]:
     return found
 
 
+def _map_of(n: nodes.Node) -> nodes.Map | None:
+    """The map a call calls (through a memory annotation), or None."""
+    if not isinstance(n, nodes.FunCall):
+        return None
+    f = n.f.f if isinstance(n.f, nodes.ToMem) else n.f
+    return f if isinstance(f, nodes.Map) else None
+
+
 def _fresh_labels(program: nodes.Node, wanted: tuple[str, ...]) -> tuple[str, ...]:
     used = {m.label for m in nodes.maps_in(program) if m.label}
     out = []
@@ -111,12 +121,16 @@ def _fresh_labels(program: nodes.Node, wanted: tuple[str, ...]) -> tuple[str, ..
 
 
 def fuse_through_tiling(program: nodes.Node, *, image: str | None = None,
-                        tile: str = "t", memory: str = "local") -> nodes.Lambda:
+                        tile: str = "t", memory: str = "local",
+                        unfused: Iterable[str] = ()) -> nodes.Lambda:
     """``program`` computed tile by tile (see the module docstring): ``image`` names the
     input that is tiled (default: the only two-or-more-dimensional input whose shape the
     result follows), ``tile`` the new size variable (the output tile's side), ``memory``
-    where each intermediate image of a tile lives (``global``: no annotation). Raises
-    :class:`TilingError` for a program that is not a stencil pipeline over one image."""
+    where each intermediate image of a tile lives (``global``: no annotation).
+    ``unfused`` names stages (by their outer map's label) whose edge to their consumers is
+    not fused: each is computed whole, before the tiles, as in the program, and its image
+    is tiled like the input image (with its own halo). Raises :class:`TilingError` for a
+    program that is not a stencil pipeline over one image or an unknown stage."""
     from ir.computes import computes
     from ir.typecheck import typecheck
 
@@ -157,13 +171,49 @@ def fuse_through_tiling(program: nodes.Node, *, image: str | None = None,
                           "(image=...)")
     (name, (hh, hw)), = halos.items()
     body: nodes.Node = program.body
-    # each intermediate image is written to `memory`, per tile
     spine = _spine_calls(body)
+    calls = _stage_calls(body)
+    spine_maps = {m.uid for c in calls if id(c) in spine and (m := _map_of(c)) is not None}
+    stage_calls = [(c, m) for c in calls if id(c) not in spine and (m := _map_of(c))
+                   is not None and computes(m.f) and m.uid not in spine_maps]
+    # stages left unfused: computed whole before the tiles, their images tiled inputs
+    inputs: list[tuple[str, int, int]] = []
+    cut: dict[int, tuple[str, nodes.FunCall]] = {}
+    if unfused:
+        by_label = {m.label: (c, m) for c, m in stage_calls if m.label}
+        unknown = sorted(set(unfused) - set(by_label))
+        if unknown:
+            raise TilingError(f"no stage {', '.join(unknown)} whose image another stage "
+                              f"reads: the program's are {', '.join(sorted(by_label)) or 'none'}")
+        params = {p.name for p in program.params}
+        taken = params | {n.name for n in nodes.walk(program) if isinstance(n, nodes.Param)}
+        for label in sorted(set(unfused)):
+            c, m = by_label[label]
+            free = {n.name for n in nodes.walk(c) if isinstance(n, nodes.Param)} - params
+            bound = {q.name for n in nodes.walk(c) if isinstance(n, nodes.Lambda)
+                     for q in n.params}
+            if free - bound:
+                raise TilingError(f"stage {label} reads {', '.join(sorted(free - bound))}, "
+                                  "bound inside the program: it cannot be computed before "
+                                  "the tiles")
+            pname = next(f"{label}{k or ''}Image" for k in range(len(taken) + 1)
+                         if f"{label}{k or ''}Image" not in taken)
+            taken.add(pname)
+            st = info.types.get(id(c))
+            if not isinstance(st, ArrayType):
+                raise TilingError(f"stage {label}'s result has no array type: {st}")
+            inputs.append((pname, *_halo(st, info.type, f"stage {label}'s image")))
+            cut[m.uid] = (pname, c)
+        def cut_out(n: nodes.Node) -> nodes.Node | None:
+            m = _map_of(n)
+            return nodes.Param(cut[m.uid][0]) if m is not None and m.uid in cut else None
+
+        body = nodes.rebuild(body, cut_out)
+    if any(isinstance(n, nodes.Param) and n.name == name for n in nodes.walk(body)):
+        inputs.insert(0, (name, hh, hw))
+    # each intermediate image still fused is written to `memory`, per tile
     if memory != "global":
-        calls = _stage_calls(body)
-        spine_maps = {c.f.uid for c in calls if id(c) in spine and isinstance(c.f, nodes.Map)}
-        stages = {c.f.uid for c in calls if id(c) not in spine
-                  and isinstance(c.f, nodes.Map) and computes(c.f.f)} - spine_maps
+        stages = {m.uid for _, m in stage_calls} - set(cut)
 
         def annotate(n: nodes.Node) -> nodes.Node | None:
             if isinstance(n, nodes.FunCall) and isinstance(n.f, nodes.Map) \
@@ -173,35 +223,51 @@ def fuse_through_tiling(program: nodes.Node, *, image: str | None = None,
 
         body = nodes.rebuild(body, annotate)
     tile_p = nodes.Param("tile")
-    body = nodes.rebuild(body, lambda n: tile_p if isinstance(n, nodes.Param)
-                         and n.name == name else None)
+    if len(inputs) == 1:
+        reads: dict[str, nodes.ExprNode] = {inputs[0][0]: tile_p}
+    else:
+        reads = {n: nodes.FunCall(nodes.Get(k), (tile_p,)) for k, (n, _, _) in enumerate(inputs)}
+    body = nodes.rebuild(body, lambda n: reads.get(n.name)
+                         if isinstance(n, nodes.Param) else None)
     ty, tx, tu, tv = _fresh_labels(program, ("TY", "TX", "TU", "TV"))
     t = Var(tile)
-    # tiles that do not divide the output: the image padded to a whole number of tiles
-    # (plus the halo), the result cropped back (zero amounts where t divides it)
+    # tiles that do not divide the output: each tiled image padded to a whole number of
+    # tiles (plus its halo), the result cropped back (zero amounts where t divides it)
     assert isinstance(info.type, ArrayType) and isinstance(info.type.elem, ArrayType)
     extra = tuple(((sym(n) + t - 1) // t) * t - sym(n)
                   for n in (info.type.size, info.type.elem.size))
-    image_in = nodes.FunCall(pad2d(0, extra[0], 0, extra[1]), (nodes.Param(name),))
-    tiles = nodes.FunCall(slide_nd(2, (t + hh, t + hw), (t, t), strict=True), (image_in,))
+    grids = [nodes.FunCall(slide_nd(2, (t + h, t + w), (t, t), strict=True),
+                           (nodes.FunCall(pad2d(0, extra[0], 0, extra[1]), (nodes.Param(n),)),))
+             for n, h, w in inputs]
+    tiles = grids[0] if len(grids) == 1 else zip_nd(2, *grids)
     assert isinstance(body, nodes.ExprNode)  # rewrites keep an expression one
     per_tile = nodes.FunCall(map_(map_(nodes.Lambda((tile_p,), body), tx), ty), (tiles,))
     untile = nodes.FunCall(join(), (nodes.FunCall(
         map_(compose(map_(join(), tv), transpose()), tu), (per_tile,)),))
-    cropped = nodes.FunCall(pad2d(0, -extra[0], 0, -extra[1]), (untile,))
-    return nodes.Lambda(program.params, cropped)
+    out: nodes.ExprNode = nodes.FunCall(pad2d(0, -extra[0], 0, -extra[1]), (untile,))
+    if cut:  # the unfused stages first, their images bound for the tiles
+        out = nodes.FunCall(nodes.Lambda(tuple(nodes.Param(n) for n, _ in cut.values()), out),
+                            tuple(c for _, c in cut.values()))
+    return nodes.Lambda(program.params, out)
 
 
-def tiling_variants(program: nodes.Node, tiling: str = "auto") -> dict[str, nodes.Node]:
+def tiling_variants(program: nodes.Node, tiling: str = "auto",
+                    unfused: Iterable[str] = ()) -> dict[str, nodes.Node]:
     """The programs ``mapper explore --tiling`` explores, by variant name: ``none`` the
     program itself (``unfused``); ``local``/``private``/``global`` its fusion through
-    tiling with the intermediates in that memory (``tiled-<memory>``; a program that is
-    no stencil pipeline raises :class:`TilingError`); ``auto`` the unfused program, then
-    the local and the private tiling where the program tiles (else the program alone)."""
+    tiling with the intermediates in that memory (``tiled-<memory>``, or
+    ``tiled-<memory>-<stages>-unfused`` with the stages ``unfused`` computed before the
+    tiles; a program that is no stencil pipeline raises :class:`TilingError`); ``auto``
+    the unfused program, then the local and the private tiling where the program tiles
+    (else the program alone)."""
+    unfused = tuple(sorted(set(unfused)))
+    if unfused and tiling not in MEMORIES:
+        raise TilingError("stages left unfused go with one tiling: local, private or global")
     if tiling == "none":
         return {"unfused": program}
     if tiling in MEMORIES:
-        return {f"tiled-{tiling}": fuse_through_tiling(program, memory=tiling)}
+        name = f"tiled-{tiling}" + (f"-{'-'.join(unfused)}-unfused" if unfused else "")
+        return {name: fuse_through_tiling(program, memory=tiling, unfused=unfused)}
     if tiling != "auto":
         raise TilingError(f"tiling {tiling!r}: give none, auto or one of {', '.join(MEMORIES)}")
     out: dict[str, nodes.Node] = {"unfused": program}
@@ -211,3 +277,20 @@ def tiling_variants(program: nodes.Node, tiling: str = "auto") -> dict[str, node
         except TilingError:
             return {"unfused": program}
     return out
+
+
+def recomputed_work(program: nodes.Node, tiled: nodes.Node, sizes: dict[str, int],
+                    values, tile: str = "t") -> dict[int, float]:
+    """The work a tiling does per tile side, as a multiple of the program's (Forma's
+    redundant computation: each tile computes its intermediates' halo again, and ragged
+    tiles compute their padding): ``count_flops`` of ``tiled`` at ``tile = v`` for each
+    ``v`` of ``values``, over ``program``'s at ``sizes`` (which must give every size of
+    ``program``; an ``ir.flops.FlopsError`` says which is missing)."""
+    from ir.flops import count_flops
+
+    base = count_flops(program, sizes)
+    if base <= 0:
+        raise TilingError("the program performs no floating-point work: there is no "
+                          "recomputed work to measure")
+    return {int(v): count_flops(tiled, {**sizes, tile: int(v)}) / base for v in values}
+

@@ -26,19 +26,21 @@ class SpaceBuildError(MapperError):
 
 def space_document(path: str, sizes: dict[str, int], domains: dict,
                    max_value: int | None, device, mapping: str | None,
-                   tiling: str = "none") -> dict:
+                   tiling: str = "none", unfused: tuple[str, ...] = ()) -> dict:
     """Build the tuning space of the program in ``path`` (fused through tiling with its
-    intermediates in ``tiling`` memory, unless ``none``; with ``mapping`` applied, if
+    intermediates in ``tiling`` memory, unless ``none``, the stages ``unfused`` computed
+    whole before the tiles; with ``mapping`` applied, if
     given): the JSON document of ``mapper space`` (see docs/cli-json.md), less ``command``
     and ``schema``. Type errors name the file, line and column."""
     from mapper.api import lower_mapping, problem
     from mapper.tuning import infer_tuning
 
     prog, source = parse_mapped(path)
+    plain = prog
     if tiling != "none":
         from ir.tiling import fuse_through_tiling
 
-        prog = fuse_through_tiling(prog, memory=tiling)
+        prog = fuse_through_tiling(prog, memory=tiling, unfused=unfused)
     try:
         if mapping:
             prog = lower_mapping(problem(prog), mapping)
@@ -53,6 +55,15 @@ def space_document(path: str, sizes: dict[str, int], domains: dict,
                               "--sizes checks a complete set)")
     sp = tp.space
     n = sp.count()
+    recomputed = None
+    if tiling != "none" and "t" in tp.params and len(tp.params["t"].domain) <= 64:
+        from ir.flops import FlopsError
+        from ir.tiling import recomputed_work
+
+        try:
+            recomputed = recomputed_work(plain, prog, sizes, tp.params["t"].domain)
+        except FlopsError:  # other sizes are tuned too: no single multiple per tile side
+            recomputed = None
     return {"file": path, "sizes": sizes, "mapping": mapping, "device": device.describe(),
             "parameters": [{"name": p.name, "values": len(p.domain), "domain": list(p.domain),
                             "why": p.why} for p in tp.params.values()],
@@ -60,7 +71,9 @@ def space_document(path: str, sizes: dict[str, int], domains: dict,
                              for src, origin in tp.restrictions],
             "groups": [list(g) for g in sp.groups], "order": list(sp.order),
             "count": n, "cartesian": sp.cartesian_size(),
-            "seconds": time.perf_counter() - t0, "note": tp.resource_note or None}
+            "seconds": time.perf_counter() - t0, "note": tp.resource_note or None,
+            "recomputed_work": None if recomputed is None else
+            {str(k): round(v, 4) for k, v in recomputed.items()}}
 
 
 def memory_budget() -> int:
@@ -113,7 +126,8 @@ class SpaceWorkerError(RuntimeError):
 
 def build_space_document(path: str, sizes: dict[str, int], domains: dict,
                          max_value: int | None, device, mapping: str | None, *,
-                         tiling: str = "none", timeout_s: float | None = None,
+                         tiling: str = "none", unfused: tuple[str, ...] = (),
+                         timeout_s: float | None = None,
                          on_wait: Callable[[float], None] | None = None) -> dict:
     """``space_document`` in a worker process (spawned) with a memory cap (half the
     machine's memory) and a time limit (``timeout_s``, None: none): a space too large for
@@ -127,7 +141,7 @@ def build_space_document(path: str, sizes: dict[str, int], domains: dict,
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker, daemon=True,
                        args=(send, memory_budget(), path, sizes, domains, max_value,
-                             device, mapping, tiling))
+                             device, mapping, tiling, unfused))
     limit = timeout_s if timeout_s is not None and timeout_s > 0 else None
     t0 = time.monotonic()
     msg = None

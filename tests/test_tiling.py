@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from pipeline_cases import cases
 
+from ir.flops import count_flops
 from ir.interp import evaluate
 from ir.nodes import ToMem, walk
 from ir.syntax import parse_file, print_program
@@ -136,6 +137,16 @@ def test_a_tile_side_ranges_over_divisors_and_powers_of_two(capsys) -> None:
     (t,) = [p for p in doc["parameters"] if p["name"] == "t"]
     # outputs 24 and 27
     assert t["domain"] == [1, 2, 3, 4, 6, 8, 9, 12, 16, 24, 27], t
+    # the recomputed work, per tile side: more for small tiles, ragged ones compute padding
+    work = {int(k): v for k, v in doc["recomputed_work"].items()}
+    assert sorted(work) == t["domain"] and all(v >= 1.0 for v in work.values())
+    assert work[1] > work[2] > work[4] > work[8]  # the halo recomputed less per pixel
+    assert work[24] > work[27]  # 24 leaves the 27 columns ragged: padding computed
+    unfused = count_flops(parse_file(EXAMPLES / "blur_laplacian.lift"), {"H": 28, "W": 31})
+    tiled = fuse_through_tiling(parse_file(EXAMPLES / "blur_laplacian.lift"),
+                                memory="private")
+    assert work[16] == pytest.approx(
+        count_flops(tiled, {"H": 28, "W": 31, "t": 16}) / unfused, rel=1e-3)
 
 
 @pytest.mark.slow
@@ -257,3 +268,71 @@ def test_explore_tiles_a_stencil_pipeline_by_default(tmp_path, capsys) -> None:
     assert not doc.get("variants") and doc["best"] is not None
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "b.sqlite", "b.tiled-local.sqlite", "b.tiled-private.sqlite", "m.sqlite"]
+
+
+@pytest.mark.parametrize("memory", ["local", "private"])
+@pytest.mark.parametrize("case", cases(h=15, w=13), ids=lambda c: c[0])
+def test_stages_left_unfused_compute_what_the_pipeline_does(case, memory: str) -> None:
+    """The fusion choice per edge: each set of stages left unfused (computed whole before
+    the tiles, their images tiled beside the input with their own halos) computes the
+    pipeline's result, at tiles that divide the output and that do not; those stages
+    carry no memory annotation, the fused ones do."""
+    import itertools
+
+    from ir.nodes import Map, maps_in
+
+    name, inputs, sizes, ref = case
+    prog = parse_file(EXAMPLES / f"{name}.lift")
+    labels = {"blur_separable": "A", "blur_laplacian": "A", "harris": "AC",
+              "conv2_layers": "A"}[name]
+    for k in range(1, len(labels) + 1):
+        for cut in itertools.combinations(labels, k):
+            tiled = fuse_through_tiling(prog, memory=memory, unfused=cut)
+            for t in (2, 3):
+                got = np.asarray(evaluate(tiled, inputs, {**sizes, "t": t}))
+                assert got.shape == ref.shape
+                np.testing.assert_allclose(got, ref, rtol=1e-4,
+                                           atol=1e-3 * max(1.0, abs(ref).max()))
+            annotated = {n.f.label for n in walk(tiled)
+                         if isinstance(n, ToMem) and isinstance(n.f, Map)}
+            assert not annotated & set(cut)
+            assert {m.label for m in maps_in(tiled)} >= set(cut)
+            assert print_program(parse_file_text(print_program(tiled))) == \
+                print_program(tiled)
+
+
+def test_stages_left_unfused_errors_and_names(capsys) -> None:
+    from mapper.cli import main
+
+    harris = parse_file(EXAMPLES / "harris.lift")
+    with pytest.raises(TilingError, match="no stage Z .* the program's are A, C"):
+        fuse_through_tiling(harris, unfused=("Z",))
+    with pytest.raises(TilingError, match="no stage E"):  # the last stage is no producer
+        fuse_through_tiling(harris, unfused=("E",))
+    assert list(tiling_variants(harris, "private", unfused=("C", "A"))) == [
+        "tiled-private-A-C-unfused"]
+    with pytest.raises(TilingError, match="go with one tiling"):
+        tiling_variants(harris, "auto", unfused=("A",))
+    path = str(EXAMPLES / "harris.lift")
+    assert main(["enumerate", path, "--unfused", "A", "--count"]) == 2
+    assert "give it with --tiling" in capsys.readouterr().err
+    assert main(["enumerate", path, "--tiling", "private", "--unfused", "A;", "--count"]) == 2
+    assert "map labels separated by commas" in capsys.readouterr().err
+    assert main(["enumerate", path, "--tiling", "private", "--unfused", "A", "--count",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] > 0
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_sampled_mappings_with_a_stage_left_unfused_run_correctly(runner) -> None:
+    """Harris with its x gradient computed before the tiles (a kernel of its own) and its
+    y gradient fused into them, in tiles that do not divide the output (10 x 8, t = 4)."""
+    from mapper.witness import check_program
+
+    tiled = fuse_through_tiling(parse_file(EXAMPLES / "harris.lift"), memory="private",
+                                unfused=("A",))
+    report = check_program(tiled, {"H": 14, "W": 12, "t": 4}, runner, limit=6, seed=5,
+                           fusion="always")
+    counts = Counter(o.status for _, o in report.outcomes)
+    assert counts["ok"] >= 4 and set(counts) <= {"ok", "rejected"}, report.outcomes

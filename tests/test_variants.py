@@ -130,3 +130,27 @@ def test_close_probes_are_timed_again_interleaved_and_the_lowest_median_wins(poo
     assert vr.chosen == min(vr.probe_medians, key=lambda n: vr.probe_medians[n])
     assert phases[3] == (vr.chosen, "explore")
     assert "re-timed median" in vr.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_an_exhausted_space_hands_the_rest_of_the_budget_on(pool, tmp_path, monkeypatch):
+    """The chosen variant's space explored to its end before the budget is spent (a
+    one-map program: a few mappings, nothing to tune): the next variant by its probe is
+    explored with the rest, and the faster of the two is the answer."""
+    from mapper.explore import variants
+
+    monkeypatch.setattr(variants, "_fastest", lambda probes: "tiny")  # chosen first
+    monkeypatch.setattr(variants, "_close", lambda probes: [])
+    tiny = tmp_path / "scale.lift"
+    tiny.write_text("X : [float]N\n\nmapA(\\x -> mult(x, x)) $ X\n")
+    tasks = {"tiny": Task.from_program(str(tiny), {"N": 64}),
+             "big": Task.from_program(L3, {"N": 1 << 12})}
+    phases = []
+    vr = explore_variants(tasks, budget=24, probe=2, strategy="solver", pool=pool, retime=0,
+                          on_phase=lambda n, p: phases.append((n, p)))
+    assert vr.explored == ["tiny", "big"], vr.explored
+    assert phases[-2:] == [("tiny", "explore"), ("big", "explore")]
+    assert "handed the budget on" in vr.summary()
+    assert vr.results.considered <= 24 - 2  # the tiny run's candidates count against it
+    assert vr.chosen in tasks and vr.results.best is not None

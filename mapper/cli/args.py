@@ -99,7 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "that memory; the tile side is the size t)"
                        + ("; auto: the unfused program and its local and private tilings, "
                           "one after the other" if variants else "") + ": docs/tiling.md")
+        unfused_arg(p)
         return p
+
+    def unfused_arg(p):
+        p.add_argument("--unfused", metavar="A,C", help="with --tiling local/private/global: "
+                       "stages (by their outer map's label) computed whole before the tiles, "
+                       "their edges to their consumers not fused")
 
     def fusion(p):
         p.add_argument("--fusion", choices=("always", "never", "free"), default="always",
@@ -224,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "auto (the default, but with --strategy manual): the unfused program and "
                    "the local and private tilings probed, the fastest explored; a program "
                    "that does not tile is explored as it is (docs/tiling.md)")
+    unfused_arg(p)
     p.add_argument("--vectorise", choices=("auto", "window", "kernels"), help="conv only: "
                    "vectors along the window (dot products) or across kernels (an outer "
                    "product; its store is STORE with .kernels before the extension, whichever "

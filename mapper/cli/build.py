@@ -20,6 +20,7 @@ from mapper.cli.common import (
     parse_domains,
     progress,
     target,
+    unfused_stages,
 )
 from mapper.sizes import check_sizes, parse_sizes, size_names
 
@@ -87,7 +88,8 @@ def cmd_space(args) -> int:
         problem(prog).mapping(args.mapping)
     with progress("building the tuning space") as update:
         doc = build_space_document(args.file, sizes, domains, args.max, device, args.mapping,
-                                   tiling=args.tiling, timeout_s=args.timeout,
+                                   tiling=args.tiling, unfused=unfused_stages(args),
+                                   timeout_s=args.timeout,
                                    on_wait=lambda s: update(0, f"{s:.0f} s"))
     if args.json:
         emit_json("space", doc)
@@ -116,6 +118,11 @@ def cmd_space(args) -> int:
     console.print(f"[bold]{doc['count']:,}[/bold] valid configurations of "
                   f"{doc['cartesian']:,} (built and counted in {doc['seconds']:.2f} s) for "
                   f"{escape(doc['device'])}", soft_wrap=True)
+    if doc.get("recomputed_work"):
+        console.print("work per tile side t, as a multiple of the unfused program's "
+                      "(halos computed again, ragged tiles' padding): " + ", ".join(
+                          f"{k}: {v:.2f}x" for k, v in doc["recomputed_work"].items()),
+                      soft_wrap=True)
     if doc["note"]:
         console.print(f"[yellow]note:[/yellow] {escape(doc['note'])}", soft_wrap=True)
     return 0

@@ -109,8 +109,22 @@ def load(args: argparse.Namespace, path: str | None = None):
     if getattr(args, "tiling", None) not in (None, "none"):
         from ir.tiling import fuse_through_tiling
 
-        program = fuse_through_tiling(program, memory=args.tiling)
+        program = fuse_through_tiling(program, memory=args.tiling,
+                                      unfused=unfused_stages(args))
+    elif getattr(args, "unfused", None):
+        raise CliError("--unfused names stages a tiling leaves unfused: give it with "
+                       "--tiling local, private or global")
     return program
+
+
+def unfused_stages(args: argparse.Namespace) -> tuple[str, ...]:
+    """The stage labels of ``--unfused A,C`` (none without it)."""
+    text = getattr(args, "unfused", None) or ""
+    labels = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in labels if not re.fullmatch(r"[A-Za-z_]\w{0,63}", x)]
+    if bad:
+        raise CliError(f"--unfused {text!r}: give map labels separated by commas, e.g. A,C")
+    return labels
 
 
 def located(e: BaseException, sources: Sequence = ()) -> str:

@@ -12,7 +12,7 @@ import time
 from rich.markup import escape
 from rich.table import Table
 
-from mapper.cli.common import CliError, console, emit_json, err_console
+from mapper.cli.common import CliError, console, emit_json, err_console, unfused_stages
 from mapper.sizes import check_sizes, parse_sizes
 
 
@@ -86,8 +86,12 @@ def _explore_tasks(args) -> dict:
 
     # by default a stencil pipeline is explored unfused and fused through tiling (a manual
     # mapping names the maps of one program: the unfused one unless --tiling names another)
-    programs = tiling_variants(prog, args.tiling or ("none" if args.strategy == "manual"
-                                                     else "auto"))
+    tiling = args.tiling or ("none" if args.strategy == "manual" else "auto")
+    unfused = unfused_stages(args)
+    if unfused and tiling not in ("local", "private", "global"):
+        raise CliError("--unfused names stages a tiling leaves unfused: give it with "
+                       "--tiling local, private or global")
+    programs = tiling_variants(prog, tiling, unfused=unfused)
     # GFLOP/s count the unfused program's work: a tiling's recomputed halo is no progress
     flops = args.flops
     if flops is None and (len(programs) > 1 or "unfused" not in programs):

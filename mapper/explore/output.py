@@ -96,7 +96,8 @@ def variants_json(vr: Any) -> list[dict[str, Any]]:
     return [{"name": name, "store": vr.stores.get(name), "chosen": name == vr.chosen,
              "probe_candidates": r.considered, "probe_stopped_by": r.stopped_by,
              "probe_best": r.best.to_json() if r.best is not None else None,
-             "probe_retimed_median_s": medians.get(name)}
+             "probe_retimed_median_s": medians.get(name),
+             "explored": name in getattr(vr, "explored", ())}
             for name, r in vr.probes.items()]
 
 

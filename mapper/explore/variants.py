@@ -11,7 +11,10 @@ measurement each does not decide: the probes' best kernels are timed again, inte
 median wins; a single lucky first measurement on a noisy machine picked the slower variant
 before. The variant with the fastest probe then gets the rest of the budget: its
 exploration resumes from its store (same seed, so the probe's candidates come back from the
-store and the strategy goes on where the probe stopped). A budget too small to probe every
+store and the strategy goes on where the probe stopped). A variant whose space is explored
+to its end before the budget is spent hands the rest on to the next variant by its probe
+(a small unfused space beside a large tiled one), and the fastest of those explored is
+the answer. A budget too small to probe every
 variant explores the first one only; where the probes leave too little time to start
 again, the fastest probe is the answer. Every phase shares one worker pool (the options'
 pool, or one started here).
@@ -49,6 +52,9 @@ class VariantsResults:
     stores: dict[str, str | None] = field(default_factory=dict)
     # the close probes' best kernels timed again, interleaved: variant -> median seconds
     probe_medians: dict[str, float] = field(default_factory=dict)
+    # the variants explored after the probes, in order (more than one: a space explored
+    # to its end handed the rest of the budget on)
+    explored: list[str] = field(default_factory=list)
 
     def probe_best(self) -> dict[str, Record | None]:
         """Each probed variant's fastest ``ok`` candidate (None: none ran ok)."""
@@ -65,8 +71,12 @@ class VariantsResults:
             if name in self.probe_medians:
                 perf += f" (re-timed median {self.probe_medians[name] * 1e3:.3g} ms)"
             parts.append(f"{name} {perf}")
+        then = ""
+        if len(self.explored) > 1:
+            then = (f" ({', then '.join(self.explored)}: each space explored to its end "
+                    f"handed the budget on; the fastest, {self.chosen}, is the answer)")
         return (f"variants probed ({PROBE} candidates each at most): {', '.join(parts)}; "
-                f"explored {self.chosen}")
+                f"explored {self.chosen}{then}")
 
 
 def variant_store(path: str | None, name: str, first: bool) -> str | None:
@@ -213,4 +223,45 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
         on_phase(chosen, "explore")
     res = explore(variants[chosen], budget=left, store=stores.get(chosen),
                   known_best_s=known, **options)
-    return VariantsResults(chosen, res, probes, paths, medians)
+    best = (chosen, res)
+    explored = [chosen]
+    # a space explored to its end leaves budget: the next variants (by their probes) get it
+    for name in _ranking(probes, medians):
+        if res.stopped_by != "exhausted" or name in explored:
+            continue
+        if bud.seconds is not None:
+            seconds = bud.seconds - (time.perf_counter() - t0)
+            if seconds < bud.seconds / (len(names) + 1) / 2:
+                break
+            left = Budget(seconds=seconds, text=bud.text)
+        else:
+            assert bud.candidates is not None
+            spent = sum(r.considered for n, r in probes.items() if n not in explored) + \
+                res.considered
+            if bud.candidates - spent < 1:
+                break
+            left = Budget(candidates=bud.candidates - spent, text=bud.text)
+        if res.best is not None and res.best.run_s:
+            known = res.best.run_s if known is None else min(known, res.best.run_s)
+        if on_phase:
+            on_phase(name, "explore")
+        res = explore(variants[name], budget=left, store=stores.get(name),
+                      known_best_s=known, **options)
+        explored.append(name)
+        if res.best is not None and res.best.time_s and (
+                best[1].best is None or not best[1].best.time_s
+                or res.best.time_s < best[1].best.time_s):
+            best = (name, res)
+    return VariantsResults(best[0], best[1], probes, paths, medians, explored)
+
+
+def _ranking(probes: Mapping[str, Results], medians: Mapping[str, float]) -> list[str]:
+    """The probed variants, fastest first: by the re-timed median where there is one, then
+    by the probe's best time; those where nothing ran last."""
+    def key(name: str) -> tuple[int, float]:
+        if name in medians:
+            return (0, medians[name])
+        b = probes[name].best
+        return (1, b.time_s) if b is not None and b.time_s else (2, 0.0)
+
+    return sorted(probes, key=key)
