@@ -27,58 +27,50 @@ import numpy as np
 HALO = {"blur_separable": 2, "blur_laplacian": 4, "harris": 4}
 
 
+def _pipeline(name: str, x: np.ndarray, weights: dict[str, np.ndarray], corr, sep, box3):
+    """The pipeline ``name`` from a library's 2-D correlation ``corr(image, mask)``,
+    separable filter ``sep(image, k)`` and 3x3 box sum ``box3(image)`` (same-size
+    outputs, cropped to the valid part at the end)."""
+    h = HALO[name] // 2
+    if name == "blur_separable":
+        return lambda: sep(x, weights["k"])[h:-h, h:-h]
+    if name == "blur_laplacian":
+        return lambda: corr(corr(x, weights["blur"]), weights["lap"])[h:-h, h:-h]
+
+    def harris():
+        ix, iy = corr(x, weights["sobelX"]), corr(x, weights["sobelY"])
+        sxx, syy, sxy = box3(ix * ix), box3(iy * iy), box3(ix * iy)
+        return (sxx * syy - sxy * sxy - 0.04 * (sxx + syy) ** 2)[h:-h, h:-h]
+
+    return harris
+
+
 def scipy_fn(name: str, x: np.ndarray, weights: dict[str, np.ndarray]):
-    """The pipeline in scipy.ndimage (same-size outputs, cropped to the valid part at the
-    end), or None without scipy."""
+    """The pipeline in scipy.ndimage (one core), or None without scipy."""
     try:
         from scipy import ndimage  # type: ignore[import-untyped]
     except ImportError:
         return None
-    h = HALO[name] // 2
-    if name == "blur_separable":
-        k = weights["k"]
-        return lambda: ndimage.correlate1d(ndimage.correlate1d(x, k, axis=1), k,
-                                           axis=0)[h:-h, h:-h]
-    if name == "blur_laplacian":
-        return lambda: ndimage.correlate(ndimage.correlate(x, weights["blur"]),
-                                         weights["lap"])[h:-h, h:-h]
-
-    def harris():
-        ix = ndimage.correlate(x, weights["sobelX"])
-        iy = ndimage.correlate(x, weights["sobelY"])
-        sxx = ndimage.uniform_filter(ix * ix, 3) * 9
-        syy = ndimage.uniform_filter(iy * iy, 3) * 9
-        sxy = ndimage.uniform_filter(ix * iy, 3) * 9
-        return (sxx * syy - sxy * sxy - 0.04 * (sxx + syy) ** 2)[h:-h, h:-h]
-
-    return harris
+    return _pipeline(name, x, weights, corr=ndimage.correlate,
+                     sep=lambda a, k: ndimage.correlate1d(ndimage.correlate1d(a, k, axis=1),
+                                                          k, axis=0),
+                     box3=lambda a: ndimage.uniform_filter(a, 3) * 9)
 
 
 def opencv_fn(name: str, x: np.ndarray, weights: dict[str, np.ndarray]):
-    """The pipeline in OpenCV (``cv2.filter2D``/``sepFilter2D``/``boxFilter``, its own
-    threads), or None without OpenCV."""
+    """The pipeline in OpenCV (``filter2D``/``sepFilter2D``/``boxFilter``, its own
+    threads; Harris' products in numpy), or None without OpenCV."""
     try:
         import cv2
     except ImportError:
         return None
-    h = HALO[name] // 2
-    if name == "blur_separable":
-        k = weights["k"].astype(np.float32)
-        return lambda: cv2.sepFilter2D(x, -1, k, k)[h:-h, h:-h]
-    if name == "blur_laplacian":
-        return lambda: cv2.filter2D(cv2.filter2D(x, -1, weights["blur"]), -1,
-                                    weights["lap"])[h:-h, h:-h]
 
-    def harris():
-        ix = cv2.filter2D(x, -1, weights["sobelX"])
-        iy = cv2.filter2D(x, -1, weights["sobelY"])
-        box = (3, 3)
-        sxx = cv2.boxFilter(ix * ix, -1, box, normalize=False)
-        syy = cv2.boxFilter(iy * iy, -1, box, normalize=False)
-        sxy = cv2.boxFilter(ix * iy, -1, box, normalize=False)
-        return (sxx * syy - sxy * sxy - 0.04 * (sxx + syy) ** 2)[h:-h, h:-h]
+    def sep(a, k):
+        k = k.astype(np.float32)
+        return cv2.sepFilter2D(a, -1, k, k)
 
-    return harris
+    return _pipeline(name, x, weights, corr=lambda a, w: cv2.filter2D(a, -1, w), sep=sep,
+                     box3=lambda a: cv2.boxFilter(a, -1, (3, 3), normalize=False))
 
 
 def traffic_bytes(program) -> int:
