@@ -301,12 +301,16 @@ def racing_ids(a: Access, kinds: dict[str, str], cfg: LaunchConfig) -> list[str]
     if not varying:
         return []
     recovered: set[str] = set()
-    parts = _index_parts(a)
+    parts = [(p, p.free_vars()) for p in _index_parts(a)]
+    digits: dict[int, Digits | None] = {}  # each part decomposed once
     for lp in a.dist:
-        part = next((p for p in parts if lp.name in p.free_vars()), None)
-        if part is None:
+        pi = next((i for i, (_, fv) in enumerate(parts) if lp.name in fv), None)
+        if pi is None:
             continue
-        dg = decompose(part)
+        part = parts[pi][0]
+        if pi not in digits:
+            digits[pi] = decompose(part)
+        dg = digits[pi]
         if dg is None:  # not analysable: only ask that the ids appear in the index
             recovered |= {t for t, _ in owner_ids(lp, Var(lp.name), cfg)
                           if t in a.idx.free_vars()}

@@ -87,11 +87,8 @@ def _explore_tasks(args) -> dict:
     # by default a stencil pipeline is explored unfused and fused through tiling (a manual
     # mapping names the maps of one program: the unfused one unless --tiling names another)
     tiling = args.tiling or ("none" if args.strategy == "manual" else "auto")
-    unfused = unfused_stages(args)
-    if unfused and tiling not in ("local", "private", "global"):
-        raise CliError("--unfused names stages a tiling leaves unfused: give it with "
-                       "--tiling local, private or global")
-    programs = tiling_variants(prog, tiling, unfused=unfused)
+    # stages left unfused go with one tiling: tiling_variants says so otherwise
+    programs = tiling_variants(prog, tiling, unfused=unfused_stages(args))
     # GFLOP/s count the unfused program's work: a tiling's recomputed halo is no progress
     flops = args.flops
     if flops is None and (len(programs) > 1 or "unfused" not in programs):
