@@ -419,6 +419,10 @@ class JointSpace:
         """Whether the heuristic rules prune the mappings."""
         return self.problem.heuristics
 
+    def inferred(self, mapping) -> bool:
+        """Whether ``mapping``'s tuning problem is built already (:meth:`tuning` is cheap)."""
+        return frozenset(dict(mapping).items()) in self._tuning
+
     def tuning(self, mapping) -> TuningProblem:
         from mapper.api import lower_mapping
 

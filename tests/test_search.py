@@ -512,3 +512,59 @@ def test_nearest_values_are_the_head_of_the_full_ranking():
         full = sorted((abs(math.log2(1 + v) - want), v) for v in dom)
         for limit in (1, 3, 66):
             assert _nearest(dom, want, limit) == full[:limit]
+
+
+def test_pool_builds_few_tuning_spaces_per_fill():
+    """A sample of a mapping whose tuning space is not built costs building it (a lowering
+    and its resource probes): the pool builds at most ``NEW_FIRST`` before the first
+    proposal and ``NEW_PER_BATCH`` per later fill, and draws its other samples from the
+    mappings it has drawn (uniform draws over a convolution's mappings took 40% of a run)."""
+    js = Task.conv_layer(parse_layer("17/4")).joint()  # its own: no space built yet
+    s = make_strategy("model", js, seed=0, transfer=False)
+    pool: list = []
+    seen: set = set()
+    s._fill(pool, seen, 128)
+    assert len(pool) == 128 and 0 < len(js._tuning) <= s.NEW_FIRST < 128
+    built = len(js._tuning)
+    s._fill(pool, seen, 64)
+    assert len(pool) == 192 and len(js._tuning) - built <= s.NEW_PER_BATCH
+    assert all(js.inferred(m) for m, _ in pool)
+
+
+def test_local_search_goes_on_below_the_best_five(joint):
+    """Once the neighbours of the five best are all proposed, the local search takes
+    those of the next best (a lucky measurement on top must not stall it)."""
+    from mapper.explore.model import _key as mkey
+
+    s = make_strategy("model", joint, seed=1, n_init=4, batch=4, local=2, pool_size=100)
+    cands = list({mkey(m, c): (m, c) for m, c in joint.sample(40, seed=0)}.values())[:8]
+    for i, (m, c) in enumerate(cands):
+        s.observe(Candidate(m, c), {"status": "ok", "gflops": 10.0 - i})
+    done = {mkey(m, c) for m, c in cands}
+    for m, c in cands[:5]:
+        done |= {mkey(nm, nc) for nm, nc in s.neighbours(m, c)}
+    below = set()
+    for m, c in cands[5:]:
+        below |= {mkey(nm, nc) for nm, nc in s.neighbours(m, c)}
+    picks = s._local_picks(2, set(done))
+    assert picks and all(mkey(m, c) in below - done for m, c in picks)
+
+
+def test_a_repaired_move_is_remembered_and_copied(conv17, monkeypatch):
+    """``_valid_or_repaired`` answers a repeated question from memory (the repair runs
+    once), with a copy."""
+    import mapper.explore.knowledge as knowledge
+
+    js, m = conv17
+    s = make_strategy("model", js, seed=0, transfer=False)
+    space = js.tuning(m).space
+    cfg = dict(space[0])
+    calls = []
+    real = knowledge.project
+    monkeypatch.setattr(knowledge, "project", lambda *a, **k: calls.append(a) or real(*a, **k))
+    p = next(p for p in sorted(cfg) if dict(cfg, **{p: cfg[p] + 1}) not in space)
+    moved = dict(cfg, **{p: cfg[p] + 1})
+    a = s._valid_or_repaired(space, dict(moved), (p,))
+    b = s._valid_or_repaired(space, dict(moved), (p,))
+    assert len(calls) == 1
+    assert a == b and (a is None or (a is not b and a in space))

@@ -8,7 +8,12 @@ the acquisition rule.
 
 1. A pool of valid candidates is drawn like ``solver`` does (known constraints are
    satisfied by construction): 128 before the first proposal, 128 more before each batch,
-   up to ``pool_size``.
+   up to ``pool_size``. A sample of a mapping whose tuning space is not built yet costs
+   building it (the lowering, type check and resource probes: about 50 ms on a
+   convolution; uniform draws over a convolution's 1,381 mappings took 40% of a 5-minute
+   run's budget): at most :data:`NEW_FIRST` such mappings before the first proposal and
+   :data:`NEW_PER_BATCH` before each later one, the other samples drawn from the mappings
+   the pool has already drawn. A replayed space (every tuning space known) is not limited.
 2. With transferred knowledge (``mapper.explore.knowledge``: stored results of the same
    program at other sizes), half the first ``n_init`` proposals are the best candidates
    found at those sizes (the best of each size first), projected onto this space: the
@@ -100,6 +105,8 @@ class ModelStrategy(Strategy):
     summary = "analytic prior, learned cost model, local search near the best"
     FIRST_POOL = 128  # samples drawn before the first proposal
     GROW = 128  # samples added before each later batch, up to pool_size
+    NEW_FIRST = 64  # mappings with no tuning space yet drawn before the first proposal
+    NEW_PER_BATCH = 16  # ... and before each later batch
 
     def __init__(self, joint: JointSpace, *, seed: int = 0, pool_size: int = 2000,
                  n_init: int = 8, batch: int = 5, local: int = 3, beta: float = 0.5,
@@ -134,6 +141,11 @@ class ModelStrategy(Strategy):
 
             self.knowledge = Knowledge.for_space(joint, seed=seed)
         self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
+        # (space, configuration, moved parameters) -> the valid or repaired configuration
+        self._repaired: dict[tuple, tuple[Any, dict[str, int] | None]] = {}
+        self._drawn_maps: list[Any] = []  # mappings the pool has drawn, in order
+        self._drawn_set: set = set()
+        self._new_left = 0  # mappings with no tuning space yet the current fill may draw
         self._start_list: list | None = None  # the knowledge's best, projected here
         self._norm: tuple[float, float] = (0.0, 1.0)
         flops = getattr(joint, "flops", None)  # an FMA is two FLOPs: the least work
@@ -222,9 +234,18 @@ class ModelStrategy(Strategy):
         """A valid mapping and a configuration of it; the time of each part is added to
         ``_map_s`` and ``_tun_s``."""
         maps = list(self.joint.mappings)
+        inferred = getattr(self.joint, "inferred", None)
         for _ in range(100):
             t0 = time.perf_counter()
             m = self.rng.choice(maps)
+            if inferred is not None and not inferred(m):
+                if self._new_left <= 0 and self._drawn_maps:  # its space would cost: an old one
+                    m = self._drawn_maps[self.rng.randrange(len(self._drawn_maps))]
+                else:
+                    self._new_left -= 1
+            if m not in self._drawn_set:
+                self._drawn_set.add(m)
+                self._drawn_maps.append(m)
             t1 = time.perf_counter()
             cfg = self._tuning_sample(m)
             self._map_s += t1 - t0
@@ -236,6 +257,7 @@ class ModelStrategy(Strategy):
     def _fill(self, pool: list, seen: set, grow: int | None = None) -> None:
         """Draws valid samples into ``pool`` up to ``pool_size``, at most ``grow`` of them
         (the pool grows batch by batch, so the first proposal does not wait for it)."""
+        self._new_left = self.NEW_FIRST if not pool else self.NEW_PER_BATCH
         misses = 0  # consecutive samples drawn before: a small space is used up
         target = self.pool_size if grow is None else min(self.pool_size, len(pool) + grow)
         while len(pool) < target and misses < 200:
@@ -320,9 +342,13 @@ class ModelStrategy(Strategy):
         parameters (``knowledge.project``), else None."""
         from mapper.explore.knowledge import project
 
-        if cfg in space:
-            return cfg
-        return project(cfg, space, self.REPAIR_CHECKS, frozenset(moved))
+        key = (id(space), tuple(sorted(cfg.items())), moved)
+        if key not in self._repaired:  # climbs and local picks ask the same ones again
+            # the space is kept with the answer: its id names no other space meanwhile
+            self._repaired[key] = (space, cfg if cfg in space else
+                                   project(cfg, space, self.REPAIR_CHECKS, frozenset(moved)))
+        got = self._repaired[key][1]
+        return None if got is None else dict(got)
 
     def _mapping_neighbours(self, mapping: Any) -> list[Any]:
         """The valid mappings that differ from ``mapping`` in one map's code."""
@@ -339,16 +365,20 @@ class ModelStrategy(Strategy):
             out += [m for m in idx.get((i, codes[:i] + codes[i + 1:]), ()) if m != mapping]
         return out
 
+    LOCAL_FROM = 20  # ranks of measured candidates whose neighbours the local search takes
+
     def _local_picks(self, k: int, done: set) -> list[tuple[Any, dict[str, int]]]:
         """Up to ``k`` neighbours of the best candidates so far not proposed yet (``done``),
         best-scored first (the neighbours of the best, then of the next best while fewer
-        than ``k``)."""
+        than ``k``, down to the :data:`LOCAL_FROM`-th: once the best few's neighbourhoods
+        are measured, and a noisy measurement can keep a lucky one on top, the search goes
+        on around the next ones instead of falling back on the pool)."""
         if k <= 0:
             return []
         ranked = sorted((i for i, y in enumerate(self.y) if isinstance(y, float)),
                         key=lambda i: -float(self.y[i]))  # type: ignore[arg-type]
         picks: list[tuple[Any, dict[str, int]]] = []
-        for i in ranked[:5]:
+        for i in ranked[:self.LOCAL_FROM]:
             m, cfg = self.seen_cands[i]
             cands = [(nm, nc) for nm, nc in self.neighbours(m, cfg)
                      if _key(nm, nc) not in done]
@@ -383,6 +413,7 @@ class ModelStrategy(Strategy):
         if n:
             starts += [dict(c) for c in space.sample(min(n, self.UPHILL_SAMPLES),
                                                       seed=self.seed + len(self.y))]
+        self._transfer_batch([(m, c) for c in starts])  # one forest call, not one each
         start = max(starts, key=lambda c: self.analytic(m, c))
         got = self._climb(m, start, done)
         return [] if got is None else [got]
