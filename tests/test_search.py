@@ -528,7 +528,26 @@ def test_pool_builds_few_tuning_spaces_per_fill():
     built = len(js._tuning)
     s._fill(pool, seen, 64)
     assert len(pool) == 192 and len(js._tuning) - built <= s.NEW_PER_BATCH
-    assert all(js.inferred(m) for m, _ in pool)
+    assert {m for m, _ in pool} == s._drawn_set
+
+
+def test_a_second_strategy_on_a_used_space_proposes_the_same():
+    """The pool's quota counts mappings new to the pool, not to the space: a strategy on
+    a space another strategy has used (a probe's, then the explored run's) proposes what
+    it would on a fresh one."""
+    def first(js, n=10):
+        s = make_strategy("model", js, seed=0, transfer=False)
+        it = s.candidates()
+        out = []
+        for _ in range(n):
+            c = next(it)
+            out.append(_key(c))
+            s.observe(c, {"status": "ok", "gflops": 1.0 + c.tuning.get("sigma", 1)})
+        return out
+
+    js = Task.conv_layer(parse_layer("17/4")).joint()
+    once = first(js)
+    assert first(js) == once == first(Task.conv_layer(parse_layer("17/4")).joint())
 
 
 def test_local_search_goes_on_below_the_best_five(joint):

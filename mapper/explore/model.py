@@ -11,9 +11,10 @@ the acquisition rule.
    up to ``pool_size``. A sample of a mapping whose tuning space is not built yet costs
    building it (the lowering, type check and resource probes: about 50 ms on a
    convolution; uniform draws over a convolution's 1,381 mappings took 40% of a 5-minute
-   run's budget): at most :data:`NEW_FIRST` such mappings before the first proposal and
-   :data:`NEW_PER_BATCH` before each later one, the other samples drawn from the mappings
-   the pool has already drawn. A replayed space (every tuning space known) is not limited.
+   run's budget): at most :data:`NEW_FIRST` mappings new to the pool before the first
+   proposal and :data:`NEW_PER_BATCH` before each later one, the other samples drawn from
+   the mappings the pool has already drawn. A replayed space (every tuning space known)
+   is not limited.
 2. With transferred knowledge (``mapper.explore.knowledge``: stored results of the same
    program at other sizes), half the first ``n_init`` proposals are the best candidates
    found at those sizes (the best of each size first), projected onto this space: the
@@ -234,11 +235,15 @@ class ModelStrategy(Strategy):
         """A valid mapping and a configuration of it; the time of each part is added to
         ``_map_s`` and ``_tun_s``."""
         maps = list(self.joint.mappings)
-        inferred = getattr(self.joint, "inferred", None)
+        # a space that builds a mapping's tuning space on first use (a live one; a replay
+        # knows them all): the fill's quota of mappings new to this pool. New to the pool,
+        # not to the space: what another strategy on the same space built does not change
+        # this one's sequence (a probe's candidates are the explored run's first ones)
+        limited = getattr(self.joint, "builds_tuning_spaces", False)
         for _ in range(100):
             t0 = time.perf_counter()
             m = self.rng.choice(maps)
-            if inferred is not None and not inferred(m):
+            if limited and m not in self._drawn_set:
                 if self._new_left <= 0 and self._drawn_maps:  # its space would cost: an old one
                     m = self._drawn_maps[self.rng.randrange(len(self._drawn_maps))]
                 else:

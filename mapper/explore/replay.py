@@ -104,10 +104,6 @@ class ReplaySpace:
             raise NotInStoreError(f"the store holds no candidate with mapping {mapping}") \
                 from None
 
-    def inferred(self, mapping) -> bool:
-        """Every stored mapping's configurations are known (``JointSpace.inferred``)."""
-        return True
-
     def count(self) -> int:
         return len(self.records)
 
