@@ -149,6 +149,9 @@ def bench_shape(layer, args) -> dict:
                  # the close probes' bests timed again, interleaved: GFLOP/s of the median
                  "probe_retimed": {n: layer.flops / m / 1e9
                                    for n, m in vr.probe_medians.items()},
+                 # where those were close too, each variant explored a while: its best
+                 "contest_retimed": {n: layer.flops / m / 1e9
+                                     for n, m in vr.contest_medians.items()},
                  "evaluated": res.evaluated + sum(r.evaluated for n, r in vr.probes.items()
                                                   if n != vr.chosen),
                  "considered": res.considered, "explore_s": wall, "load_before": load(),

@@ -154,3 +154,37 @@ def test_an_exhausted_space_hands_the_rest_of_the_budget_on(pool, tmp_path, monk
     assert "handed the budget on" in vr.summary()
     assert vr.results.considered <= 24 - 2  # the tiny run's candidates count against it
     assert vr.chosen in tasks and vr.results.best is not None
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, monkeypatch):
+    """With a time budget, probes whose re-timed medians are within ``CONTEST`` are each
+    explored a share of the budget (from their stores), their bests timed again, and the
+    lowest median chooses the variant whose run then resumes with both phases' candidates
+    from its store. (The medians are given: closeness is what is tested, not the machine.)"""
+    import mapper.explore.variants as variants
+
+    monkeypatch.setattr(variants, "MIN_PROBE_SECONDS", 1.0)
+    monkeypatch.setattr(variants, "CONTEST_SHARE", 0.05)
+    monkeypatch.setattr(variants, "CLOSE", 1e9)
+    calls = []
+
+    def medians(variants_, probes, names, pool_, **kw):
+        calls.append(tuple(names))  # the contest's winner: the second, this time
+        return {n: 1e-3 * (1.1 - 0.1 * i if len(calls) > 1 else 1 + 0.01 * i)
+                for i, n in enumerate(names)}
+
+    monkeypatch.setattr(variants, "retime_probes", medians)
+    phases = []
+    stores = {n: variant_store(str(tmp_path / "s.sqlite"), n, i == 0)
+              for i, n in enumerate(_tasks())}
+    vr = explore_variants(_tasks(), budget="20s", probe=2, stores=stores, strategy="solver",
+                          pool=pool, retime=0, on_phase=lambda n, p: phases.append((n, p)))
+    assert phases[:6] == [("big", "probe"), ("small", "probe"), ("big,small", "compare"),
+                          ("big", "contest"), ("small", "contest"), ("big,small", "compare")]
+    assert phases[6] == ("small", "explore") and vr.chosen == "small"
+    assert set(vr.contest_medians) == {"big", "small"} and "explored 5%" in vr.summary()
+    # the chosen run resumes from its store: the probe's candidates (and the contest's)
+    n = sum(r.cached for r in vr.results.records)
+    assert n >= 2 and all(r.cached for r in vr.results.records[:n])

@@ -91,12 +91,15 @@ def variants_json(vr: Any) -> list[dict[str, Any]]:
     """Each variant of a ``mapper.explore.variants.VariantsResults``: its store, and its
     probe's candidates, outcome and best, and the median seconds of that best timed again
     beside the other close probes' (null: not timed again; empty when no variant was
-    probed)."""
+    probed), and the same of its contest's best where the re-timed probes were too close
+    to choose (null: no contest)."""
     medians = getattr(vr, "probe_medians", {})
+    contest = getattr(vr, "contest_medians", {})
     return [{"name": name, "store": vr.stores.get(name), "chosen": name == vr.chosen,
              "probe_candidates": r.considered, "probe_stopped_by": r.stopped_by,
              "probe_best": r.best.to_json() if r.best is not None else None,
              "probe_retimed_median_s": medians.get(name),
+             "contest_retimed_median_s": contest.get(name),
              "explored": name in getattr(vr, "explored", ())}
             for name, r in vr.probes.items()]
 

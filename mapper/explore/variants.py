@@ -9,7 +9,13 @@ Where the probes are close (the runner-up's best within ``CLOSE`` times the fast
 measurement each does not decide: the probes' best kernels are timed again, interleaved
 (``ROUNDS`` rounds of ``repeats`` runs: variant a, variant b, a, b, ...), and the lowest
 median wins; a single lucky first measurement on a noisy machine picked the slower variant
-before. The variant with the fastest probe then gets the rest of the budget: its
+before. Where those medians are still within ``CONTEST`` of each other and the budget is
+a time, eight candidates were too few to tell: each close variant is explored
+``CONTEST_SHARE`` of the budget (a contest; its store keeps what it found), the contest's
+best kernels are timed again the same way, and the lowest median wins (on VGG-16's layer
+2, Zen 4, the probes chose the window's vectors at 1.04x, whose run found 130 GFLOP/s;
+the kernels' space holds 172). The variant with the fastest probe (or contest) then gets
+the rest of the budget: its
 exploration resumes from its store (same seed, so the probe's candidates come back from the
 store and the strategy goes on where the probe stopped). A variant whose space is explored
 to its end before the budget is spent hands the rest on to the next variant by its probe
@@ -39,6 +45,8 @@ PROBE = 8  # evaluations per variant: the model strategy's initial design
 MIN_PROBE_SECONDS = 120.0  # a time budget under this explores the first variant only
 CLOSE = 1.5  # probes whose best kernels are within this factor are timed again
 ROUNDS = 3  # interleaved rounds of that re-timing
+CONTEST = 1.25  # re-timed medians within this factor: each close variant explored a while
+CONTEST_SHARE = 0.125  # of a time budget, per variant of the contest
 
 
 @dataclass
@@ -55,6 +63,8 @@ class VariantsResults:
     # the variants explored after the probes, in order (more than one: a space explored
     # to its end handed the rest of the budget on)
     explored: list[str] = field(default_factory=list)
+    # the contest's best kernels timed again: variant -> median seconds (empty: none held)
+    contest_medians: dict[str, float] = field(default_factory=dict)
 
     def probe_best(self) -> dict[str, Record | None]:
         """Each probed variant's fastest ``ok`` candidate (None: none ran ok)."""
@@ -72,6 +82,10 @@ class VariantsResults:
                 perf += f" (re-timed median {self.probe_medians[name] * 1e3:.3g} ms)"
             parts.append(f"{name} {perf}")
         then = ""
+        if self.contest_medians:
+            meds = ", ".join(f"{n} {t * 1e3:.3g} ms" for n, t in self.contest_medians.items())
+            then += (f" (the re-timed probes were close: each explored "
+                     f"{CONTEST_SHARE:.0%} of the budget, their best re-timed: {meds})")
         if len(self.explored) > 1:
             then = (f" ({', then '.join(self.explored)}: each space explored to its end "
                     f"handed the budget on; the fastest, {self.chosen}, is the answer)")
@@ -145,9 +159,10 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
     """Explores ``variants`` (name -> ``Task``, in order of preference) within
     ``budget``: each is probed with ``probe`` candidates, then the fastest gets the rest
     (see the module docstring). ``stores``: name -> store (path, ``ResultStore`` or None;
-    default: in memory). ``on_phase(name, "probe" | "compare" | "explore")`` is called as
-    each phase starts ("compare": the close probes timed again; ``name`` lists them,
-    comma-separated). ``options`` go to every :func:`mapper.explore.explore` call."""
+    default: in memory). ``on_phase(name, "probe" | "compare" | "contest" | "explore")``
+    is called as each phase starts ("compare": the close probes', or the contests', best
+    kernels timed again; ``name`` lists them, comma-separated). ``options`` go to every
+    :func:`mapper.explore.explore` call."""
     if not variants:
         raise ConfigurationError("explore_variants needs at least one variant")
     t0 = time.perf_counter()
@@ -210,10 +225,39 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                                 timeout_s=options.get("timeout_s", 30.0))
         if medians:
             chosen = min(medians, key=lambda n: medians[n])
+    contest: dict[str, float] = {}
+    if len(medians) > 1 and bud.seconds is not None and pool is not None and \
+            max(medians.values()) <= CONTEST * min(medians.values()):
+        share = bud.seconds * CONTEST_SHARE
+        spent = time.perf_counter() - t0
+        if bud.seconds - spent - share * len(medians) >= bud.seconds / 2:
+            rounds: dict[str, Results] = {}
+            for name in _ranking(probes, medians):
+                if on_phase:
+                    on_phase(name, "contest")
+                rounds[name] = explore(variants[name], store=stores.get(name),
+                                       known_best_s=known,
+                                       budget=Budget(seconds=share, text="contest"),
+                                       **{**options, "retime": 0})
+                if rounds[name].stopped_by == "interrupted":
+                    return VariantsResults(name, rounds[name], probes, paths, medians)
+                b = rounds[name].best
+                if b is not None and b.run_s:
+                    known = b.run_s if known is None else min(known, b.run_s)
+            names_ok = [n for n, r in rounds.items() if r.best is not None]
+            if on_phase and len(names_ok) > 1:
+                on_phase(",".join(names_ok), "compare")
+            if len(names_ok) > 1:
+                contest = retime_probes(variants, rounds, names_ok, pool,
+                                        repeats=options.get("repeats", 3),
+                                        timeout_s=options.get("timeout_s", 30.0))
+            if contest:
+                chosen = min(contest, key=lambda n: contest[n])
     if bud.seconds is not None:
         seconds = bud.seconds - (time.perf_counter() - t0)
         if seconds < bud.seconds / (len(names) + 1) / 2:  # too little to start again
-            return VariantsResults(chosen, probes[chosen], probes, paths, medians)
+            return VariantsResults(chosen, probes[chosen], probes, paths, medians,
+                                   contest_medians=contest)
         left = Budget(seconds=seconds, text=bud.text)
     else:
         assert bud.candidates is not None
@@ -252,7 +296,7 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                 best[1].best is None or not best[1].best.time_s
                 or res.best.time_s < best[1].best.time_s):
             best = (name, res)
-    return VariantsResults(best[0], best[1], probes, paths, medians, explored)
+    return VariantsResults(best[0], best[1], probes, paths, medians, explored, contest)
 
 
 def _ranking(probes: Mapping[str, Results], medians: Mapping[str, float]) -> list[str]:
