@@ -4,26 +4,25 @@ with its own joint space and results store.
 
 Each variant is probed first: its strategy's first ``probe`` proposals (the ``model``
 strategy's initial design, ranked by the analytic prior and the transferred knowledge) are
-evaluated, the later variants' early cut measuring against the fastest kernel found so far.
-Where the probes are close (the runner-up's best within ``CLOSE`` times the fastest), one
-measurement each does not decide: the probes' best kernels are timed again, interleaved
-(``ROUNDS`` rounds of ``repeats`` runs: variant a, variant b, a, b, ...), and the lowest
-median wins; a single lucky first measurement on a noisy machine picked the slower variant
-before. Where those medians are still within ``CONTEST`` of each other and the budget is
-a time, eight candidates were too few to tell: each close variant is explored
-``CONTEST_SHARE`` of the budget (a contest; its store keeps what it found), the contest's
-best kernels are timed again the same way, and the lowest median wins (on a 64-channel
-224x224 convolution on a Zen 4, the probes chose the window's vectors at 1.04x, whose run
-found 130 GFLOP/s; the kernels' space holds 172). The variant with the fastest probe (or contest) then gets
-the rest of the budget: its
-exploration resumes from its store (same seed, so the probe's candidates come back from the
-store and the strategy goes on where the probe stopped). A variant whose space is explored
-to its end before the budget is spent hands the rest on to the next variant by its probe
-(a small unfused space beside a large tiled one), and the fastest of those explored is
-the answer. A budget too small to probe every
-variant explores the first one only; where the probes leave too little time to start
-again, the fastest probe is the answer. Every phase shares one worker pool (the options'
-pool, or one started here).
+evaluated, the later variants' early cut measuring against the fastest kernel found so
+far. Where the probes are close (the runner-up's best within ``CLOSE`` times the fastest),
+one measurement each does not decide: the probes' best kernels are timed again,
+interleaved (``ROUNDS`` rounds of ``repeats`` runs: variant a, variant b, a, b, ...), and
+the lowest median wins; a single lucky first measurement on a noisy machine picked the
+slower variant before. Where those medians are still within ``CONTEST`` of each other and
+the budget is a time, eight candidates were too few to tell: each close variant is
+explored ``CONTEST_SHARE`` of the budget (a contest; its store keeps what it found), the
+contest's best kernels are timed again the same way, and the lowest median wins (on a
+64-channel 224x224 convolution on a Zen 4, the probes chose the window's vectors at 1.04x,
+whose run found 130 GFLOP/s; the kernels' space holds 172). The variant with the fastest
+probe (or contest) then gets the rest of the budget: its exploration resumes from its
+store (same seed, so the probe's candidates come back from the store and the strategy goes
+on where the probe stopped). A variant whose space is explored to its end before the
+budget is spent hands the rest on to the next variant by its probe (a small unfused space
+beside a large tiled one), and the fastest of those explored is the answer. A budget too
+small to probe every variant explores the first one only; where the probes leave too
+little time to start again, the fastest probe is the answer. Every phase shares one worker
+pool (the options' pool, or one started here).
 """
 
 from __future__ import annotations
@@ -87,8 +86,8 @@ class VariantsResults:
             then += (f" (the re-timed probes were close: each explored "
                      f"{CONTEST_SHARE:.0%} of the budget, their best re-timed: {meds})")
         if len(self.explored) > 1:
-            then = (f" ({', then '.join(self.explored)}: each space explored to its end "
-                    f"handed the budget on; the fastest, {self.chosen}, is the answer)")
+            then += (f" ({', then '.join(self.explored)}: each space explored to its end "
+                     f"handed the budget on; the fastest, {self.chosen}, is the answer)")
         return (f"variants probed ({PROBE} candidates each at most): {', '.join(parts)}; "
                 f"explored {self.chosen}{then}")
 
