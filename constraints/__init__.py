@@ -1,20 +1,19 @@
 """Constraint language, models and three cross-checked solvers (cp, Z3, brute force).
 
-Two expression languages live here, for two different jobs; their names do not clash:
+One language (``constraints.expr``, exported below) serves both jobs, with Python's
+meaning:
 
-* ``constraints.expr`` (exported below): the *mapping* constraints. Integer terms over
-  the maps' codes, translated to Z3 (``z3_backend.to_z3``) and compiled for
-  python-constraint; ``==`` on nodes is structural, ``eq``/``ne`` build predicates.
-* ``constraints.predicates`` (with ``vectorise`` and ``restrictions``): the *tuning
-  space* restrictions, Kernel Tuner's string language (``"block_size_x in [32, 64]"``,
-  floats, strings, booleans as truth values), evaluated with Python's semantics (an
-  evaluation that raises is false) and vectorised over numpy columns to count and
-  enumerate spaces of millions of configurations. It has no Z3 translation: tuning spaces
-  are enumerated, never solved.
+* the *mapping* constraints: integer terms over the maps' codes, translated to Z3
+  (``z3_backend.to_z3``) and compiled for python-constraint (``scalar.compile_predicate``);
+  ``==`` on nodes is structural, ``eq``/``ne`` build predicates;
+* the *tuning space* restrictions: Kernel Tuner's string language (``"block_size_x in [32,
+  64]"``, floats, strings, booleans as truth values) parsed into the same nodes
+  (``predicates.parse_predicate``), where an evaluation that raises makes a configuration
+  false, vectorised over numpy columns (``vectorise.compile_vector``) to count and
+  enumerate spaces of millions of configurations.
 
-The Z3 semantics (Euclidean division, no strings, no floats) and the restriction
-semantics (Python's, errors as false, vectorised) differ, so one language for both would
-give one of them the wrong meaning.
+Z3 takes the integer part of the language (no floats, strings, true division or ``**``);
+its division agrees with Python's for every non-zero divisor.
 """
 
 from constraints.errors import (
@@ -34,15 +33,18 @@ from constraints.expr import (
     And,
     BinOp,
     BoolConst,
+    Call,
     Cmp,
     Const,
     Implies,
     In,
+    Neg,
     Node,
     Not,
     Or,
     Param,
     Pred,
+    Str,
     Term,
     as_term,
     conjuncts,
@@ -66,15 +68,18 @@ __all__ = [
     "And",
     "BinOp",
     "BoolConst",
+    "Call",
     "Cmp",
     "Const",
     "Implies",
     "In",
+    "Neg",
     "Node",
     "Not",
     "Or",
     "Param",
     "Pred",
+    "Str",
     "Term",
     "as_term",
     "conjuncts",

@@ -29,8 +29,9 @@ from constraints.errors import (
     SpaceTooLargeError,
     UnknownNameError,
 )
+from constraints.expr import Node
 from constraints.ordering import plan_order
-from constraints.predicates import Expression, value_kinds
+from constraints.predicates import value_kinds
 from constraints.restrictions import (
     Restriction,
     is_python_constraint,
@@ -51,12 +52,12 @@ __all__ = [
 ]
 
 RestrictionLike = (
-    str | Expression | Callable[..., Any] | tuple[Callable[..., Any], Sequence[str]] | Restriction
+    str | Node | Callable[..., Any] | tuple[Callable[..., Any], Sequence[str]] | Restriction
 )
 # one restriction or a sequence of them; the (callable, names) form only inside a sequence
 # (a bare tuple is taken for a sequence)
 Restrictions = (
-    Sequence[RestrictionLike] | str | Expression | Callable[..., Any] | Restriction | None
+    Sequence[RestrictionLike] | str | Node | Callable[..., Any] | Restriction | None
 )
 
 CHUNK_ROWS = 1 << 21
@@ -122,7 +123,7 @@ class GroupBuilder:
             raise ConstraintTypeError("params must be a mapping from parameter name to domain")
         if restrictions is None:
             restrictions = []
-        elif isinstance(restrictions, (str, Restriction, Expression)) or callable(restrictions):
+        elif isinstance(restrictions, (str, Restriction, Node)) or callable(restrictions):
             restrictions = [restrictions]  # Kernel Tuner accepts a single function
         self._chunk_rows = max(1, int(chunk_rows))
         self._names: list[str] = []
@@ -281,7 +282,7 @@ class GroupBuilder:
             return r.with_origin(origin) if override else r
         if isinstance(r, str):
             return parse_restriction(r, self._names, origin, self._kinds)
-        if isinstance(r, Expression):
+        if isinstance(r, Node):
             return restriction_from_predicate(r, self._names, origin)
         if is_python_constraint(r):  # bare, as Kernel Tuner passes it: on all parameters
             return restriction_from_constraint(r, None, self._names, origin, self._kinds)

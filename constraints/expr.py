@@ -1,56 +1,68 @@
-"""The constraint language: integer terms and predicates over named parameters.
+"""The constraint language: terms and predicates over named parameters, with Python's meaning.
+
+One language serves both jobs of the package: the *mapping* rules (integer terms over the
+maps' codes, solved by Z3 and python-constraint) and the *tuning space* restrictions (Kernel
+Tuner's string language: floats, strings, ``**``, ``min``/``max``/``abs``, parsed by
+:func:`constraints.predicates.parse_predicate` into these same nodes, counted and
+enumerated over numpy columns). Its compilers: :func:`constraints.scalar.compile_predicate`
+(a Python function), :func:`constraints.vectorise.compile_vector` (numpy columns) and
+:func:`constraints.z3_backend.to_z3` (Z3, integer terms only).
 
 A constraint is plain data. Every node is immutable, hashable and compared structurally
 (``==`` on nodes is structural equality, never a constraint; use :func:`eq` / :func:`ne`).
-Each node can be printed (``str``, close to the CC'22 paper: ``A/10 < 1 or A != B``),
-evaluated on an assignment, rendered as a Python expression (:meth:`Node.to_python`) and
-compiled to a positional-argument function (:meth:`Pred.compile`); the Z3 translation is
-:func:`constraints.z3_backend.to_z3`.
+Each node can be printed (``str``, close to the CC'22 paper: ``A/10 < 1 or A != B``; and
+:meth:`Node.to_python`, Python source with the fewest parentheses) and evaluated on an
+assignment (:meth:`Node.evaluate`).
 
-Terms: :class:`Param`, :class:`Const` and :class:`BinOp`, built with ``+ - * // %`` on terms
-and ints (ints are coerced to :class:`Const`). Predicates: comparisons (:func:`eq`, :func:`ne`,
-and ``< <= > >=`` on terms), :class:`And`, :class:`Or`, :class:`Not`, :class:`Implies`,
-:class:`In`, :data:`TRUE`, :data:`FALSE`. Predicates also support ``&``, ``|`` and ``~``.
+Terms: :class:`Param`, :class:`Const` (an int or a float), :class:`Str` (a string, only
+compared), :class:`BinOp` (``+ - * // % / **``), :class:`Neg` and :class:`Call` (``min``,
+``max``, ``abs``); ``+ - * // % / **`` and unary ``-`` on terms and numbers build them.
+Predicates: comparisons (:func:`eq`, :func:`ne`, and ``< <= > >=`` on terms), :class:`And`,
+:class:`Or`, :class:`Not`, :class:`Implies`, :class:`In`, :data:`TRUE`, :data:`FALSE`;
+``&``, ``|`` and ``~`` on predicates.
 
-Integer division and modulo follow Python (floor) semantics: ``a // b`` rounds towards
-negative infinity and ``a % b`` has the sign of ``b``. Z3's integer ``/`` and ``%`` are
-Euclidean; they coincide with Python's whenever the divisor is positive, whatever the sign of
-the dividend, so a positive constant divisor (the common case: ``m/10``, ``m%10``) compiles
-to plain Z3 ``/`` and ``%``. Any other divisor is rewritten in Z3 so that all non-zero divisors
-agree with Python. Division by zero raises ``ZeroDivisionError`` in Python and is unspecified
-in Z3: divisors must be non-zero on the parameters' domains.
+The meaning is Python's: ``a // b`` rounds towards negative infinity, ``a % b`` has the sign
+of ``b``, ``/`` is true division, ``**`` of ints is exact (a negative base to a fractional
+power raises ``ValueError`` instead of giving a complex number). Evaluation raises where
+Python raises (division by zero, ``0 ** -1``, an ordering of a string and a number); the
+restriction compilers make such a configuration *false* (:data:`SCALAR_ERRORS`). The
+simplifying constructors keep that meaning: a constant that decides an ``and``/``or`` is
+folded in only when no part before it can raise (:meth:`Node.can_raise`), and a constant
+operation that raises is kept unfolded.
 
-Printing uses ``/`` for integer division (as the paper does), ``==`` for equality, ``and``,
-``or``, ``not (...)``, ``=>`` for implication, ``A in {1, 2}`` for membership, ``true`` and
-``false`` for the constants.
-
-The whole language is this one module (the base :class:`Node`, then the terms, then the
-predicates): comparing terms builds predicates and predicates are built from terms.
+Printing uses ``/`` for integer division (as the paper does) and ``÷`` for true division,
+``==`` for equality, ``and``, ``or``, ``not (...)``, ``=>`` for implication, ``A in {1,
+2}`` for membership, ``true`` and ``false`` for the constants.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 import numbers
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from constraints.errors import (
     ConstraintTypeError,
-    DuplicateNameError,
     InvalidAssignmentError,
     MalformedExpressionError,
     PredicateTruthError,
-    UnknownParameterError,
 )
 
 __all__ = [
+    "NUMBER",
+    "TRUTH",
+    "TEXT",
+    "SCALAR_ERRORS",
     "Node",
     "Term",
     "Param",
     "Const",
+    "Str",
     "BinOp",
+    "Neg",
+    "Call",
     "Pred",
     "BoolConst",
     "TRUE",
@@ -65,13 +77,40 @@ __all__ = [
     "In",
     "conjuncts",
     "as_term",
+    "python_pow",
 ]
+
+NUMBER, TRUTH, TEXT = "number", "truth value", "string"
+"""The kinds of nodes (:attr:`Node.kind`): a number (terms), a truth value (predicates), a
+string (:class:`Str`)."""
+
+SCALAR_ERRORS = (ArithmeticError, ValueError, TypeError)
+"""What evaluating a node may raise on some assignment (division by zero, ``0 ** -1``, a
+string ordered against a number); the restriction compilers make those rows false."""
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs}
 
 
 def _check_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConstraintTypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
     return int(value)
+
+
+def _check_number(value: Any, what: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConstraintTypeError(
+            f"{what} must be an int or a float, got {value!r} ({type(value).__name__})")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def python_pow(a: Any, b: Any) -> Any:
+    """``a ** b`` as the language means it: Python's, except that a negative base to a
+    fractional power raises ``ValueError`` (Python gives a complex number)."""
+    if a < 0 and b != math.floor(b):
+        raise ValueError(  # builtin: Python's math domain error, what restrictions catch
+            "a negative number to a fractional power")
+    return a**b
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,6 +122,7 @@ class Node:
 
     __slots__ = ("_hash", "_params")
     _fields: tuple[str, ...] = ()
+    kind: str = NUMBER
     # the slots, set once (lazily) through object.__setattr__
     _hash: int
     _params: frozenset[str]
@@ -131,33 +171,50 @@ class Node:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(repr(a) for a in self._args())})"
 
+    def children(self) -> tuple[Node, ...]:
+        """The nodes this one is built from, in textual order."""
+        return ()
+
+    def walk(self) -> Iterator[Node]:
+        """This node and its descendants, in textual (pre-)order."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
     def params(self) -> frozenset[str]:
         """Names of the parameters this node mentions."""
         try:
             return self._params
         except AttributeError:
-            ps = self._compute_params()
+            ps = frozenset().union(*(c.params() for c in self.children()))
             object.__setattr__(self, "_params", ps)
             return ps
 
-    def _compute_params(self) -> frozenset[str]:
-        return frozenset()
+    def names(self) -> tuple[str, ...]:
+        """The parameters read, in order of first appearance in the printed text."""
+        return tuple(dict.fromkeys(n.name for n in self.walk() if isinstance(n, Param)))
 
-    # subclasses implement these
-    def evaluate(self, assignment: Mapping[str, int]) -> int | bool:
-        """Value of this node when each parameter takes its value in `assignment`."""
+    def can_raise(self) -> bool:
+        """Whether evaluating this node may raise on some assignment: a division or modulo
+        whose divisor is not a non-zero constant, ``**``, an ordering involving a string."""
+        return any(c.can_raise() for c in self.children())
+
+    def evaluate(self, assignment: Mapping[str, Any]) -> Any:
+        """Value of this node when each parameter takes its value in `assignment` (raises
+        what Python raises: see :data:`SCALAR_ERRORS`)."""
         raise NotImplementedError
 
     def to_python(self) -> str:
-        """A Python expression over the parameter names, e.g. ``(A // 10 < 1) or (A != B)``."""
-        return self._py(None)
+        """Python source of this node over the parameter names, with the fewest parentheses
+        (a negative operand of arithmetic keeps its own), e.g. ``A // 10 < 1 or A != B``."""
+        return self._py()
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
+    def _py(self) -> str:
         raise NotImplementedError
 
-    def _atomic_py(self) -> bool:
-        """Whether `_py` output needs no parentheses when used as an operand."""
-        return False
+    def _py_prec(self) -> int:
+        """Python's binding strength of this node's printed form (higher binds tighter)."""
+        return _PY_ATOM
 
 
 def _new(cls, **fields):
@@ -167,20 +224,25 @@ def _new(cls, **fields):
     return obj
 
 
-def _wrap_py(node: Node, rename: Mapping[str, str] | None) -> str:
-    s = node._py(rename)
-    return s if node._atomic_py() else f"({s})"
+# Python's precedences (to_python), loosest first
+_PY_OR, _PY_AND, _PY_NOT, _PY_CMP, _PY_ADD, _PY_MUL, _PY_NEG, _PY_POW, _PY_ATOM = range(1, 10)
+
+
+def _py_operand(node: Node, least: int) -> str:
+    """``node``'s Python source as an operand that must bind at least as tight as ``least``."""
+    s = node._py()
+    return s if node._py_prec() >= least else f"({s})"
 
 
 # ---------------------------------------------------------------------------------------------
 # Terms
 
-# precedences of terms, loosest first
-_PREC_ADD, _PREC_MUL, _PREC_ATOM = range(1, 4)
+# precedences of terms in the paper's printing, loosest first
+_PREC_ADD, _PREC_MUL, _PREC_NEG, _PREC_POW, _PREC_ATOM = range(1, 6)
 
 
 class Term(Node):
-    """An integer-valued expression."""
+    """A number-valued expression (or a string: :class:`Str`)."""
 
     __slots__ = ()
 
@@ -188,65 +250,80 @@ class Term(Node):
         return _PREC_ATOM
 
     # arithmetic
-    def __add__(self, other: Term | int) -> Term:
+    def __add__(self, other: Operand) -> Term:
         return _binop("+", self, other)
 
-    def __radd__(self, other: Term | int) -> Term:
+    def __radd__(self, other: Operand) -> Term:
         return _binop("+", other, self)
 
-    def __sub__(self, other: Term | int) -> Term:
+    def __sub__(self, other: Operand) -> Term:
         return _binop("-", self, other)
 
-    def __rsub__(self, other: Term | int) -> Term:
+    def __rsub__(self, other: Operand) -> Term:
         return _binop("-", other, self)
 
-    def __mul__(self, other: Term | int) -> Term:
+    def __mul__(self, other: Operand) -> Term:
         return _binop("*", self, other)
 
-    def __rmul__(self, other: Term | int) -> Term:
+    def __rmul__(self, other: Operand) -> Term:
         return _binop("*", other, self)
 
-    def __floordiv__(self, other: Term | int) -> Term:
+    def __floordiv__(self, other: Operand) -> Term:
         return _binop("//", self, other)
 
-    def __rfloordiv__(self, other: Term | int) -> Term:
+    def __rfloordiv__(self, other: Operand) -> Term:
         return _binop("//", other, self)
 
-    def __mod__(self, other: Term | int) -> Term:
+    def __mod__(self, other: Operand) -> Term:
         return _binop("%", self, other)
 
-    def __rmod__(self, other: Term | int) -> Term:
+    def __rmod__(self, other: Operand) -> Term:
         return _binop("%", other, self)
 
+    def __truediv__(self, other: Operand) -> Term:
+        return _binop("/", self, other)
+
+    def __rtruediv__(self, other: Operand) -> Term:
+        return _binop("/", other, self)
+
+    def __pow__(self, other: Operand) -> Term:
+        return _binop("**", self, other)
+
+    def __rpow__(self, other: Operand) -> Term:
+        return _binop("**", other, self)
+
+    def __neg__(self) -> Term:
+        return Neg(self)
+
     # comparisons (== and != stay structural)
-    def __lt__(self, other: Term | int) -> Pred:
+    def __lt__(self, other: Operand) -> Pred:
         return _cmp_or_notimpl("<", self, other)
 
-    def __le__(self, other: Term | int) -> Pred:
+    def __le__(self, other: Operand) -> Pred:
         return _cmp_or_notimpl("<=", self, other)
 
-    def __gt__(self, other: Term | int) -> Pred:
+    def __gt__(self, other: Operand) -> Pred:
         return _cmp_or_notimpl(">", self, other)
 
-    def __ge__(self, other: Term | int) -> Pred:
+    def __ge__(self, other: Operand) -> Pred:
         return _cmp_or_notimpl(">=", self, other)
 
 
-Operand = Term | int | numbers.Integral
-"""What a term is built from: a term, or an int (coerced to :class:`Const`)."""
+Operand = Term | int | float
+"""What a term is built from: a term, or a number (coerced to :class:`Const`)."""
 
 
-def as_term(value: Operand) -> Term:
-    """`value` itself if it is a term, else an int coerced to :class:`Const`."""
+def as_term(value: object) -> Term:
+    """`value` itself if it is a term, else a number coerced to :class:`Const`."""
     if isinstance(value, Term):
         return value
     if isinstance(value, Node):
-        raise ConstraintTypeError(f"expected an integer term, got the predicate {value}")
-    return Const(_check_int(value, "a constant"))
+        raise ConstraintTypeError(f"expected a term, got the predicate {value}")
+    return Const(_check_number(value, "a constant"))
 
 
 class Param(Term):
-    """A named integer parameter."""
+    """A named parameter."""
 
     __slots__ = ("name",)
     _fields = ("name",)
@@ -257,62 +334,107 @@ class Param(Term):
             raise ConstraintTypeError(f"a parameter name must be a non-empty str, got {name!r}")
         return _new(cls, name=name)
 
-    def _compute_params(self) -> frozenset[str]:
+    def params(self) -> frozenset[str]:
         return frozenset((self.name,))
 
-    def evaluate(self, assignment: Mapping[str, int]) -> int:
+    def evaluate(self, assignment: Mapping[str, Any]) -> Any:
         try:
             return assignment[self.name]
         except KeyError:
             raise InvalidAssignmentError(f"no value for parameter {self.name!r}") from None
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        return self.name if rename is None else rename[self.name]
-
-    def _atomic_py(self) -> bool:
-        return True
+    def _py(self) -> str:
+        return self.name
 
     def __str__(self) -> str:
         return self.name
 
 
 class Const(Term):
-    """An integer constant."""
+    """A number: an int or a float."""
 
     __slots__ = ("value",)
     _fields = ("value",)
-    value: int
+    value: int | float
 
-    def __new__(cls, value: int) -> Const:
-        return _new(cls, value=_check_int(value, "Const value"))
+    def __new__(cls, value: int | float) -> Const:
+        return _new(cls, value=_check_number(value, "Const value"))
 
-    def evaluate(self, assignment: Mapping[str, int]) -> int:
+    def evaluate(self, assignment: Mapping[str, Any]) -> int | float:
         return self.value
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        return str(self.value)
+    def _prec(self) -> int:
+        return _PREC_ATOM if self.value >= 0 else _PREC_NEG
 
-    def _atomic_py(self) -> bool:
-        return self.value >= 0
+    def _py(self) -> str:
+        return repr(self.value)
+
+    def _py_prec(self) -> int:
+        return _PY_ATOM if self.value >= 0 else _PY_NEG
 
     def __str__(self) -> str:
-        return str(self.value)
+        return repr(self.value)
 
 
-_ARITH: dict[str, Callable[[int, int], int]] = {
+class Str(Term):
+    """A string, compared with string-valued parameters (no arithmetic)."""
+
+    __slots__ = ("value",)
+    _fields = ("value",)
+    kind = TEXT
+    value: str
+
+    def __new__(cls, value: str) -> Str:
+        if not isinstance(value, str):
+            raise ConstraintTypeError(f"Str takes a string, got {value!r}")
+        return _new(cls, value=value)
+
+    def evaluate(self, assignment: Mapping[str, Any]) -> str:
+        return self.value
+
+    def _py(self) -> str:
+        return repr(self.value)
+
+    def __str__(self) -> str:
+        return repr(self.value)
+
+
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add,
     "-": operator.sub,
     "*": operator.mul,
     "//": operator.floordiv,
     "%": operator.mod,
+    "/": operator.truediv,
+    "**": python_pow,
 }
-_ARITH_PREC = {"+": _PREC_ADD, "-": _PREC_ADD, "*": _PREC_MUL, "//": _PREC_MUL, "%": _PREC_MUL}
-_ARITH_STR = {"+": " + ", "-": " - ", "*": "*", "//": "/", "%": "%"}
+_ARITH_PREC = {"+": _PREC_ADD, "-": _PREC_ADD, "*": _PREC_MUL, "//": _PREC_MUL, "%": _PREC_MUL,
+               "/": _PREC_MUL, "**": _PREC_POW}
+_ARITH_PY_PREC = {"+": _PY_ADD, "-": _PY_ADD, "*": _PY_MUL, "//": _PY_MUL, "%": _PY_MUL,
+                  "/": _PY_MUL, "**": _PY_POW}
+_ARITH_STR = {"+": " + ", "-": " - ", "*": "*", "//": "/", "%": "%", "/": "÷", "**": "**"}
+_DIVIDES = frozenset({"//", "%", "/"})
+
+
+def _number_operand(value: Operand, where: str) -> Term:
+    t = as_term(value)
+    if isinstance(t, Str):
+        raise ConstraintTypeError(f"{where}: {t} is a string; strings are only compared")
+    return t
+
+
+def _fold(fn: Callable[..., Any], *values: Any) -> Any:
+    """``fn(*values)``, or None where Python raises (the node then stays unfolded, and
+    raises, as Python would, when evaluated)."""
+    try:
+        v = fn(*values)
+    except SCALAR_ERRORS:
+        return None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 class _Binary(Node):
-    """``left op right`` over two terms: the fields of :class:`BinOp` and of
-    :class:`~constraints.expr_Cmp`; each checks ``op`` against its own table."""
+    """``left op right`` over two terms: the fields of :class:`BinOp` and of :class:`Cmp`."""
 
     __slots__ = ("op", "left", "right")
     _fields = ("op", "left", "right")
@@ -320,82 +442,172 @@ class _Binary(Node):
     left: Term
     right: Term
 
-    @staticmethod
-    def _operands(op: str, ops: Mapping[str, Callable], what: str, left: Operand,
-                  right: Operand) -> tuple[Term, Term]:
-        """``left`` and ``right`` as terms, once ``op`` is known to be one of ``ops``."""
-        if op not in ops:
-            raise MalformedExpressionError(f"unknown {what} {op!r}")
-        return as_term(left), as_term(right)
-
-    def _compute_params(self) -> frozenset[str]:
-        return self.left.params() | self.right.params()
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
 
 
 class BinOp(_Binary, Term):
-    """``left op right`` with op one of ``+ - * // %`` (floor division and modulo)."""
+    """``left op right`` with op one of ``+ - * // % / **`` (Python's meaning)."""
 
     __slots__ = ()
 
     # a simplifying constructor: constant operands fold to a Const (mypy wants __new__ to
     # return the class itself)
     def __new__(cls, op: str, left: Operand, right: Operand) -> Term:  # type: ignore[misc]
-        left, right = cls._operands(op, _ARITH, "arithmetic operator", left, right)
-        if op in ("//", "%") and isinstance(right, Const) and right.value == 0:
-            raise ZeroDivisionError(f"{op} by the constant 0 in {left} {op} 0")
+        if op not in _ARITH:
+            raise MalformedExpressionError(f"unknown arithmetic operator {op!r}")
+        left = _number_operand(left, f"operand of {op!r}")
+        right = _number_operand(right, f"operand of {op!r}")
         if isinstance(left, Const) and isinstance(right, Const):
-            return Const(_ARITH[op](left.value, right.value))
+            folded = _fold(_ARITH[op], left.value, right.value)
+            if folded is not None:
+                return Const(folded)
         return _new(cls, op=op, left=left, right=right)
+
+    def can_raise(self) -> bool:
+        if self.op == "**":
+            return True
+        if self.op in _DIVIDES and not (isinstance(self.right, Const) and self.right.value):
+            return True
+        return super().can_raise()
 
     def _prec(self) -> int:
         return _ARITH_PREC[self.op]
 
-    def evaluate(self, assignment: Mapping[str, int]) -> int:
+    def evaluate(self, assignment: Mapping[str, Any]) -> Any:
         return _ARITH[self.op](self.left.evaluate(assignment), self.right.evaluate(assignment))
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        return f"{_wrap_py(self.left, rename)} {self.op} {_wrap_py(self.right, rename)}"
+    def _py_prec(self) -> int:
+        return _ARITH_PY_PREC[self.op]
+
+    def _py(self) -> str:
+        p = self._py_prec()
+        right_assoc = self.op == "**"
+        left = _py_arith_operand(self.left, p + 1 if right_assoc else p)
+        right = _py_arith_operand(self.right, p if right_assoc else p + 1)
+        return f"{left} {self.op} {right}"
 
     def __str__(self) -> str:
         p = self._prec()
-        left = _term_str(self.left)
-        right = _term_str(self.right)
-        if self.left._prec() < p:
+        left = str(self.left)
+        right = str(self.right)
+        right_assoc = self.op == "**"
+        if self.left._prec() < p or (right_assoc and self.left._prec() == p) or (
+                self.left._prec() == _PREC_NEG):
             left = f"({left})"
-        if self.right._prec() <= p:
+        if self.right._prec() < p or (not right_assoc and self.right._prec() == p) or (
+                self.right._prec() == _PREC_NEG):
             right = f"({right})"
         return f"{left}{_ARITH_STR[self.op]}{right}"
 
 
-def _term_str(t: Term) -> str:
-    s = str(t)
-    if isinstance(t, Const) and t.value < 0:
-        return f"({s})"
-    return s
+def _py_arith_operand(node: Node, least: int) -> str:
+    """An operand of arithmetic: a negative one in parentheses (``A - (-3)``), for readers."""
+    if node._py_prec() == _PY_NEG:
+        return f"({node._py()})"
+    return _py_operand(node, least)
+
+
+class Neg(Term):
+    """``-operand``."""
+
+    __slots__ = ("operand",)
+    _fields = ("operand",)
+    operand: Term
+
+    def __new__(cls, operand: Operand) -> Term:  # type: ignore[misc]
+        t = _number_operand(operand, "operand of a sign")
+        if isinstance(t, Const):
+            return Const(-t.value)
+        if isinstance(t, Neg):
+            return t.operand
+        return _new(cls, operand=t)
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.operand,)
+
+    def _prec(self) -> int:
+        return _PREC_NEG
+
+    def evaluate(self, assignment: Mapping[str, Any]) -> Any:
+        return -self.operand.evaluate(assignment)
+
+    def _py_prec(self) -> int:
+        return _PY_NEG
+
+    def _py(self) -> str:
+        return f"-{_py_operand(self.operand, _PY_NEG)}"
+
+    def __str__(self) -> str:
+        inner = str(self.operand)
+        return f"-{inner}" if self.operand._prec() >= _PREC_POW else f"-({inner})"
+
+
+class Call(Term):
+    """``min(...)``, ``max(...)`` or ``abs(x)``."""
+
+    __slots__ = ("fn", "args")
+    _fields = ("fn", "args")
+    fn: str
+    args: tuple[Term, ...]
+
+    def __new__(cls, fn: str, args: Iterable[Operand]) -> Term:  # type: ignore[misc]
+        if fn not in FUNCTIONS:
+            raise MalformedExpressionError(
+                f"unknown function {fn!r} (allowed: {', '.join(FUNCTIONS)})")
+        terms = tuple(_number_operand(a, f"argument of {fn}()") for a in args)
+        if not terms or (fn == "abs" and len(terms) != 1):
+            raise MalformedExpressionError(f"{fn}() given {len(terms)} arguments")
+        if all(isinstance(t, Const) for t in terms):
+            folded = _fold(FUNCTIONS[fn], *(t.value for t in terms))  # type: ignore[attr-defined]
+            if folded is not None:
+                return Const(folded)
+        return _new(cls, fn=fn, args=terms)
+
+    def _args(self) -> tuple:
+        return (self.fn, self.args)
+
+    def children(self) -> tuple[Node, ...]:
+        return self.args
+
+    def evaluate(self, assignment: Mapping[str, Any]) -> Any:
+        return FUNCTIONS[self.fn](*(a.evaluate(assignment) for a in self.args))
+
+    def _py(self) -> str:
+        return f"{self.fn}({', '.join(a._py() for a in self.args)})"
+
+    def __str__(self) -> str:
+        return f"{self.fn}({', '.join(str(a) for a in self.args)})"
 
 
 def _binop(op: str, left: Any, right: Any) -> Term:
+    """The operators' way to a :class:`BinOp`: a constant zero divisor of ``//`` or ``%``
+    is refused here (a rule built by hand that divides by 0 is a mistake)."""
     if isinstance(left, Pred) or isinstance(right, Pred):
         raise ConstraintTypeError(f"arithmetic {op!r} on a predicate")
-    if not isinstance(left, (Term, numbers.Integral)) or not isinstance(
-        right, (Term, numbers.Integral)
-    ):
+    ok = (Term, numbers.Real)
+    if not isinstance(left, ok) or not isinstance(right, ok) or isinstance(
+            left, bool) or isinstance(right, bool):
         return NotImplemented
-    return BinOp(op, left, right)
+    zero = right.value == 0 if isinstance(right, Const) else (
+        not isinstance(right, Node) and right == 0)
+    if op in ("//", "%") and zero:
+        raise ZeroDivisionError(f"{op} by the constant 0 in {left} {op} 0")
+    return BinOp(op, as_term(left), as_term(right))
 
 
 def _cmp_or_notimpl(op: str, left: Any, right: Any) -> Pred:
     if isinstance(right, Pred):
         raise ConstraintTypeError(f"cannot compare the term {left} with the predicate {right}")
-    if not isinstance(right, (Term, numbers.Integral)) or isinstance(right, bool):
+    if not isinstance(right, (Term, numbers.Real)) or isinstance(right, bool):
         return NotImplemented
-    return Cmp(op, left, right)
+    return Cmp(op, as_term(left), as_term(right))
 
 
 # ---------------------------------------------------------------------------------------------
 # Predicates
 
-# precedences of predicates, loosest first
+# precedences of predicates in the paper's printing, loosest first
 _P_IMPLIES, _P_OR, _P_AND, _P_NOT, _P_ATOM = range(5)
 
 
@@ -403,9 +615,13 @@ class Pred(Node):
     """A boolean-valued constraint over parameters."""
 
     __slots__ = ()
+    kind = TRUTH
 
     def _prec(self) -> int:
         return _P_ATOM
+
+    def _py_prec(self) -> int:
+        return _PY_CMP
 
     def __bool__(self) -> bool:
         raise PredicateTruthError(
@@ -422,31 +638,8 @@ class Pred(Node):
     def __invert__(self) -> Pred:
         return Not(self)
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         raise NotImplementedError
-
-    def compile(self, names: tuple[str, ...]) -> Callable[..., bool]:
-        """A function of ``len(names)`` positional ints (in `names` order) returning this
-        predicate's truth value. Built once with ``eval`` and cached per (predicate, names)."""
-        names = tuple(names)
-        missing = self.params() - set(names)
-        if missing:
-            raise UnknownParameterError(
-                f"cannot compile `{self}`: parameter(s) {', '.join(sorted(missing))} "
-                f"not among {names}"
-            )
-        if len(set(names)) != len(names):
-            raise DuplicateNameError(f"duplicate names in {names}")
-        return _compile(self, names)
-
-
-@functools.lru_cache(maxsize=16384)
-def _compile(pred: Pred, names: tuple[str, ...]) -> Callable[..., bool]:
-    # Arguments are renamed _0, _1, ... so any parameter name works (even non-identifiers).
-    rename = {n: f"_{i}" for i, n in enumerate(names)}
-    args = ", ".join(rename[n] for n in names)
-    source = f"lambda {args}: {pred._py(rename)}"
-    return eval(source, {"__builtins__": {}})  # noqa: S307 - source is generated from the AST
 
 
 _BOOLS: dict[bool, BoolConst] = {}
@@ -466,14 +659,14 @@ class BoolConst(Pred):
             _BOOLS[value] = _new(cls, value=value)
         return _BOOLS[value]
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         return self.value
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
+    def _py(self) -> str:
         return "True" if self.value else "False"
 
-    def _atomic_py(self) -> bool:
-        return True
+    def _py_prec(self) -> int:
+        return _PY_ATOM
 
     def __str__(self) -> str:
         return "true" if self.value else "false"
@@ -483,7 +676,7 @@ TRUE: BoolConst = BoolConst(True)
 FALSE: BoolConst = BoolConst(False)
 
 
-COMPARISONS: dict[str, Callable[[int, int], bool]] = {
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,
@@ -491,6 +684,7 @@ COMPARISONS: dict[str, Callable[[int, int], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
+_ORDERINGS = frozenset({"<", "<=", ">", ">="})
 
 
 class Cmp(_Binary, Pred):
@@ -501,29 +695,38 @@ class Cmp(_Binary, Pred):
     # a simplifying constructor: constant operands fold to TRUE/FALSE (mypy wants __new__ to
     # return the class itself)
     def __new__(cls, op: str, left: Operand, right: Operand) -> Pred:  # type: ignore[misc]
-        left, right = cls._operands(op, COMPARISONS, "comparison", left, right)
-        if isinstance(left, Const) and isinstance(right, Const):
-            return TRUE if COMPARISONS[op](left.value, right.value) else FALSE
+        if op not in COMPARISONS:
+            raise MalformedExpressionError(f"unknown comparison {op!r}")
+        left, right = as_term(left), as_term(right)
+        if isinstance(left, (Const, Str)) and isinstance(right, (Const, Str)):
+            try:
+                return TRUE if COMPARISONS[op](left.value, right.value) else FALSE
+            except TypeError:  # '<' between a string and a number: stays, raises when run
+                pass
         return _new(cls, op=op, left=left, right=right)
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def can_raise(self) -> bool:
+        if self.op in _ORDERINGS and (isinstance(self.left, Str) or isinstance(self.right, Str)):
+            return True
+        return super().can_raise()
+
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         compare = COMPARISONS[self.op]
         return compare(self.left.evaluate(assignment), self.right.evaluate(assignment))
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        # arithmetic binds tighter than comparison: no parentheses needed around the operands
-        return f"{self.left._py(rename)} {self.op} {self.right._py(rename)}"
+    def _py(self) -> str:
+        return f"{_py_operand(self.left, _PY_ADD)} {self.op} {_py_operand(self.right, _PY_ADD)}"
 
     def __str__(self) -> str:
         return f"{self.left} {self.op} {self.right}"
 
 
-def eq(a: Term | int, b: Term | int) -> Pred:
+def eq(a: Operand, b: Operand) -> Pred:
     """The predicate ``a == b``."""
     return Cmp("==", a, b)
 
 
-def ne(a: Term | int, b: Term | int) -> Pred:
+def ne(a: Operand, b: Operand) -> Pred:
     """The predicate ``a != b``."""
     return Cmp("!=", a, b)
 
@@ -548,7 +751,7 @@ def _pred_args(args: tuple, what: str) -> list[Pred]:
 
 
 class _NAry(Pred):
-    """``p1 word p2 word ...``: a subclass names its word, precedence, how the parts' values
+    """``p1 word p2 word ...``: a subclass names its word, precedences, how the parts' values
     combine, its unit (the value of no part) and its zero (a part that decides the value)."""
 
     __slots__ = ("parts",)
@@ -556,19 +759,23 @@ class _NAry(Pred):
     parts: tuple[Pred, ...]
     _word: str
     _precedence: int
+    _py_precedence: int
     _combine: Callable[[Iterable[bool]], bool]
     _unit: BoolConst
     _zero: BoolConst
 
-    def __init_subclass__(cls, *, word: str, precedence: int,
+    def __init_subclass__(cls, *, word: str, precedence: int, py_precedence: int,
                           combine: Callable[[Iterable[bool]], bool], unit: BoolConst,
                           zero: BoolConst) -> None:
         super().__init_subclass__()
         cls._word, cls._precedence, cls._combine = word, precedence, combine
+        cls._py_precedence = py_precedence
         cls._unit, cls._zero = unit, zero
 
     # simplifying constructor: may return a part, TRUE or FALSE (mypy wants __new__ to
-    # return the class itself)
+    # return the class itself). A zero part decides the value only if no part before it can
+    # raise (Python would raise there: the restriction compilers' false); else it ends the
+    # parts, as Python's short-circuit never evaluates those after it.
     def __new__(cls, *ps: Pred | Iterable[Pred]) -> Pred:  # type: ignore[misc]
         flat: list[Pred] = []
         seen: set[Pred] = set()
@@ -576,7 +783,10 @@ class _NAry(Pred):
             subparts = p.parts if type(p) is cls else (p,)
             for q in subparts:
                 if q is cls._zero:
-                    return cls._zero
+                    if not any(f.can_raise() for f in flat):
+                        return cls._zero
+                    flat.append(q)
+                    return _new(cls, parts=tuple(flat))
                 if q is cls._unit or q in seen:
                     continue
                 seen.add(q)
@@ -593,14 +803,18 @@ class _NAry(Pred):
     def _prec(self) -> int:
         return self._precedence
 
-    def _compute_params(self) -> frozenset[str]:
-        return frozenset().union(*(p.params() for p in self.parts))
+    def _py_prec(self) -> int:
+        return self._py_precedence
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def children(self) -> tuple[Node, ...]:
+        return self.parts
+
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         return self._combine(p.evaluate(assignment) for p in self.parts)
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        return f" {self._word} ".join(_wrap_py(p, rename) for p in self.parts)
+    def _py(self) -> str:
+        # an `and` inside an `or` keeps its parentheses, for readers
+        return f" {self._word} ".join(_py_operand(p, _PY_NOT) for p in self.parts)
 
     def __str__(self) -> str:
         p = self._prec()
@@ -610,16 +824,20 @@ class _NAry(Pred):
         )
 
 
-class And(_NAry, word="and", precedence=_P_AND, combine=all, unit=TRUE, zero=FALSE):
+class And(_NAry, word="and", precedence=_P_AND, py_precedence=_PY_AND, combine=all, unit=TRUE,
+          zero=FALSE):
     """Conjunction; nested conjunctions are flattened, TRUE parts dropped, duplicates removed.
-    ``And()`` is TRUE; any FALSE part makes it FALSE; one part is returned as is."""
+    ``And()`` is TRUE; a FALSE part makes it FALSE (after a part that can raise, it ends
+    the parts instead); one part is returned as is."""
 
     __slots__ = ()
 
 
-class Or(_NAry, word="or", precedence=_P_OR, combine=any, unit=FALSE, zero=TRUE):
+class Or(_NAry, word="or", precedence=_P_OR, py_precedence=_PY_OR, combine=any, unit=FALSE,
+         zero=TRUE):
     """Disjunction; nested disjunctions are flattened, FALSE parts dropped, duplicates removed.
-    ``Or()`` is FALSE; any TRUE part makes it TRUE; one part is returned as is."""
+    ``Or()`` is FALSE; a TRUE part makes it TRUE (after a part that can raise, it ends the
+    parts instead); one part is returned as is."""
 
     __slots__ = ()
 
@@ -645,14 +863,19 @@ class Not(Pred):
     def _prec(self) -> int:
         return _P_NOT
 
-    def _compute_params(self) -> frozenset[str]:
-        return self.arg.params()
+    def children(self) -> tuple[Node, ...]:
+        return (self.arg,)
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         return not self.arg.evaluate(assignment)
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        return f"not ({self.arg._py(rename)})"
+    def _py_prec(self) -> int:
+        return _PY_NOT
+
+    def _py(self) -> str:
+        if isinstance(self.arg, In):
+            return self.arg._py_member("not in")
+        return f"not {_py_operand(self.arg, _PY_NOT)}"
 
     def __str__(self) -> str:
         return f"not ({self.arg})"
@@ -671,7 +894,7 @@ class Implies(Pred):
         lhs, rhs = _pred_args((lhs, rhs), "Implies")
         if lhs is TRUE:
             return rhs
-        if lhs is FALSE or rhs is TRUE:
+        if lhs is FALSE or (rhs is TRUE and not lhs.can_raise()):
             return TRUE
         if rhs is FALSE:
             return Not(lhs)
@@ -680,14 +903,17 @@ class Implies(Pred):
     def _prec(self) -> int:
         return _P_IMPLIES
 
-    def _compute_params(self) -> frozenset[str]:
-        return self.lhs.params() | self.rhs.params()
+    def children(self) -> tuple[Node, ...]:
+        return (self.lhs, self.rhs)
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         return (not self.lhs.evaluate(assignment)) or self.rhs.evaluate(assignment)
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        return f"(not ({self.lhs._py(rename)})) or ({self.rhs._py(rename)})"
+    def _py_prec(self) -> int:
+        return _PY_OR
+
+    def _py(self) -> str:
+        return f"not {_py_operand(self.lhs, _PY_NOT)} or {_py_operand(self.rhs, _PY_AND)}"
 
     def __str__(self) -> str:
         lhs, rhs = str(self.lhs), str(self.rhs)
@@ -698,36 +924,49 @@ class Implies(Pred):
         return f"{lhs} => {rhs}"
 
 
+def _member_value(v: Any) -> int | float | str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return int(v)  # True == 1, as in Python's `in`
+    return _check_number(v, "an In value")
+
+
 class In(Pred):
-    """``term in {v1, v2, ...}``: membership in a finite set of ints (stored sorted)."""
+    """``term in {v1, v2, ...}``: membership, by equality, in a finite set of numbers or
+    strings (stored sorted: numbers first)."""
 
     __slots__ = ("term", "values")
     _fields = ("term", "values")
     term: Term
-    values: tuple[int, ...]
+    values: tuple[int | float | str, ...]
 
     # simplifying constructor: may return a constant
-    def __new__(cls, term: Term | int, values: Iterable[int]) -> Pred:  # type: ignore[misc]
+    def __new__(cls, term: Operand, values: Iterable[Any]) -> Pred:  # type: ignore[misc]
         term = as_term(term)
-        vals = tuple(sorted({_check_int(v, "an In value") for v in values}))
+        vals = tuple(sorted({_member_value(v) for v in values},
+                            key=lambda v: (isinstance(v, str), v)))
         if not vals:
             return FALSE
-        if isinstance(term, Const):
+        if isinstance(term, (Const, Str)):
             return TRUE if term.value in vals else FALSE
         return _new(cls, term=term, values=vals)
 
-    def _compute_params(self) -> frozenset[str]:
-        return self.term.params()
+    def children(self) -> tuple[Node, ...]:
+        return (self.term,)
 
-    def evaluate(self, assignment: Mapping[str, int]) -> bool:
+    def evaluate(self, assignment: Mapping[str, Any]) -> bool:
         return self.term.evaluate(assignment) in self.values
 
-    def _py(self, rename: Mapping[str, str] | None) -> str:
-        # a literal set of constants compiles to a frozenset constant
-        return f"{self.term._py(rename)} in {{{', '.join(str(v) for v in self.values)}}}"
+    def _py(self) -> str:
+        return self._py_member("in")
+
+    def _py_member(self, word: str) -> str:
+        listed = ", ".join(repr(v) for v in self.values)
+        return f"{_py_operand(self.term, _PY_ADD)} {word} {{{listed}}}"
 
     def __str__(self) -> str:
-        return f"{self.term} in {{{', '.join(str(v) for v in self.values)}}}"
+        return f"{self.term} in {{{', '.join(repr(v) for v in self.values)}}}"
 
 
 def conjuncts(pred: Pred) -> list[Pred]:

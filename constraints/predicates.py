@@ -1,23 +1,20 @@
-"""Restriction predicates: the typed form of a tuning search space's restrictions.
+"""Restriction text: Kernel Tuner's string language parsed into the constraint language.
 
-A restriction of :class:`constraints.space.SearchSpace` is a truth-valued
-:class:`Expression` over parameter names. It comes either from the user's text
+A restriction of :class:`constraints.space.SearchSpace` is a predicate of
+:mod:`constraints.expr` over parameter names. It comes either from the user's text
 (``"32 <= block_size_x * block_size_y <= 1024"``, parsed by :func:`parse_predicate`) or is
 built as data by the library (``mapper.tuning.to_predicate`` translates the size relations of
-the IR): both end up as the same objects, compiled by ``constraints.vectorise`` and wrapped
-in a ``constraints.restrictions.Restriction`` that keeps the text and the origin.
+the IR): both are the same objects, compiled by ``constraints.vectorise`` and
+``constraints.scalar`` and wrapped in a ``constraints.restrictions.Restriction`` that keeps
+the text and the origin.
 
-The language is the one of the restriction strings: int/float/string literals and
-``True``/``False``, parameter names, ``+ - * / // % **``, unary ``- +``, comparisons (chained
-too), ``in``/``not in`` a literal list, ``and``/``or``/``not`` and calls to ``min``, ``max``,
-``abs``. Strings (literals and string-valued parameters) can only be compared. Given the
-parameters' value kinds (:func:`value_kinds`), a parameter taking only ``True``/``False``
+The text's language: int/float/string literals and ``True``/``False``, parameter names,
+``+ - * / // % **``, unary ``- +``, comparisons (chained too: ``a < b < c`` becomes ``a < b
+and b < c``), ``in``/``not in`` a literal list, ``and``/``or``/``not`` and calls to ``min``,
+``max``, ``abs``. Strings (literals and string-valued parameters) can only be compared. Given
+the parameters' value kinds (:func:`value_kinds`), a parameter taking only ``True``/``False``
 or ``0``/``1`` may stand as a truth value (``use_shmem or block_size_x >= 64``: it means
-``use_shmem != 0``), as in Python. Nodes are frozen dataclasses
-(compared and hashed structurally); each has a static :attr:`~Expression.kind` (a number or a
-truth value) and prints (``str``) as Python source: compound arithmetic in parentheses
-(``(N // s0)``, ``(-x)``), comparisons and conjunctions without, e.g.
-``s0 != 0 and N % s0 == 0 and (N // s0) >= 2``.
+``use_shmem != 0``), as in Python. Errors name the column of the first problem.
 """
 
 from __future__ import annotations
@@ -25,16 +22,35 @@ from __future__ import annotations
 import ast
 import difflib
 import numbers
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
 
 from constraints.errors import (
     ConstraintTypeError,
-    MalformedExpressionError,
     NotAPredicateError,
     RestrictionSyntaxError,
     UnknownNameError,
+)
+from constraints.expr import (
+    FALSE,
+    NUMBER,
+    TEXT,
+    TRUE,
+    TRUTH,
+    And,
+    BinOp,
+    BoolConst,
+    Call,
+    Cmp,
+    Const,
+    In,
+    Neg,
+    Node,
+    Not,
+    Or,
+    Param,
+    Pred,
+    Str,
+    Term,
 )
 
 __all__ = [
@@ -47,303 +63,23 @@ __all__ = [
     "FUNCTIONS",
     "ARITH_OPS",
     "CMP_OPS",
-    "Expression",
-    "Num",
-    "Truth",
-    "Name",
-    "Sign",
-    "Arith",
-    "Call",
-    "Compare",
-    "BoolOp",
-    "Negation",
-    "Str",
-    "Member",
     "conjunction",
     "parse_predicate",
     "value_kind",
     "value_kinds",
 ]
 
-NUMBER, TRUTH, TEXT = "number", "truth value", "string"
-"""The static kinds of expressions: a number, a truth value, a string (literal)."""
 FLAG, STRING, MIXED = "flag", "string", "mixed"
 """Value kinds of parameters besides ``NUMBER`` (:func:`value_kind`): numbers that are all
 ``True``/``False`` or ``0``/``1``, strings, anything else (mixed types)."""
-VALUE_KINDS = (NUMBER, TEXT)
 FUNCTIONS = ("min", "max", "abs")
 ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-class Expression:
-    """A node of a restriction predicate (immutable, compared structurally)."""
-
-    __slots__ = ()
-    kind: ClassVar[str] = NUMBER
-
-    def children(self) -> tuple[Expression, ...]:
-        return ()
-
-    def _check_children(self, kind: str, where: str) -> None:
-        """Each child must be an expression of ``kind`` (``where``: its place, for errors)."""
-        for c in self.children():
-            _check(c, kind, where)
-
-    def names(self) -> tuple[str, ...]:
-        """The parameter names read, in order of first appearance in the printed text."""
-        return tuple(dict.fromkeys(n.id for n in self.walk() if isinstance(n, Name)))
-
-    def walk(self) -> Iterator[Expression]:
-        """This node and its descendants, in textual (pre-)order."""
-        yield self
-        for c in self.children():
-            yield from c.walk()
-
-    def __str__(self) -> str:  # printed once (the text keys caches of spaces)
-        try:
-            return self.__dict__["_text"]
-        except KeyError:
-            text = self._print()
-            object.__setattr__(self, "_text", text)
-            return text
-
-    def _print(self) -> str:
-        raise NotImplementedError
-
-    def _operand(self) -> str:  # text as an operand of and/or/not
-        return str(self)
-
-
-def _check(e: object, kind: str, where: str) -> Expression:
-    if not isinstance(e, Expression):
-        raise ConstraintTypeError(f"{where}: expected an Expression, got {e!r}")
-    if e.kind != kind:
-        raise ConstraintTypeError(f"{where}: {e} is a {e.kind}, not a {kind}")
-    return e
-
-
-@dataclass(frozen=True)
-class Num(Expression):
-    """An int or float literal."""
-
-    value: int | float
-
-    def __post_init__(self) -> None:
-        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
-            raise ConstraintTypeError(f"Num takes an int or a float, got {self.value!r}")
-
-    def _print(self) -> str:
-        return repr(self.value)
-
-
-@dataclass(frozen=True)
-class Str(Expression):
-    """A string literal (compared with string-valued parameters)."""
-
-    kind: ClassVar[str] = TEXT
-    value: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.value, str):
-            raise ConstraintTypeError(f"Str takes a string, got {self.value!r}")
-
-    def _print(self) -> str:
-        return repr(self.value)
-
-
-@dataclass(frozen=True)
-class Truth(Expression):
-    """``True`` or ``False``."""
-
-    kind: ClassVar[str] = TRUTH
-    value: bool
-
-    def _print(self) -> str:
-        return repr(bool(self.value))
-
-
-@dataclass(frozen=True)
-class Name(Expression):
-    """A parameter."""
-
-    id: str
-
-    def _print(self) -> str:
-        return self.id
-
-
-@dataclass(frozen=True)
-class Sign(Expression):
-    """Unary ``-`` or ``+``."""
-
-    op: str
-    operand: Expression
-
-    def __post_init__(self) -> None:
-        if self.op not in ("-", "+"):
-            raise MalformedExpressionError(f"unknown sign {self.op!r}")
-        _check(self.operand, NUMBER, "operand of a sign")
-
-    def children(self) -> tuple[Expression, ...]:
-        return (self.operand,)
-
-    def _print(self) -> str:
-        return f"({self.op}{self.operand})"
-
-
-@dataclass(frozen=True)
-class Arith(Expression):
-    """``args[0] op args[1] op ...`` (left to right); more than two operands for ``+`` and
-    ``*`` only. ``parens`` says whether it prints in parentheses (display only: not compared,
-    the meaning is the same)."""
-
-    op: str
-    args: tuple[Expression, ...]
-    parens: bool = field(default=True, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.op not in ARITH_OPS:
-            raise MalformedExpressionError(f"unknown arithmetic operator {self.op!r}")
-        n = len(self.args)
-        if n < 2 or (n > 2 and self.op not in ("+", "*")):
-            raise MalformedExpressionError(f"{self.op!r} takes two operands, got {n}")
-        self._check_children(NUMBER, "operand of an arithmetic operator")
-
-    def children(self) -> tuple[Expression, ...]:
-        return self.args
-
-    def _print(self) -> str:
-        text = f" {self.op} ".join(str(a) for a in self.args)
-        return f"({text})" if self.parens else text
-
-
-@dataclass(frozen=True)
-class Call(Expression):
-    """``min(...)``, ``max(...)`` or ``abs(x)``."""
-
-    fn: str
-    args: tuple[Expression, ...]
-
-    def __post_init__(self) -> None:
-        if self.fn not in FUNCTIONS:
-            raise MalformedExpressionError(
-                f"unknown function {self.fn!r} (allowed: {', '.join(FUNCTIONS)})")
-        if not self.args or (self.fn == "abs" and len(self.args) != 1):
-            raise MalformedExpressionError(f"{self.fn}() given {len(self.args)} arguments")
-        self._check_children(NUMBER, f"argument of {self.fn}()")
-
-    def children(self) -> tuple[Expression, ...]:
-        return self.args
-
-    def _print(self) -> str:
-        return f"{self.fn}({', '.join(str(a) for a in self.args)})"
-
-
-@dataclass(frozen=True)
-class Compare(Expression):
-    """``operands[0] ops[0] operands[1] ops[1] ...`` (chained as in Python)."""
-
-    kind: ClassVar[str] = TRUTH
-    operands: tuple[Expression, ...]
-    ops: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        if len(self.operands) != len(self.ops) + 1 or not self.ops:
-            raise MalformedExpressionError("a comparison needs one more operand than operators")
-        for op in self.ops:
-            if op not in CMP_OPS:
-                raise MalformedExpressionError(f"unknown comparison {op!r}")
-        for c in self.operands:
-            if c.kind not in VALUE_KINDS:
-                _check(c, NUMBER, "operand of a comparison")
-
-    def children(self) -> tuple[Expression, ...]:
-        return self.operands
-
-    def _print(self) -> str:
-        out = [str(self.operands[0])]
-        for op, b in zip(self.ops, self.operands[1:], strict=True):
-            out += [op, str(b)]
-        return " ".join(out)
-
-
-@dataclass(frozen=True)
-class Member(Expression):
-    """``operand in [values...]`` (``not in`` when ``negated``): Python's membership, by
-    equality, in a literal list of numbers, strings or booleans."""
-
-    kind: ClassVar[str] = TRUTH
-    operand: Expression
-    values: tuple[int | float | str | bool, ...]
-    negated: bool = False
-
-    def __post_init__(self) -> None:
-        if self.operand.kind not in VALUE_KINDS:
-            _check(self.operand, NUMBER, "operand of 'in'")
-        for v in self.values:
-            if not isinstance(v, (int, float, str)):
-                raise ConstraintTypeError(f"'in' takes a list of numbers or strings, got {v!r}")
-
-    def children(self) -> tuple[Expression, ...]:
-        return (self.operand,)
-
-    def _print(self) -> str:
-        listed = ", ".join(repr(v) for v in self.values)
-        return f"{self.operand} {'not in' if self.negated else 'in'} [{listed}]"
-
-
-@dataclass(frozen=True)
-class BoolOp(Expression):
-    """``values[0] and values[1] ...`` (or ``or``), short-circuiting."""
-
-    kind: ClassVar[str] = TRUTH
-    op: str
-    values: tuple[Expression, ...]
-
-    def __post_init__(self) -> None:
-        if self.op not in ("and", "or"):
-            raise MalformedExpressionError(f"unknown boolean operator {self.op!r}")
-        if len(self.values) < 2:
-            raise MalformedExpressionError(f"'{self.op}' needs two operands or more")
-        self._check_children(TRUTH, f"operand of '{self.op}'")
-
-    def children(self) -> tuple[Expression, ...]:
-        return self.values
-
-    def _print(self) -> str:
-        return f" {self.op} ".join(v._operand() for v in self.values)
-
-    def _operand(self) -> str:
-        return f"({self})"
-
-
-@dataclass(frozen=True)
-class Negation(Expression):
-    """``not operand``."""
-
-    kind: ClassVar[str] = TRUTH
-    operand: Expression
-
-    def __post_init__(self) -> None:
-        _check(self.operand, TRUTH, "operand of 'not'")
-
-    def children(self) -> tuple[Expression, ...]:
-        return (self.operand,)
-
-    def _print(self) -> str:
-        return f"not {self.operand._operand()}"
-
-    def _operand(self) -> str:
-        return f"({self})"
-
-
-def conjunction(parts: Sequence[Expression]) -> Expression:
-    """``parts[0] and parts[1] ...``; the one part itself; ``True`` for none."""
-    parts = tuple(parts)
-    if not parts:
-        return Truth(True)
-    return parts[0] if len(parts) == 1 else BoolOp("and", parts)
+def conjunction(parts: Sequence[Pred]) -> Pred:
+    """``parts[0] and parts[1] ...`` (:class:`~constraints.expr.And`); TRUE for none."""
+    return And(*parts)
 
 
 # ----------------------------------------------------------------------------- parsing text
@@ -418,43 +154,44 @@ _ORDERING = frozenset({"<", "<=", ">", ">="})
 
 
 class _Parser:
-    """Checks the whitelisted AST of a restriction string and converts it to an
-    :class:`Expression`, with the column of the first problem in its errors. ``kinds`` are
-    the parameters' value kinds (:func:`value_kinds`); without them every name is a number."""
+    """Checks the whitelisted AST of a restriction string and converts it to a predicate
+    (:mod:`constraints.expr`), with the column of the first problem in its errors. ``kinds``
+    are the parameters' value kinds (:func:`value_kinds`); without them every name is a
+    number."""
 
     def __init__(self, source: str, kinds: Mapping[str, str] | None = None) -> None:
         self.source = source
         self.kinds = dict(kinds or {})
 
-    def convert(self, node: ast.AST) -> Expression:
+    def convert(self, node: ast.AST) -> Node:
         src = self.source
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool):
-                return Truth(node.value)
+                return TRUE if node.value else FALSE
             if isinstance(node.value, (int, float)):
-                return Num(node.value)
+                return Const(node.value)
             if isinstance(node.value, str):
                 return Str(node.value)
             raise _syntax(src, node, f"unsupported literal {node.value!r}")
         if isinstance(node, ast.Name):
-            return Name(node.id)
+            return Param(node.id)
         if isinstance(node, ast.BinOp):
             if type(node.op) not in _BINOPS:
                 raise _syntax(src, node, f"unsupported operator {type(node.op).__name__}")
-            left = self.need(node.left, NUMBER, "operand of an arithmetic operator")
-            right = self.need(node.right, NUMBER, "operand of an arithmetic operator")
-            return Arith(_BINOPS[type(node.op)], (left, right))
+            left = self.number(node.left, "operand of an arithmetic operator")
+            right = self.number(node.right, "operand of an arithmetic operator")
+            return BinOp(_BINOPS[type(node.op)], left, right)
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
-                return Negation(self.need(node.operand, TRUTH, "operand of 'not'"))
+                return Not(self.truth(node.operand, "operand of 'not'"))
             if isinstance(node.op, (ast.USub, ast.UAdd)):
-                operand = self.need(node.operand, NUMBER, "operand of a sign")
-                return Sign("-" if isinstance(node.op, ast.USub) else "+", operand)
+                operand = self.number(node.operand, "operand of a sign")
+                return Neg(operand) if isinstance(node.op, ast.USub) else operand
             raise _syntax(src, node, f"unsupported operator {type(node.op).__name__}")
         if isinstance(node, ast.BoolOp):
             word = "and" if isinstance(node.op, ast.And) else "or"
-            values = [self.need(v, TRUTH, f"operand of '{word}'") for v in node.values]
-            return BoolOp(word, tuple(values))
+            values = [self.truth(v, f"operand of '{word}'") for v in node.values]
+            return And(*values) if word == "and" else Or(*values)
         if isinstance(node, ast.Compare):
             if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
                 return self.member(node)
@@ -473,7 +210,9 @@ class _Parser:
                         f"'{word}' compares a string with a number (Python "
                         f"raises TypeError); compare strings with '==', '!=' or 'in'",
                     )
-            return Compare(tuple(operands), ops)
+            # chained as Python chains: a < b < c is a < b and b < c
+            return And(*(Cmp(op, a, b)
+                         for op, a, b in zip(ops, operands, operands[1:], strict=False)))
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 fname = node.func.id if isinstance(node.func, ast.Name) else "this"
@@ -486,11 +225,11 @@ class _Parser:
                 raise _syntax(src, node, "abs() takes exactly one argument")
             if any(isinstance(a, ast.Starred) for a in node.args):
                 raise _syntax(src, node, "unsupported syntax Starred")
-            args = [self.need(a, NUMBER, f"argument of {node.func.id}()") for a in node.args]
-            return Call(node.func.id, tuple(args))
+            args = [self.number(a, f"argument of {node.func.id}()") for a in node.args]
+            return Call(node.func.id, args)
         raise _syntax(src, node, f"unsupported syntax {type(node).__name__}")
 
-    def member(self, node: ast.Compare) -> Expression:
+    def member(self, node: ast.Compare) -> Pred:
         """``x in [literals]`` or ``x not in [literals]`` (one operator, no chain)."""
         if len(node.ops) != 1:
             raise _syntax(
@@ -509,44 +248,55 @@ class _Parser:
         values: list[int | float | str] = []
         for elt in listed.elts:
             got = self.convert(elt) if not isinstance(elt, ast.Starred) else None
-            if isinstance(got, Sign) and isinstance(got.operand, Num):
-                v = got.operand.value
-                values.append(-v if got.op == "-" else v)
-            elif isinstance(got, (Num, Str, Truth)):
+            if isinstance(got, (Const, Str, BoolConst)):
                 values.append(got.value)
             else:
                 raise _syntax(
                     self.source, elt, "'in' takes a list of number, string or boolean literals"
                 )
         operand = self.value(node.left, "operand of 'in'")
-        return Member(operand, tuple(values), negated)
+        inside = In(operand, values)
+        return Not(inside) if negated else inside
 
-    def kind_of(self, e: Expression) -> str:
+    def kind_of(self, e: Node) -> str:
         """The value kind of an operand: a parameter's, ``STRING`` for a literal string,
         else ``NUMBER``."""
         if isinstance(e, Str):
             return STRING
-        if isinstance(e, Name):
-            return self.kinds.get(e.id, NUMBER)
+        if isinstance(e, Param):
+            return self.kinds.get(e.name, NUMBER)
         return NUMBER
 
-    def value(self, node: ast.AST, where: str) -> Expression:
+    def number(self, node: ast.AST, where: str) -> Term:
+        """An operand that must be a number."""
+        got = self.need(node, NUMBER, where)
+        assert isinstance(got, Term)  # need checked its kind
+        return got
+
+    def truth(self, node: ast.AST, where: str) -> Pred:
+        """An operand that must be a truth value."""
+        got = self.need(node, TRUTH, where)
+        assert isinstance(got, Pred)  # need checked its kind
+        return got
+
+    def value(self, node: ast.AST, where: str) -> Term:
         """An operand of a comparison: a number or a string (a literal or a parameter)."""
         got = self.convert(node)
-        if got.kind in VALUE_KINDS:
+        if isinstance(got, Term):  # a number or a string
             return got
-        if isinstance(got, Truth):  # True == 1, as in Python
-            return Num(int(got.value))
-        return self.need(node, NUMBER, where, got)
+        if isinstance(got, BoolConst):  # True == 1, as in Python
+            return Const(int(got.value))
+        self.need(node, NUMBER, where, got)  # raises: a truth value is not an operand
+        raise AssertionError("need() accepted a truth value as a number")
 
     def need(
-        self, node: ast.AST, kind: str, where: str, got: Expression | None = None
-    ) -> Expression:
+        self, node: ast.AST, kind: str, where: str, got: Node | None = None
+    ) -> Node:
         got = self.convert(node) if got is None else got
         text = ast.get_source_segment(self.source, node) or ast.unparse(node)
         col = getattr(node, "col_offset", 0) + 1
-        if kind == NUMBER and isinstance(got, Name):
-            k = self.kinds.get(got.id, NUMBER)
+        if kind == NUMBER and isinstance(got, Param):
+            k = self.kinds.get(got.name, NUMBER)
             if k in (STRING, MIXED):
                 values = "strings" if k == STRING else "values of several types"
                 raise _syntax(
@@ -557,13 +307,13 @@ class _Parser:
                 )
         if got.kind == kind:
             return got
-        if kind == TRUTH and isinstance(got, Name) and self.kinds.get(got.id) == FLAG:
-            return Compare((got, Num(0)), ("!=",))  # its truth value, as in Python
-        if kind == NUMBER and isinstance(got, Truth):
-            return Num(int(got.value))  # True + 1 == 2, as in Python
+        if kind == TRUTH and isinstance(got, Param) and self.kinds.get(got.name) == FLAG:
+            return Cmp("!=", got, 0)  # its truth value, as in Python
+        if kind == NUMBER and isinstance(got, BoolConst):
+            return Const(int(got.value))  # True + 1 == 2, as in Python
         if kind == TRUTH:
             flags = ""
-            if isinstance(got, Name) and got.id in self.kinds:
+            if isinstance(got, Param) and got.name in self.kinds:
                 flags = (
                     " (a parameter stands as a truth value only when it takes just True/False "
                     "or 0/1)"
@@ -598,7 +348,7 @@ def normalise(source: str) -> str:
 
 def parse_predicate(
     source: str, known: Sequence[str], kinds: Mapping[str, str] | None = None
-) -> Expression:
+) -> Pred:
     """Parse a restriction string (see :func:`normalise`) over the parameters ``known``;
     ``kinds`` (:func:`value_kinds`) type-check string parameters and let flags stand as
     truth values.
@@ -623,9 +373,9 @@ def parse_predicate(
         ) from None
     expr = _Parser(text, kinds).convert(tree.body)  # whitelist first: 'a.b' is a syntax error
     _check_names(text, tree.body, known)
-    if isinstance(expr, Name) and kinds and kinds.get(expr.id) == FLAG:
-        return Compare((expr, Num(0)), ("!=",))  # a flag on its own: its truth value
-    if expr.kind != TRUTH:
+    if isinstance(expr, Param) and kinds and kinds.get(expr.name) == FLAG:
+        return Cmp("!=", expr, 0)  # a flag on its own: its truth value
+    if not isinstance(expr, Pred):
         raise NotAPredicateError(
             f"restriction {text!r} is not a predicate: it computes a {expr.kind}; "
             f"write a comparison, e.g. '{text} > 0' or '{text} == 0'"

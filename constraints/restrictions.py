@@ -70,15 +70,27 @@ from constraints.errors import (
     UnknownNameError,
     UnsupportedConstraintError,
 )
+from constraints.expr import (
+    SCALAR_ERRORS,
+    TRUE,
+    And,
+    BinOp,
+    Cmp,
+    Const,
+    In,
+    Node,
+    Not,
+    Param,
+    Pred,
+)
 from constraints.predicates import (
-    TRUTH,
-    Expression,
     name_hints,
     normalise,
     parse_predicate,
     unknown_name,
 )
-from constraints.vectorise import SCALAR_ERRORS, compile_scalar, compile_vector
+from constraints.scalar import compile_scalar
+from constraints.vectorise import compile_vector
 
 __all__ = [
     "SpaceError",
@@ -118,7 +130,7 @@ class Restriction:
     keys_inferred: bool = False
     """For ``takes_dict``: ``params`` was read from the callable's source (else: all
     parameters, because the keys it reads are unknown)."""
-    predicate: Expression | None = None
+    predicate: Pred | None = None
 
     def __call__(self, config: dict[str, Any]) -> bool:
         """Evaluate on a configuration (a mapping holding at least ``params``)."""
@@ -136,7 +148,7 @@ _unknown = unknown_name
 
 
 def restriction_from_predicate(
-    pred: Expression, names: Sequence[str], origin: str = "user", source: str | None = None
+    pred: Node, names: Sequence[str], origin: str = "user", source: str | None = None
 ) -> Restriction:
     """Compile a predicate over the parameter ``names``; its text is ``source`` (the user's
     string it was parsed from) or the predicate printed.
@@ -144,11 +156,11 @@ def restriction_from_predicate(
     Raises :class:`NotAPredicateError` for a number and :class:`UnknownNameError` for a name
     that is not a parameter.
     """
-    if not isinstance(pred, Expression):
+    if not isinstance(pred, Node):
         raise ConstraintTypeError(
-            f"a predicate (constraints.predicates.Expression) is needed, got {pred!r}")
-    text = str(pred) if source is None else source
-    if pred.kind != TRUTH:
+            f"a predicate (constraints.expr.Pred) is needed, got {pred!r}")
+    text = pred.to_python() if source is None else source
+    if not isinstance(pred, Pred):
         raise NotAPredicateError(
             f"restriction {text!r} is not a predicate: it computes a number; "
             f"write a comparison, e.g. '{text} > 0' or '{text} == 0'"
@@ -567,16 +579,6 @@ def restriction_from_constraint(
     Anything else raises :class:`UnsupportedConstraintError`, which says what to write
     instead; a name that is not a parameter raises :class:`UnknownNameError`.
     """
-    from constraints.predicates import (
-        Arith,
-        Compare,
-        Member,
-        Name,
-        Num,
-        Truth,
-        conjunction,
-    )
-
     cls = type(obj).__name__
     variables = list(known) if names is None else list(names)
     label = f"{cls} on ({', '.join(variables)})"
@@ -592,25 +594,25 @@ def restriction_from_constraint(
             if not isinstance(v, str) or v not in known:
                 raise _unknown(label, str(v), list(known), 1)
 
-    def number(x: Any, what: str) -> Num:
+    def number(x: Any, what: str) -> Const:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise refuse(f"its {what} {x!r} is not a number")
-        return Num(x)
+        return Const(x)
 
     def combine(op: str, vs: Sequence[str], mults: Sequence[Any] | None) -> Any:
         terms: list[Any] = []
         for i, v in enumerate(vs):
             m = None if mults is None else mults[i]
             if m is None or (m == 1 and op == "+"):
-                terms.append(Name(v))
+                terms.append(Param(v))
             else:
-                terms.append(Arith("*", (Name(v), number(m, "multiplier")), parens=False))
+                terms.append(Param(v) * number(m, "multiplier"))
         if not terms:
-            return Num(0 if op == "+" else 1)
-        return terms[0] if len(terms) == 1 else Arith(op, tuple(terms), parens=False)
+            return Const(0 if op == "+" else 1)
+        return functools.reduce(lambda a, b: BinOp(op, a, b), terms)
 
     def done(pred: Any) -> Restriction:
-        return restriction_from_predicate(pred, known, origin, f"{label}: {pred}")
+        return restriction_from_predicate(pred, known, origin, f"{label}: {pred.to_python()}")
 
     check(variables)
     if cls in ("FunctionConstraint",):
@@ -639,7 +641,7 @@ def restriction_from_constraint(
                 mults = getattr(obj, "_multipliers", None) if what == "Sum" else None
                 if mults is not None and len(mults) != len(variables):
                     raise refuse(f"{len(mults)} multipliers for {len(variables)} variables")
-                return done(Compare((combine(arith, variables, mults), limit), (op,)))
+                return done(Cmp(op, combine(arith, variables, mults), limit))
             if cls == f"Variable{bound}{what}Constraint":
                 target = getattr(obj, "target_var", None)
                 others = list(getattr(obj, "sum_vars" if what == "Sum" else "product_vars", []))
@@ -647,23 +649,24 @@ def restriction_from_constraint(
                 label = f"{cls}({target!r}, {others!r})"
                 mults = getattr(obj, "_multipliers", None) if what == "Sum" else None
                 expr = combine(arith, others, None if not mults else list(mults)[: len(others)])
-                return done(Compare((expr, Name(str(target))), (op,)))
+                return done(Cmp(op, expr, Param(str(target))))
     if cls == "AllDifferentConstraint":
         pairs = [
-            Compare((Name(a), Name(b)), ("!=",))
+            Cmp("!=", Param(a), Param(b))
             for i, a in enumerate(variables)
             for b in variables[i + 1 :]
         ]
-        return done(conjunction(pairs))
+        return done(And(*pairs))
     if cls == "AllEqualConstraint":
         if len(variables) < 2:
-            return done(Truth(True))
-        ops = ("==",) * (len(variables) - 1)
-        return done(Compare(tuple(Name(v) for v in variables), ops))
+            return done(TRUE)
+        return done(And(*(Cmp("==", Param(a), Param(b))
+                          for a, b in zip(variables, variables[1:], strict=False))))
     if cls in ("InSetConstraint", "NotInSetConstraint"):
         values = _set_values(getattr(obj, "_set", ()), refuse)
         negated = cls == "NotInSetConstraint"
-        return done(conjunction([Member(Name(v), values, negated) for v in variables]))
+        return done(And(*(Not(In(Param(v), values)) if negated else In(Param(v), values)
+                          for v in variables)))
     if cls in ("SomeInSetConstraint", "SomeNotInSetConstraint"):
         values = _set_values(getattr(obj, "_set", ()), refuse)
         n, exact = int(getattr(obj, "_n", 1)), bool(getattr(obj, "_exact", False))

@@ -12,16 +12,23 @@ from collections.abc import Iterator, Mapping
 
 import z3
 
-from constraints.errors import ConstraintError, UnknownParameterError, UnsatisfiableError
+from constraints.errors import (
+    ConstraintError,
+    ConstraintTypeError,
+    UnknownParameterError,
+    UnsatisfiableError,
+)
 from constraints.expr import (
     COMPARISONS,
     And,
     BinOp,
     BoolConst,
+    Call,
     Cmp,
     Const,
     Implies,
     In,
+    Neg,
     Node,
     Not,
     Or,
@@ -45,15 +52,26 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
 
     Python's floor ``//`` and ``%`` are Z3's Euclidean ``/`` and ``%`` when the divisor is a
     positive constant; any other divisor is rewritten so that every non-zero divisor agrees
-    with Python (``a // b == (-a) // (-b)``)."""
+    with Python (``a // b == (-a) // (-b)``). Z3 takes the language's integer part: a float,
+    a string, true division or ``**`` raise :class:`ConstraintTypeError`."""
     if isinstance(node, Param):
         try:
             return vars[node.name]
         except KeyError:
             raise UnknownParameterError(f"no Z3 variable for parameter {node.name!r}") from None
-    if isinstance(node, Const):
+    if isinstance(node, Const) and isinstance(node.value, int):
         return z3.IntVal(node.value)
-    if isinstance(node, BinOp):
+    if isinstance(node, Neg):
+        return -to_z3(node.operand, vars)
+    if isinstance(node, Call):
+        args = [to_z3(a, vars) for a in node.args]
+        if node.fn == "abs":
+            return z3.If(args[0] >= 0, args[0], -args[0])
+        out = args[0]
+        for x in args[1:]:
+            out = z3.If(x < out, x, out) if node.fn == "min" else z3.If(x > out, x, out)
+        return out
+    if isinstance(node, BinOp) and node.op not in ("/", "**"):
         a, b = to_z3(node.left, vars), to_z3(node.right, vars)
         op = node.op
         if op == "+":
@@ -80,13 +98,14 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
         return z3.Not(to_z3(node.arg, vars))
     if isinstance(node, Implies):
         return z3.Implies(to_z3(node.lhs, vars), to_z3(node.rhs, vars))
-    if isinstance(node, In):
+    if isinstance(node, In) and all(isinstance(v, int) for v in node.values):
         t = to_z3(node.term, vars)
         if len(node.values) == 1:
             return t == node.values[0]
         return z3.Or([t == v for v in node.values])
-    raise TypeError(  # builtin: every Node class has a translation; another one is a bug
-        f"no Z3 translation for {type(node).__name__}")
+    raise ConstraintTypeError(
+        f"no Z3 translation for `{node}`: the Z3 backend takes integer terms (+ - * // % "
+        f"min max abs, integer constants); solve it with the cp backend or enumerate it")
 
 
 def z3_vars(model: Model) -> dict[str, z3.ArithRef]:
@@ -112,21 +131,7 @@ def _is_linear(node: Node) -> bool:
             return False
         if node.op in ("//", "%") and not isinstance(node.right, Const):
             return False
-    return all(_is_linear(child) for child in _children(node))
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, (BinOp, Cmp)):
-        return (node.left, node.right)
-    if isinstance(node, (And, Or)):
-        return node.parts
-    if isinstance(node, Not):
-        return (node.arg,)
-    if isinstance(node, Implies):
-        return (node.lhs, node.rhs)
-    if isinstance(node, In):
-        return (node.term,)
-    return ()
+    return all(_is_linear(child) for child in node.children())
 
 
 def _new_solver(model: Model) -> z3.Solver:

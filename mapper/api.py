@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from constraints import bruteforce, cp_backend, z3_backend
 from constraints.model import Constraint, Model, Parameter
+from constraints.scalar import compile_predicate
 from ir.errors import IRTypeError
 from ir.nodes import Node
 from ir.source_map import SourceMap, parse_mapped
@@ -374,7 +375,7 @@ def random_assignment_validity(expr, samples: int = 100_000, *, seed: int = 0,
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     rng = random.Random(seed)
     doms = [(m, p.model.param(m).domain) for m in p.labels]
-    funcs = [(c.predicate.compile(tuple(sorted(c.params))), tuple(sorted(c.params)))
+    funcs = [(compile_predicate(c.predicate, tuple(sorted(c.params))), tuple(sorted(c.params)))
              for c in p.constraints]
     ok = 0
     for _ in range(samples):
@@ -460,7 +461,7 @@ def count_valid_mappings(expr, *, fusion: str | None = None, fixed=None,
         return [v for v in CODES if mask & bit[v]]
 
     def allowed(pred, var: str, mask: int) -> int:
-        fn = pred.compile((var,))
+        fn = compile_predicate(pred, (var,))
         return sum(bit[v] for v in values(mask) if fn(v))
 
     def check_time(done: int, states: int, where: str) -> None:
@@ -489,7 +490,7 @@ def count_valid_mappings(expr, *, fusion: str | None = None, fixed=None,
             i = pos[scope[0]]
             masks[i] = allowed(And(*preds), scope[0], masks[i])
         elif len(scope) == 2:
-            fn = And(*preds).compile(scope)
+            fn = compile_predicate(And(*preds), scope)
             tables[(pos[scope[0]], pos[scope[1]])] = {
                 a: sum(bit[b] for b in CODES if fn(a, b)) for a in CODES}
         else:

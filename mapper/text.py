@@ -86,15 +86,16 @@ def _const(c: Const, other: Term) -> str:
     """A constant compared with ``other``: a code name next to a map, a level name next to
     ``level(map)``, else the number."""
     v = c.value
-    if isinstance(other, Param) and v in CODES:
+    if isinstance(v, int) and isinstance(other, Param) and v in CODES:
         return code_name(v)
-    if isinstance(other, BinOp) and _term(other).startswith("level(") and v in _LEVEL_NAMES:
+    if isinstance(v, int) and isinstance(other, BinOp) and _term(other).startswith(
+            "level(") and v in _LEVEL_NAMES:
         return _LEVEL_NAMES[v]
     return str(v)
 
 
 def _in(p: In, word: str) -> str:
-    vals = [_const(Const(v), p.term) for v in p.values]
+    vals = [_const(Const(v), p.term) if not isinstance(v, str) else repr(v) for v in p.values]
     return f"{_term(p.term)} {word} {{{', '.join(vals)}}}"
 
 
@@ -132,7 +133,8 @@ def _group_key(q: Pred, conj: bool) -> tuple[str, str] | None:
     elif isinstance(q, In) and conj:
         return None
     if isinstance(q, Cmp) and q.op == ("!=" if conj else "==") and isinstance(q.left, Param) \
-            and isinstance(q.right, Const) and q.right.value in CODES:
+            and isinstance(q.right, Const) and isinstance(q.right.value, int) \
+            and q.right.value in CODES:
         return q.left.name, f"is {code_name(q.right.value)}"
     if isinstance(q, In) and isinstance(q.term, Param):
         return q.term.name, _in(q, "in").split(" ", 1)[1]

@@ -19,18 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from codegen.target import DEFAULT_DEVICE, Device
-from constraints.predicates import (
-    CMP_OPS,
-    Arith,
-    Call,
-    Compare,
-    Expression,
-    Name,
-    Num,
-    Sign,
-    Truth,
-    conjunction,
-)
+from constraints.expr import FALSE, And, BinOp, Call, Cmp, Const, Neg, Param, Pred, Term
+from constraints.predicates import CMP_OPS
 from constraints.space import SearchSpace
 from ir.errors import LiftmapError
 from ir.nodes import AsVector, FunCall, Map, Node, Slide, Split, walk
@@ -53,13 +43,13 @@ class TuningParam:
 
 @dataclass
 class TuningProblem:
-    """Tuning parameters and their restrictions for one program: typed predicates
-    (``constraints.predicates``) with their origins."""
+    """Tuning parameters and their restrictions for one program: predicates
+    (``constraints.expr``) with their origins."""
 
     program: Node
     sizes: dict[str, int]
     params: dict[str, TuningParam]
-    predicates: list[tuple[Expression, str]] = field(default_factory=list)
+    predicates: list[tuple[Pred, str]] = field(default_factory=list)
     resource_note: str = ""  # why the device's resource constraints are missing, if they are
     # the lowered kernels' features in the program's sizes and the tuning parameters
     # (codegen.resources.program_features: work-items, work-group size, private/local/global
@@ -83,7 +73,7 @@ class TuningProblem:
     @property
     def restrictions(self) -> list[tuple[str, str]]:
         """The restrictions as (text, origin), for display."""
-        return [(str(p), o) for p, o in self.predicates]
+        return [(p.to_python(), o) for p, o in self.predicates]
 
     @property
     def space(self) -> SearchSpace:
@@ -122,44 +112,40 @@ class TuningProblem:
 
 # ----------------------------------------------------------------------- translation
 
-FALSE = Truth(False)
-
-
-def to_predicate(rel) -> Expression:
+def to_predicate(rel) -> Pred:
     """A size relation (``ir.sym.Rel``) as a restriction predicate with integer semantics:
     exact divisions become ``//`` guarded by divisibility, and every divisor is guarded
     against zero (the guards first: ``s != 0 and N % s == 0 and (N // s) >= 2``)."""
     if rel.op not in CMP_OPS:
         raise ValueError(  # builtin: ir.sym.Rel has only CMP_OPS; another is a bug
             f"unknown relation {rel.op!r} in {rel}")
-    guards: list[Expression] = []
-    body = Compare((_term(rel.lhs.to_tree(), guards), _term(rel.rhs.to_tree(), guards)),
-                   (rel.op,))
-    seen: dict[str, Expression] = {}
-    for g in guards:
-        seen.setdefault(str(g), g)
-    return conjunction([*seen.values(), body])
+    guards: list[Pred] = []
+    body = Cmp(rel.op, _term(rel.lhs.to_tree(), guards), _term(rel.rhs.to_tree(), guards))
+    return And(*guards, body)  # And drops repeated guards
 
 
-def _term(t, guards: list[Expression]) -> Expression:
+def _term(t, guards: list[Pred]) -> Term:
     k = t[0]
     if k == "int":
-        return Num(t[1])
+        return Const(t[1])
     if k == "var":
-        return Name(t[1])
+        return Param(t[1])
     if k == "neg":
-        return Sign("-", _term(t[1], guards))
-    if k == "add":
-        return Arith("+", tuple(_term(x, guards) for x in t[1]))
-    if k == "mul":
-        return Arith("*", tuple(_term(x, guards) for x in t[1]))
+        return Neg(_term(t[1], guards))
+    if k in ("add", "mul"):
+        parts = [_term(x, guards) for x in t[1]]
+        op = "+" if k == "add" else "*"
+        out = parts[0]
+        for x in parts[1:]:
+            out = BinOp(op, out, x)
+        return out
     if k in ("div", "floordiv", "mod"):
         a, b = _term(t[1], guards), _term(t[2], guards)
-        guards.append(Compare((b, Num(0)), ("!=",)))
+        guards.append(Cmp("!=", b, 0))
         if k == "div":
-            guards.append(Compare((Arith("%", (a, b), parens=False), Num(0)), ("==",)))
-            return Arith("//", (a, b))
-        return Arith("//" if k == "floordiv" else "%", (a, b))
+            guards.append(Cmp("==", BinOp("%", a, b), 0))
+            return BinOp("//", a, b)
+        return BinOp("//" if k == "floordiv" else "%", a, b)
     if k in ("min", "max"):
         return Call(k, (_term(t[1], guards), _term(t[2], guards)))
     raise ValueError(  # builtin: Expr.to_tree's nodes are all above; another is a bug
@@ -370,7 +356,7 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
                 rel = r.rel.subs(problem.sizes)
                 pred = None if rel.is_trivially_true else \
                     FALSE if rel.is_trivially_false else to_predicate(rel)
-                texts[key] = None if pred is None else (pred, str(pred))
+                texts[key] = None if pred is None else (pred, pred.to_python())
             if texts[key] is None:
                 continue
             pred, text = texts[key]

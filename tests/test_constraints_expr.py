@@ -15,20 +15,25 @@ from constraints import (
     TRUE,
     And,
     BinOp,
+    Call,
     Cmp,
     Const,
     Implies,
     In,
     InvalidAssignmentError,
+    Neg,
     Not,
     Or,
     Param,
     Pred,
+    Str,
     UnknownParameterError,
     conjuncts,
     eq,
     ne,
 )
+from constraints.errors import ConstraintTypeError
+from constraints.scalar import compile_predicate
 from constraints.z3_backend import to_z3
 
 A, B, C, D = (Param(n) for n in "ABCD")
@@ -63,11 +68,47 @@ def test_printing_precedence():
 
 
 def test_to_python():
-    assert Or(A // 10 < 1, ne(A, B)).to_python() == "(A // 10 < 1) or (A != B)"
-    assert Implies(eq(A, 0), ne(B, 0)).to_python() == "(not (A == 0)) or (B != 0)"
+    assert Or(A // 10 < 1, ne(A, B)).to_python() == "A // 10 < 1 or A != B"
+    assert Implies(eq(A, 0), ne(B, 0)).to_python() == "not A == 0 or B != 0"
     assert In(A % 10, [1, 0]).to_python() == "A % 10 in {0, 1}"
+    assert Not(In(A, [2, 1])).to_python() == "A not in {1, 2}"
     assert (A - -3 < (B + 1) * 2).to_python() == "A - (-3) < (B + 1) * 2"
+    assert Or(And(eq(A, 1), eq(B, 2)), eq(C, 3)).to_python() == "(A == 1 and B == 2) or C == 3"
+    assert ((-A) ** 2 > A ** B ** C).to_python() == "(-A) ** 2 > A ** B ** C"
+    assert ((A ** B) ** C < Call("min", (A, 1.5))).to_python() == "(A ** B) ** C < min(A, 1.5)"
+    assert eq(Param("s"), Str("fast")).to_python() == "s == 'fast'"
     assert TRUE.to_python() == "True"
+
+
+def test_the_restriction_language_is_this_one():
+    """Restriction text parses into these nodes; floats, strings, true division, ``**``,
+    signs and calls are terms like the others, with Python's meaning."""
+    from constraints.predicates import parse_predicate
+
+    names = ["A", "B", "C", "s"]
+    assert parse_predicate("A // 10 < 1 or A != B", names) == Or(A // 10 < 1, ne(A, B))
+    assert parse_predicate("0 < A <= B", names) == And(Cmp("<", 0, A), A <= B)
+    assert parse_predicate("A not in [2, 1]", names) == Not(In(A, [1, 2]))
+    assert parse_predicate("-A ** 2 + abs(B) > 2.5", names) == (
+        -(A ** 2) + Call("abs", (B,)) > 2.5)
+    assert parse_predicate("s == 'x'", names) == eq(Param("s"), Str("x"))
+    assert (A / 4).evaluate({"A": 2}) == 0.5 and (A ** -1).evaluate({"A": 2}) == 0.5
+    with pytest.raises(ValueError):
+        (A ** 0.5).evaluate({"A": -4})  # not a complex number
+    with pytest.raises(ConstraintTypeError, match="Z3"):
+        to_z3(A / 2 > 1, {"A": z3.Int("A")})
+    with pytest.raises(ConstraintTypeError):
+        Str("x") + 1
+
+
+def test_a_deciding_constant_folds_only_after_parts_that_cannot_raise():
+    assert Or(eq(A, 1), TRUE) is TRUE and And(eq(A // 3, 1), FALSE) is FALSE
+    kept = Or(eq(A // B, 1), TRUE)  # Python raises at B == 0: the constant cannot decide
+    assert isinstance(kept, Or) and kept.parts == (eq(A // B, 1), TRUE)
+    assert Or(TRUE, eq(A // B, 1)) is TRUE  # Python never evaluates the division
+    assert isinstance(And(A ** 2 > 1, FALSE), And)
+    assert isinstance(Implies(eq(A % B, 0), TRUE), Implies)
+    assert BinOp("//", 1, 0) != Const(0) and isinstance(BinOp("//", A, 0), BinOp)
 
 
 def test_repr_round_trips():
@@ -144,7 +185,7 @@ def test_errors():
     with pytest.raises(TypeError):
         Const(True)
     with pytest.raises(TypeError):
-        A + 1.5
+        A + "x"
     with pytest.raises(TypeError):
         (A < 1) + 1
     with pytest.raises(TypeError):
@@ -154,13 +195,13 @@ def test_errors():
     with pytest.raises(ValueError):
         Cmp("=", A, 1)
     with pytest.raises(UnknownParameterError, match="B"):
-        eq(A, B).compile(("A",))
+        compile_predicate(eq(A, B), ("A",))
     with pytest.raises(InvalidAssignmentError, match="B"):
         eq(A, B).evaluate({"A": 1})
     with pytest.raises(UnknownParameterError):
         to_z3(eq(A, B), {"A": z3.Int("A")})
     with pytest.raises(TypeError):
-        In(A, [1, "x"])
+        In(A, [1, None])
 
 
 # --- evaluation and compilers ---------------------------------------------------------------
@@ -180,12 +221,12 @@ def test_evaluate_examples():
 
 def test_compile_is_cached_and_positional():
     p = Or(A // 10 < 1, ne(A, B))
-    f = p.compile(("B", "A"))
-    assert f is p.compile(("B", "A"))
+    f = compile_predicate(p, ("B", "A"))
+    assert f is compile_predicate(p, ("B", "A"))
     assert f(20, 20) is False and f(21, 20) is True and f(20, 1) is True
-    assert TRUE.compile(())() is True
+    assert compile_predicate(TRUE, ())() is True
     weird = Param("map-A.0")  # not an identifier: fine, arguments are renamed
-    assert (weird < 3).compile(("map-A.0",))(2) is True
+    assert compile_predicate(weird < 3, ("map-A.0",))(2) is True
 
 
 def _terms(names, divisors):
@@ -195,6 +236,10 @@ def _terms(names, divisors):
         return st.one_of(
             st.builds(BinOp, st.sampled_from(["+", "-", "*"]), children, children),
             st.builds(BinOp, st.sampled_from(["//", "%"]), children, divisors(children)),
+            children.map(Neg),
+            st.builds(lambda f, a, b: Call(f, (a, b)), st.sampled_from(["min", "max"]),
+                      children, children),
+            children.map(lambda t: Call("abs", (t,))),
         )
 
     return st.recursive(leaves, extend, max_leaves=5)
@@ -258,7 +303,7 @@ def test_predicates_agree_across_compilers(p, assignment):
     assert isinstance(value, bool)
     assert _z3_value(p, assignment) is value
     assert eval(p.to_python(), {}, dict(assignment)) is value  # noqa: S307
-    assert p.compile(NAMES)(*(assignment[n] for n in NAMES)) is value
-    assert p.compile(NAMES[::-1])(*(assignment[n] for n in NAMES[::-1])) is value
+    assert compile_predicate(p, NAMES)(*(assignment[n] for n in NAMES)) is value
+    assert compile_predicate(p, NAMES[::-1])(*(assignment[n] for n in NAMES[::-1])) is value
     assert And(*conjuncts(p)).evaluate(assignment) is value
     assert p.params() <= set(NAMES)

@@ -414,23 +414,41 @@ def test_error_invalid_configuration(dedisp: SearchSpace) -> None:
 
 
 def test_typed_predicates_and_strings_are_the_same_restrictions() -> None:
-    """A predicate built as data and the user's string parsed are the same object, and give
-    the same space; the built one keeps its origin and prints as its text."""
-    from constraints.predicates import Arith, Compare, Name, Num, parse_predicate
+    """A predicate built as data (the mapping rules' language, ``constraints.expr``) and the
+    user's string parsed are the same object, and give the same space; the built one keeps
+    its origin and prints as its Python text."""
+    from constraints.expr import Cmp, Param
+    from constraints.predicates import parse_predicate
 
-    built = Compare((Arith("*", (Name("x"), Name("y"))), Num(64)), ("<=",))
+    x, y = Param("x"), Param("y")
+    built = x * y <= 64
     assert parse_predicate("x * y <= 64", ["x", "y"]) == built
-    assert str(built) == "(x * y) <= 64"
+    assert built.to_python() == "x * y <= 64"
     params = {"x": range(1, 20), "y": range(1, 20)}
     typed = SearchSpace(params, [built], origins={0: "split at node 3"})
     text = SearchSpace(params, ["x * y <= 64"])
     assert typed.to_dicts() == text.to_dicts() and typed.count() == text.count()
     (r,) = typed.restrictions
-    assert r.predicate == built and r.origin == "split at node 3" and r.source == str(built)
-    assert "(x * y) <= 64" in typed.describe()
+    assert r.predicate == built and r.origin == "split at node 3" and r.source == "x * y <= 64"
+    assert "x * y <= 64" in typed.describe()
     with pytest.raises(UnknownNameError, match="'y'"):
         SearchSpace({"x": [1]}, [built])
     with pytest.raises(NotAPredicateError):
-        SearchSpace(params, [Arith("+", (Name("x"), Num(1)))])
+        SearchSpace(params, [x + 1])
     with pytest.raises(TypeError):
-        Compare((Compare((Name("x"), Num(1)), ("<",)), Num(1)), ("==",))  # a truth value
+        Cmp("==", Cmp("<", x, 1), 1)  # a truth value is not a term
+
+
+def test_a_constant_never_hides_an_error() -> None:
+    """Python raises for ``a // b`` at b == 0, so ``a // b > 1 or 1 < 2`` is false there (a
+    raising restriction is false): folding ``or True`` must not make it true, in the scalar
+    form, the vectorised form and the count."""
+    source = "a // b > 1 or 1 < 2"
+    space = SearchSpace({"a": [0, 1, 2, 3], "b": [0, 1, 2]}, [source])
+    expected = {(a, b) for a in range(4) for b in range(3) if holds(source, {"a": a, "b": b})}
+    assert expected == {(a, b) for a in range(4) for b in (1, 2)}
+    assert {(c["a"], c["b"]) for c in space} == expected and space.count() == len(expected)
+    (r,) = space.restrictions
+    assert r({"a": 1, "b": 0}) is False and r({"a": 1, "b": 1}) is True
+    # where nothing before it can raise, the constant decides
+    assert SearchSpace({"a": [0, 1], "b": [0, 1]}, ["a + b > 1 or 1 < 2"]).count() == 4

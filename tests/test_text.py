@@ -37,6 +37,7 @@ from constraints.expr import (
     ne,
 )
 from constraints.model import Constraint, Model, Parameter
+from constraints.scalar import compile_predicate
 from ir.syntax import parse_file
 from mapper.api import check_mapping, problem
 from mapper.encoding import CODES
@@ -103,7 +104,7 @@ def _order(*ps: Pred) -> list[str]:
 
 def _table(p: Pred, names: tuple[str, ...], doms: Doms) -> list[bool]:
     """``p``'s value on every assignment of codes to ``names`` (in product order)."""
-    fn = p.compile(names)
+    fn = compile_predicate(p, names)
     return [fn(*vs) for vs in itertools.product(*(doms.get(x, CODES) for x in names))]
 
 

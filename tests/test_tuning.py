@@ -86,9 +86,9 @@ def test_guarded_translation():
 
     rel = ((Var("n") - Var("k")) / Var("s") + 1).ge(2)
     pred = to_predicate(rel)
-    src = str(pred)
-    # the text the restriction strings of the spaces always had
-    assert src == "s != 0 and ((-k) + n) % s == 0 and ((((-k) + n) // s) + 1) >= 2", src
+    src = pred.to_python()
+    # the guards first, then the relation, as Python source with the fewest parentheses
+    assert src == "s != 0 and ((-k) + n) % s == 0 and ((-k) + n) // s + 1 >= 2", src
     from constraints.space import SearchSpace
 
     sp = SearchSpace({"n": range(0, 9), "k": [3], "s": range(0, 4)}, [pred])

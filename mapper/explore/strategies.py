@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from constraints.scalar import compile_predicate
 from ir.errors import LiftmapError
 from mapper.encoding import MapCodes
 from mapper.tuning import JointSpace
@@ -230,7 +231,7 @@ class RandomAssignment(Strategy):
     def candidates(self) -> Iterator[Candidate]:
         p = self.joint.problem
         doms = [(m, p.model.param(m).domain) for m in p.labels]
-        checks = [(c.predicate.compile(tuple(sorted(c.params))), tuple(sorted(c.params)))
+        checks = [(compile_predicate(c.predicate, tuple(sorted(c.params))), tuple(sorted(c.params)))
                   for c in p.constraints]
         labels = [m for m, _ in doms]
         memo: dict[tuple, bool] = {}  # validity of assignments drawn before (bounded)
