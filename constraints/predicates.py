@@ -24,33 +24,12 @@ import difflib
 import numbers
 from collections.abc import Mapping, Sequence
 
+import constraints.expr as ex
 from constraints.errors import (
     ConstraintTypeError,
     NotAPredicateError,
     RestrictionSyntaxError,
     UnknownNameError,
-)
-from constraints.expr import (
-    FALSE,
-    NUMBER,
-    TEXT,
-    TRUE,
-    TRUTH,
-    And,
-    BinOp,
-    BoolConst,
-    Call,
-    Cmp,
-    Const,
-    In,
-    Neg,
-    Node,
-    Not,
-    Or,
-    Param,
-    Pred,
-    Str,
-    Term,
 )
 
 __all__ = [
@@ -69,6 +48,7 @@ __all__ = [
     "value_kinds",
 ]
 
+NUMBER, TRUTH, TEXT = ex.NUMBER, ex.TRUTH, ex.TEXT
 FLAG, STRING, MIXED = "flag", "string", "mixed"
 """Value kinds of parameters besides ``NUMBER`` (:func:`value_kind`): numbers that are all
 ``True``/``False`` or ``0``/``1``, strings, anything else (mixed types)."""
@@ -77,9 +57,9 @@ ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-def conjunction(parts: Sequence[Pred]) -> Pred:
+def conjunction(parts: Sequence[ex.Pred]) -> ex.Pred:
     """``parts[0] and parts[1] ...`` (:class:`~constraints.expr.And`); TRUE for none."""
-    return And(*parts)
+    return ex.And(*parts)
 
 
 # ----------------------------------------------------------------------------- parsing text
@@ -163,35 +143,35 @@ class _Parser:
         self.source = source
         self.kinds = dict(kinds or {})
 
-    def convert(self, node: ast.AST) -> Node:
+    def convert(self, node: ast.AST) -> ex.Node:
         src = self.source
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool):
-                return TRUE if node.value else FALSE
+                return ex.TRUE if node.value else ex.FALSE
             if isinstance(node.value, (int, float)):
-                return Const(node.value)
+                return ex.Const(node.value)
             if isinstance(node.value, str):
-                return Str(node.value)
+                return ex.Str(node.value)
             raise _syntax(src, node, f"unsupported literal {node.value!r}")
         if isinstance(node, ast.Name):
-            return Param(node.id)
+            return ex.Param(node.id)
         if isinstance(node, ast.BinOp):
             if type(node.op) not in _BINOPS:
                 raise _syntax(src, node, f"unsupported operator {type(node.op).__name__}")
             left = self.number(node.left, "operand of an arithmetic operator")
             right = self.number(node.right, "operand of an arithmetic operator")
-            return BinOp(_BINOPS[type(node.op)], left, right)
+            return ex.BinOp(_BINOPS[type(node.op)], left, right)
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.Not):
-                return Not(self.truth(node.operand, "operand of 'not'"))
+                return ex.Not(self.truth(node.operand, "operand of 'not'"))
             if isinstance(node.op, (ast.USub, ast.UAdd)):
                 operand = self.number(node.operand, "operand of a sign")
-                return Neg(operand) if isinstance(node.op, ast.USub) else operand
+                return ex.Neg(operand) if isinstance(node.op, ast.USub) else operand
             raise _syntax(src, node, f"unsupported operator {type(node.op).__name__}")
         if isinstance(node, ast.BoolOp):
             word = "and" if isinstance(node.op, ast.And) else "or"
             values = [self.truth(v, f"operand of '{word}'") for v in node.values]
-            return And(*values) if word == "and" else Or(*values)
+            return ex.And(*values) if word == "and" else ex.Or(*values)
         if isinstance(node, ast.Compare):
             if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
                 return self.member(node)
@@ -211,7 +191,7 @@ class _Parser:
                         f"raises TypeError); compare strings with '==', '!=' or 'in'",
                     )
             # chained as Python chains: a < b < c is a < b and b < c
-            return And(*(Cmp(op, a, b)
+            return ex.And(*(ex.Cmp(op, a, b)
                          for op, a, b in zip(ops, operands, operands[1:], strict=False)))
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
@@ -226,10 +206,10 @@ class _Parser:
             if any(isinstance(a, ast.Starred) for a in node.args):
                 raise _syntax(src, node, "unsupported syntax Starred")
             args = [self.number(a, f"argument of {node.func.id}()") for a in node.args]
-            return Call(node.func.id, args)
+            return ex.Call(node.func.id, args)
         raise _syntax(src, node, f"unsupported syntax {type(node).__name__}")
 
-    def member(self, node: ast.Compare) -> Pred:
+    def member(self, node: ast.Compare) -> ex.Pred:
         """``x in [literals]`` or ``x not in [literals]`` (one operator, no chain)."""
         if len(node.ops) != 1:
             raise _syntax(
@@ -248,54 +228,54 @@ class _Parser:
         values: list[int | float | str] = []
         for elt in listed.elts:
             got = self.convert(elt) if not isinstance(elt, ast.Starred) else None
-            if isinstance(got, (Const, Str, BoolConst)):
+            if isinstance(got, (ex.Const, ex.Str, ex.BoolConst)):
                 values.append(got.value)
             else:
                 raise _syntax(
                     self.source, elt, "'in' takes a list of number, string or boolean literals"
                 )
         operand = self.value(node.left, "operand of 'in'")
-        inside = In(operand, values)
-        return Not(inside) if negated else inside
+        inside = ex.In(operand, values)
+        return ex.Not(inside) if negated else inside
 
-    def kind_of(self, e: Node) -> str:
+    def kind_of(self, e: ex.Node) -> str:
         """The value kind of an operand: a parameter's, ``STRING`` for a literal string,
         else ``NUMBER``."""
-        if isinstance(e, Str):
+        if isinstance(e, ex.Str):
             return STRING
-        if isinstance(e, Param):
+        if isinstance(e, ex.Param):
             return self.kinds.get(e.name, NUMBER)
         return NUMBER
 
-    def number(self, node: ast.AST, where: str) -> Term:
+    def number(self, node: ast.AST, where: str) -> ex.Term:
         """An operand that must be a number."""
         got = self.need(node, NUMBER, where)
-        assert isinstance(got, Term)  # need checked its kind
+        assert isinstance(got, ex.Term)  # need checked its kind
         return got
 
-    def truth(self, node: ast.AST, where: str) -> Pred:
+    def truth(self, node: ast.AST, where: str) -> ex.Pred:
         """An operand that must be a truth value."""
         got = self.need(node, TRUTH, where)
-        assert isinstance(got, Pred)  # need checked its kind
+        assert isinstance(got, ex.Pred)  # need checked its kind
         return got
 
-    def value(self, node: ast.AST, where: str) -> Term:
+    def value(self, node: ast.AST, where: str) -> ex.Term:
         """An operand of a comparison: a number or a string (a literal or a parameter)."""
         got = self.convert(node)
-        if isinstance(got, Term):  # a number or a string
+        if isinstance(got, ex.Term):  # a number or a string
             return got
-        if isinstance(got, BoolConst):  # True == 1, as in Python
-            return Const(int(got.value))
+        if isinstance(got, ex.BoolConst):  # True == 1, as in Python
+            return ex.Const(int(got.value))
         self.need(node, NUMBER, where, got)  # raises: a truth value is not an operand
         raise AssertionError("need() accepted a truth value as a number")
 
     def need(
-        self, node: ast.AST, kind: str, where: str, got: Node | None = None
-    ) -> Node:
+        self, node: ast.AST, kind: str, where: str, got: ex.Node | None = None
+    ) -> ex.Node:
         got = self.convert(node) if got is None else got
         text = ast.get_source_segment(self.source, node) or ast.unparse(node)
         col = getattr(node, "col_offset", 0) + 1
-        if kind == NUMBER and isinstance(got, Param):
+        if kind == NUMBER and isinstance(got, ex.Param):
             k = self.kinds.get(got.name, NUMBER)
             if k in (STRING, MIXED):
                 values = "strings" if k == STRING else "values of several types"
@@ -307,13 +287,13 @@ class _Parser:
                 )
         if got.kind == kind:
             return got
-        if kind == TRUTH and isinstance(got, Param) and self.kinds.get(got.name) == FLAG:
-            return Cmp("!=", got, 0)  # its truth value, as in Python
-        if kind == NUMBER and isinstance(got, BoolConst):
-            return Const(int(got.value))  # True + 1 == 2, as in Python
+        if kind == TRUTH and isinstance(got, ex.Param) and self.kinds.get(got.name) == FLAG:
+            return ex.Cmp("!=", got, 0)  # its truth value, as in Python
+        if kind == NUMBER and isinstance(got, ex.BoolConst):
+            return ex.Const(int(got.value))  # True + 1 == 2, as in Python
         if kind == TRUTH:
             flags = ""
-            if isinstance(got, Param) and got.name in self.kinds:
+            if isinstance(got, ex.Param) and got.name in self.kinds:
                 flags = (
                     " (a parameter stands as a truth value only when it takes just True/False "
                     "or 0/1)"
@@ -348,7 +328,7 @@ def normalise(source: str) -> str:
 
 def parse_predicate(
     source: str, known: Sequence[str], kinds: Mapping[str, str] | None = None
-) -> Pred:
+) -> ex.Pred:
     """Parse a restriction string (see :func:`normalise`) over the parameters ``known``;
     ``kinds`` (:func:`value_kinds`) type-check string parameters and let flags stand as
     truth values.
@@ -373,9 +353,9 @@ def parse_predicate(
         ) from None
     expr = _Parser(text, kinds).convert(tree.body)  # whitelist first: 'a.b' is a syntax error
     _check_names(text, tree.body, known)
-    if isinstance(expr, Param) and kinds and kinds.get(expr.name) == FLAG:
-        return Cmp("!=", expr, 0)  # a flag on its own: its truth value
-    if not isinstance(expr, Pred):
+    if isinstance(expr, ex.Param) and kinds and kinds.get(expr.name) == FLAG:
+        return ex.Cmp("!=", expr, 0)  # a flag on its own: its truth value
+    if not isinstance(expr, ex.Pred):
         raise NotAPredicateError(
             f"restriction {text!r} is not a predicate: it computes a {expr.kind}; "
             f"write a comparison, e.g. '{text} > 0' or '{text} == 0'"

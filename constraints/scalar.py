@@ -15,26 +15,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import constraints.expr as ex
 from constraints.errors import DuplicateNameError, UnknownParameterError
-from constraints.expr import (
-    FUNCTIONS,
-    And,
-    BinOp,
-    BoolConst,
-    Call,
-    Cmp,
-    Const,
-    Implies,
-    In,
-    Neg,
-    Node,
-    Not,
-    Or,
-    Param,
-    Pred,
-    Str,
-    python_pow,
-)
 
 __all__ = ["compile_scalar", "compile_predicate"]
 
@@ -63,55 +45,55 @@ class _ToAst:
     def __init__(self, index: dict[str, int]) -> None:
         self.index = index
 
-    def __call__(self, e: Node) -> ast.expr:
+    def __call__(self, e: ex.Node) -> ast.expr:
         method: Callable[[Any], ast.expr] = getattr(self, "_" + type(e).__name__)
         return method(e)
 
-    def _Param(self, e: Param) -> ast.expr:  # noqa: N802 - named after the node class
+    def _Param(self, e: ex.Param) -> ast.expr:  # noqa: N802 - named after the node class
         return ast.Name(f"_p{self.index[e.name]}", ast.Load())
 
-    def _Const(self, e: Const) -> ast.expr:  # noqa: N802
+    def _Const(self, e: ex.Const) -> ast.expr:  # noqa: N802
         return ast.Constant(e.value)
 
-    def _Str(self, e: Str) -> ast.expr:  # noqa: N802
+    def _Str(self, e: ex.Str) -> ast.expr:  # noqa: N802
         return ast.Constant(e.value)
 
-    def _BoolConst(self, e: BoolConst) -> ast.expr:  # noqa: N802
+    def _BoolConst(self, e: ex.BoolConst) -> ast.expr:  # noqa: N802
         return ast.Constant(e.value)
 
-    def _BinOp(self, e: BinOp) -> ast.expr:  # noqa: N802
+    def _BinOp(self, e: ex.BinOp) -> ast.expr:  # noqa: N802
         left, right = self(e.left), self(e.right)
         if e.op == "**":
             return ast.Call(ast.Name("_pow", ast.Load()), [left, right], [])
         return ast.BinOp(left, _AST_ARITH[e.op](), right)
 
-    def _Neg(self, e: Neg) -> ast.expr:  # noqa: N802
+    def _Neg(self, e: ex.Neg) -> ast.expr:  # noqa: N802
         return ast.UnaryOp(ast.USub(), self(e.operand))
 
-    def _Call(self, e: Call) -> ast.expr:  # noqa: N802
+    def _Call(self, e: ex.Call) -> ast.expr:  # noqa: N802
         return ast.Call(ast.Name(e.fn, ast.Load()), [self(a) for a in e.args], [])
 
-    def _Cmp(self, e: Cmp) -> ast.expr:  # noqa: N802
+    def _Cmp(self, e: ex.Cmp) -> ast.expr:  # noqa: N802
         return ast.Compare(self(e.left), [_AST_CMP[e.op]()], [self(e.right)])
 
-    def _In(self, e: In) -> ast.expr:  # noqa: N802
+    def _In(self, e: ex.In) -> ast.expr:  # noqa: N802
         listed = ast.Tuple([ast.Constant(v) for v in e.values], ast.Load())
         return ast.Compare(self(e.term), [ast.In()], [listed])
 
-    def _And(self, e: And) -> ast.expr:  # noqa: N802
+    def _And(self, e: ex.And) -> ast.expr:  # noqa: N802
         return ast.BoolOp(ast.And(), [self(p) for p in e.parts])
 
-    def _Or(self, e: Or) -> ast.expr:  # noqa: N802
+    def _Or(self, e: ex.Or) -> ast.expr:  # noqa: N802
         return ast.BoolOp(ast.Or(), [self(p) for p in e.parts])
 
-    def _Not(self, e: Not) -> ast.expr:  # noqa: N802
+    def _Not(self, e: ex.Not) -> ast.expr:  # noqa: N802
         return ast.UnaryOp(ast.Not(), self(e.arg))
 
-    def _Implies(self, e: Implies) -> ast.expr:  # noqa: N802
+    def _Implies(self, e: ex.Implies) -> ast.expr:  # noqa: N802
         return ast.BoolOp(ast.Or(), [ast.UnaryOp(ast.Not(), self(e.lhs)), self(e.rhs)])
 
 
-def compile_scalar(node: Node, params: Sequence[str], label: str) -> Callable[..., Any]:
+def compile_scalar(node: ex.Node, params: Sequence[str], label: str) -> Callable[..., Any]:
     """A Python function of the parameters' values (positional, in ``params`` order) that
     evaluates ``node``; it raises what Python raises. ``label`` names the compiled code in
     tracebacks. Every parameter of ``node`` must be in ``params``."""
@@ -129,11 +111,11 @@ def compile_scalar(node: Node, params: Sequence[str], label: str) -> Callable[..
         )
     )
     ast.fix_missing_locations(lam)
-    env = {"__builtins__": {}, **FUNCTIONS, "_pow": python_pow}
+    env = {"__builtins__": {}, **ex.FUNCTIONS, "_pow": ex.python_pow}
     return eval(compile(lam, f"<{label}>", "eval"), env)  # noqa: S307 - compiled from our AST
 
 
-def compile_predicate(pred: Pred, names: Sequence[str]) -> Callable[..., bool]:
+def compile_predicate(pred: ex.Pred, names: Sequence[str]) -> Callable[..., bool]:
     """A function of ``len(names)`` positional values (in `names` order) returning
     ``pred``'s truth value; compiled once per (predicate, names)."""
     names = tuple(names)
@@ -149,5 +131,5 @@ def compile_predicate(pred: Pred, names: Sequence[str]) -> Callable[..., bool]:
 
 
 @functools.lru_cache(maxsize=16384)
-def _compiled(pred: Pred, names: tuple[str, ...]) -> Callable[..., bool]:
+def _compiled(pred: ex.Pred, names: tuple[str, ...]) -> Callable[..., bool]:
     return compile_scalar(pred, names, f"predicate {pred}")

@@ -22,24 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from constraints.expr import (
-    COMPARISONS,
-    And,
-    BinOp,
-    BoolConst,
-    Call,
-    Cmp,
-    Const,
-    Implies,
-    In,
-    Neg,
-    Node,
-    Not,
-    Or,
-    Param,
-    Pred,
-    Str,
-)
+import constraints.expr as ex
 
 __all__ = ["compile_vector"]
 
@@ -107,7 +90,7 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
     ">": np.greater,
     ">=": np.greater_equal,
 }
-_PYCMP: dict[str, Callable[[Any, Any], Any]] = COMPARISONS  # the scalar comparisons
+_PYCMP: dict[str, Callable[[Any, Any], Any]] = ex.COMPARISONS  # the scalar comparisons
 
 
 def _is_object(x: Any) -> bool:
@@ -190,7 +173,7 @@ class _Builder:
     def __init__(self, index: dict[str, int]) -> None:
         self.index = index
 
-    def __call__(self, e: Node) -> Closure:
+    def __call__(self, e: ex.Node) -> Closure:
         method: Callable[[Any], Closure] = getattr(self, "_" + type(e).__name__)
         return method(e)
 
@@ -198,20 +181,20 @@ class _Builder:
         c = _const(value)
         return lambda cols: (c, None)
 
-    def _Const(self, e: Const) -> Closure:  # noqa: N802 - named after the node class
+    def _Const(self, e: ex.Const) -> Closure:  # noqa: N802 - named after the node class
         return self._constant(e.value)
 
-    def _Str(self, e: Str) -> Closure:  # noqa: N802
+    def _Str(self, e: ex.Str) -> Closure:  # noqa: N802
         return self._constant(e.value)
 
-    def _BoolConst(self, e: BoolConst) -> Closure:  # noqa: N802
+    def _BoolConst(self, e: ex.BoolConst) -> Closure:  # noqa: N802
         return self._constant(e.value)
 
-    def _Param(self, e: Param) -> Closure:  # noqa: N802
+    def _Param(self, e: ex.Param) -> Closure:  # noqa: N802
         i = self.index[e.name]
         return lambda cols: (cols[i], None)
 
-    def _In(self, e: In) -> Closure:  # noqa: N802
+    def _In(self, e: ex.In) -> Closure:  # noqa: N802
         f = self(e.term)
         values = e.values
 
@@ -224,10 +207,10 @@ class _Builder:
 
         return _member
 
-    def _Not(self, e: Not) -> Closure:  # noqa: N802
+    def _Not(self, e: ex.Not) -> Closure:  # noqa: N802
         return _not(self(e.arg))
 
-    def _Neg(self, e: Neg) -> Closure:  # noqa: N802
+    def _Neg(self, e: ex.Neg) -> Closure:  # noqa: N802
         f = self(e.operand)
 
         def _neg(cols: tuple) -> tuple[Any, Any]:
@@ -236,10 +219,10 @@ class _Builder:
 
         return _neg
 
-    def _BinOp(self, e: BinOp) -> Closure:  # noqa: N802
+    def _BinOp(self, e: ex.BinOp) -> Closure:  # noqa: N802
         return _binary(e.op, self(e.left), self(e.right), e.right)
 
-    def _Call(self, e: Call) -> Closure:  # noqa: N802
+    def _Call(self, e: ex.Call) -> Closure:  # noqa: N802
         fs = [self(a) for a in e.args]
         fn = _FUNCS[e.fn]
 
@@ -252,7 +235,7 @@ class _Builder:
 
         return _call
 
-    def _Cmp(self, e: Cmp) -> Closure:  # noqa: N802
+    def _Cmp(self, e: ex.Cmp) -> Closure:  # noqa: N802
         lf, rf, op = self(e.left), self(e.right), e.op
 
         def _cmp(cols: tuple) -> tuple[Any, Any]:
@@ -263,17 +246,17 @@ class _Builder:
 
         return _cmp
 
-    def _And(self, e: And) -> Closure:  # noqa: N802
+    def _And(self, e: ex.And) -> Closure:  # noqa: N802
         return _and([self(p) for p in e.parts])
 
-    def _Or(self, e: Or) -> Closure:  # noqa: N802
+    def _Or(self, e: ex.Or) -> Closure:  # noqa: N802
         return _or([self(p) for p in e.parts])
 
-    def _Implies(self, e: Implies) -> Closure:  # noqa: N802
+    def _Implies(self, e: ex.Implies) -> Closure:  # noqa: N802
         return _or([_not(self(e.lhs)), self(e.rhs)])
 
 
-def _binary(op: str, lf: Closure, rf: Closure, right: Node) -> Closure:
+def _binary(op: str, lf: Closure, rf: Closure, right: ex.Node) -> Closure:
     if op == "**":
 
         def _pow(cols: tuple) -> tuple[Any, Any]:
@@ -284,7 +267,7 @@ def _binary(op: str, lf: Closure, rf: Closure, right: Node) -> Closure:
         return _pow
     fn = _ARITH[op]
     divides = op in ("/", "//", "%")
-    const_rhs = isinstance(right, Const) and right.value != 0
+    const_rhs = isinstance(right, ex.Const) and right.value != 0
 
     def _bin(cols: tuple) -> tuple[Any, Any]:
         (a, ea), (b, eb) = lf(cols), rf(cols)
@@ -296,7 +279,7 @@ def _binary(op: str, lf: Closure, rf: Closure, right: Node) -> Closure:
     return _bin
 
 
-def compile_vector(pred: Pred, params: Sequence[str]) -> Callable[..., np.ndarray]:
+def compile_vector(pred: ex.Pred, params: Sequence[str]) -> Callable[..., np.ndarray]:
     """``vector(*columns) -> bool array`` (broadcast to the first column's shape): the
     predicate on rows of parameter values, false where evaluating it would raise."""
     body = _Builder({n: i for i, n in enumerate(params)})(pred)
