@@ -12,27 +12,12 @@ from collections.abc import Iterator, Mapping
 
 import z3
 
+import constraints.expr as ex
 from constraints.errors import (
     ConstraintError,
     ConstraintTypeError,
     UnknownParameterError,
     UnsatisfiableError,
-)
-from constraints.expr import (
-    COMPARISONS,
-    And,
-    BinOp,
-    BoolConst,
-    Call,
-    Cmp,
-    Const,
-    Implies,
-    In,
-    Neg,
-    Node,
-    Not,
-    Or,
-    Param,
 )
 from constraints.model import Constraint, Model
 
@@ -46,7 +31,7 @@ __all__ = [
     "to_z3",
 ]
 
-def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
+def to_z3(node: ex.Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
     """Z3 expression of a term or predicate, with each parameter replaced by ``vars[name]``
     (a Z3 Int).
 
@@ -54,16 +39,16 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
     positive constant; any other divisor is rewritten so that every non-zero divisor agrees
     with Python (``a // b == (-a) // (-b)``). Z3 takes the language's integer part: a float,
     a string, true division or ``**`` raise :class:`ConstraintTypeError`."""
-    if isinstance(node, Param):
+    if isinstance(node, ex.Param):
         try:
             return vars[node.name]
         except KeyError:
             raise UnknownParameterError(f"no Z3 variable for parameter {node.name!r}") from None
-    if isinstance(node, Const) and isinstance(node.value, int):
+    if isinstance(node, ex.Const) and isinstance(node.value, int):
         return z3.IntVal(node.value)
-    if isinstance(node, Neg):
+    if isinstance(node, ex.Neg):
         return -to_z3(node.operand, vars)
-    if isinstance(node, Call):
+    if isinstance(node, ex.Call):
         args = [to_z3(a, vars) for a in node.args]
         if node.fn == "abs":
             return z3.If(args[0] >= 0, args[0], -args[0])
@@ -71,7 +56,7 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
         for x in args[1:]:
             out = z3.If(x < out, x, out) if node.fn == "min" else z3.If(x > out, x, out)
         return out
-    if isinstance(node, BinOp) and node.op not in ("/", "**"):
+    if isinstance(node, ex.BinOp) and node.op not in ("/", "**"):
         a, b = to_z3(node.left, vars), to_z3(node.right, vars)
         op = node.op
         if op == "+":
@@ -80,25 +65,25 @@ def to_z3(node: Node, vars: Mapping[str, z3.ArithRef]) -> z3.ExprRef:
             return a - b
         if op == "*":
             return a * b
-        positive = isinstance(node.right, Const) and node.right.value > 0
+        positive = isinstance(node.right, ex.Const) and node.right.value > 0
         if op == "//":
             return a / b if positive else z3.If(b > 0, a / b, (-a) / (-b))
         if positive:
             return a % b
         return a - b * z3.If(b > 0, a / b, (-a) / (-b))
-    if isinstance(node, BoolConst):
+    if isinstance(node, ex.BoolConst):
         return z3.BoolVal(node.value)
-    if isinstance(node, Cmp):
-        return COMPARISONS[node.op](to_z3(node.left, vars), to_z3(node.right, vars))
-    if isinstance(node, And):
+    if isinstance(node, ex.Cmp):
+        return ex.COMPARISONS[node.op](to_z3(node.left, vars), to_z3(node.right, vars))
+    if isinstance(node, ex.And):
         return z3.And([to_z3(p, vars) for p in node.parts])
-    if isinstance(node, Or):
+    if isinstance(node, ex.Or):
         return z3.Or([to_z3(p, vars) for p in node.parts])
-    if isinstance(node, Not):
+    if isinstance(node, ex.Not):
         return z3.Not(to_z3(node.arg, vars))
-    if isinstance(node, Implies):
+    if isinstance(node, ex.Implies):
         return z3.Implies(to_z3(node.lhs, vars), to_z3(node.rhs, vars))
-    if isinstance(node, In) and all(isinstance(v, int) for v in node.values):
+    if isinstance(node, ex.In) and all(isinstance(v, int) for v in node.values):
         t = to_z3(node.term, vars)
         if len(node.values) == 1:
             return t == node.values[0]
@@ -125,11 +110,12 @@ def _domain_constraints(model: Model, vars: Mapping[str, z3.ArithRef]) -> list[z
     return out
 
 
-def _is_linear(node: Node) -> bool:
-    if isinstance(node, BinOp):
-        if node.op == "*" and not (isinstance(node.left, Const) or isinstance(node.right, Const)):
+def _is_linear(node: ex.Node) -> bool:
+    if isinstance(node, ex.BinOp):
+        if node.op == "*" and not (isinstance(node.left, ex.Const)
+                                   or isinstance(node.right, ex.Const)):
             return False
-        if node.op in ("//", "%") and not isinstance(node.right, Const):
+        if node.op in ("//", "%") and not isinstance(node.right, ex.Const):
             return False
     return all(_is_linear(child) for child in node.children())
 
