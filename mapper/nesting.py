@@ -12,6 +12,8 @@ into or reads from that space.
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
@@ -21,7 +23,7 @@ from ir.computes import computes
 from ir.errors import LiftmapError
 from ir.memory_space import infer_space
 from ir.typecheck import TypeInfo, typecheck
-from ir.types import ArrayType
+from ir.types import shape_of
 from ir.visitor import Dispatch
 from mapper.errors import MappingError, NoMapsError
 
@@ -344,7 +346,8 @@ class _Spaces:
         chain = tuple(self.t.label_of(m) for m in maps)
         self.t.maps[chain[0]].acc_chain = chain
         t = self.t.info.map_types.get(id(maps[0]))
-        view = None if t is None or arr[1] or not _dims(t[1]) else (("split", _dims(t[1])[0]),)
+        dims = [] if t is None or arr[1] else shape_of(t[1])[0]
+        view = (("split", dims[0]),) if dims else None
         return acc_space, frozenset({chain[0]}) | arr[1], view
 
     def call_fun_decl(self, f: nodes.FunDecl, args, dest: str, env, into: bool = False):
@@ -451,7 +454,7 @@ class _Spaces:
         t = self.t.info.map_types.get(id(self.t.maps[prod].node))
         if t is None:
             return ()
-        dims = _dims(t[1])
+        dims = shape_of(t[1])[0]
         pdims = list(dims)
         for op in view:
             if op[0] == "join":
@@ -466,10 +469,10 @@ class _Spaces:
         ng = len(self.t.perfect_chain(prod))
         out = []
         for fd in range(min(nf, len(dims) - 1) + 1):
-            a = _prod(dims[:fd + 1])
+            a = functools.reduce(operator.mul, dims[:fd + 1])
             for gd in range(min(ng, len(pdims) - 1) + 1):
                 try:
-                    same = a == _prod(pdims[:gd + 1])
+                    same = a == functools.reduce(operator.mul, pdims[:gd + 1])
                 except (LiftmapError, ArithmeticError):  # sizes it cannot compare
                     same = False
                 if same:
@@ -562,20 +565,6 @@ def _rebinds(e: nodes.Node, name: str) -> bool:
                for n in nodes.walk(e))
 
 
-def _dims(t) -> list:
-    """The sizes of the array levels of ``t``, outermost first."""
-    out = []
-    while isinstance(t, ArrayType):
-        out.append(t.size)
-        t = t.elem
-    return out
-
-
-def _prod(xs):
-    out = xs[0]
-    for x in xs[1:]:
-        out = out * x
-    return out
 
 
 def _strongest(spaces: set[str]) -> str:

@@ -8,6 +8,7 @@ with a one-line description that names the maps it is about.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
@@ -16,7 +17,6 @@ from constraints.expr import FALSE, TRUE, And, Not, Or, Param, Pred, eq, ne
 from constraints.model import Constraint
 from ir import nodes
 from ir.computes import computes
-from ir.types import ArrayType
 from mapper.errors import ConfigurationError
 from mapper.nesting import MapNestingTree, _Spaces
 from mapper.text import register_rule_kinds, show_constraint
@@ -340,20 +340,6 @@ def read_chain(t: MapNestingTree, m: str) -> list[str]:
         out.append(kids[0])
 
 
-def _dims(ty) -> list:
-    out = []
-    while isinstance(ty, ArrayType):
-        out.append(ty.size)
-        ty = ty.elem
-    return out
-
-
-def _product(xs):
-    out = xs[0]
-    for x in xs[1:]:
-        out = out * x
-    return out
-
 
 def _same(a, b) -> bool:
     try:
@@ -383,11 +369,11 @@ def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]
     for f in range(len(cchain)):
         if any(x is None for x in ctrips[:f + 1]):
             break
-        a = _product(ctrips[:f + 1])
+        a = functools.reduce(operator.mul, ctrips[:f + 1])
         for g in range(len(pchain)):
             if any(x is None for x in ptrips[:g + 1]):
                 break
-            if _same(a, _product(ptrips[:g + 1])):
+            if _same(a, functools.reduce(operator.mul, ptrips[:g + 1])):
                 out.append((f, g))
     return out
 
