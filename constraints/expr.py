@@ -91,12 +91,6 @@ string ordered against a number); the restriction compilers make those rows fals
 FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs}
 
 
-def _check_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConstraintTypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
-    return int(value)
-
-
 def _check_number(value: Any, what: str) -> int | float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConstraintTypeError(

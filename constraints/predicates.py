@@ -42,7 +42,6 @@ __all__ = [
     "FUNCTIONS",
     "ARITH_OPS",
     "CMP_OPS",
-    "conjunction",
     "parse_predicate",
     "value_kind",
     "value_kinds",
@@ -57,9 +56,6 @@ ARITH_OPS = ("+", "-", "*", "/", "//", "%", "**")
 CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 
-def conjunction(parts: Sequence[ex.Pred]) -> ex.Pred:
-    """``parts[0] and parts[1] ...`` (:class:`~constraints.expr.And`); TRUE for none."""
-    return ex.And(*parts)
 
 
 # ----------------------------------------------------------------------------- parsing text
