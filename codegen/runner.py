@@ -24,7 +24,7 @@ from codegen.device import (
     build_log_of,
     check_features,
     device_limits,
-    ensure_pocl_cache_dir,
+    ensure_pocl_environment,
     select_device,
 )
 from codegen.errors import InvalidArgumentError, KernelInputError
@@ -160,7 +160,7 @@ class Runner:
     """
 
     def __init__(self, device=None, *, cache_size: int = 512):
-        ensure_pocl_cache_dir()
+        ensure_pocl_environment()
         import pyopencl as cl
 
         self.cl = cl

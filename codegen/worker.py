@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from codegen.device import ensure_pocl_cache_dir
+from codegen.device import ensure_pocl_environment
 from codegen.errors import InvalidArgumentError
 from codegen.program import CompiledProgram, Outcome
 from ir.errors import LiftmapError
@@ -360,7 +360,7 @@ class WorkerPool:
         if start_method not in ("spawn", "forkserver"):
             raise InvalidArgumentError("start_method must be spawn or forkserver (not fork: "
                                        "pyopencl contexts do not survive fork)")
-        ensure_pocl_cache_dir()  # inherited by the workers: one shared on-disk build cache
+        ensure_pocl_environment()  # inherited by the workers: shared build cache, pinned threads
         self.spec = device
         self.default_timeout_s = default_timeout_s
         self._ctx = mp.get_context(start_method)

@@ -118,6 +118,21 @@ def test_unwritable_pocl_cache_dir_is_replaced(monkeypatch, tmp_path):
     assert os.environ["POCL_CACHE_DIR"] == used
 
 
+def test_pocl_threads_are_pinned_unless_the_user_or_the_cpu_set_says_otherwise(monkeypatch):
+    from codegen import device
+
+    n = os.cpu_count() or 1
+    monkeypatch.delenv("POCL_AFFINITY", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+    assert device.pin_pocl_threads() and os.environ["POCL_AFFINITY"] == "1"
+    monkeypatch.setenv("POCL_AFFINITY", "0")  # the user's choice stands
+    assert not device.pin_pocl_threads() and os.environ["POCL_AFFINITY"] == "0"
+    monkeypatch.delenv("POCL_AFFINITY")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(1, n + 1)))
+    assert not device.pin_pocl_threads()  # thread i on core i would leave the allowed set
+    assert "POCL_AFFINITY" not in os.environ
+
+
 def test_device_limits_and_feature_errors(runner):
     lim = device_limits(runner.device)
     for key in ("max_work_group_size", "max_work_item_sizes", "local_mem_size",
