@@ -358,6 +358,26 @@ class FakePool:
         pass
 
 
+def test_the_repeats_budget_follows_the_best_kernel_time():
+    """The first candidate's timed repeats get ``run_budget_s``; once one ran ok, the
+    budget is ``cut`` x ``repeats`` x its kernel time (1 ms here), so a candidate that
+    cannot win costs one execution, not the default budget's several."""
+    budgets = []
+
+    class Recording(FakePool):
+        def evaluate_candidate(self, lower_fn, inputs, reference, **kw):
+            budgets.append(kw.get("run_budget_s"))
+            return super().evaluate_candidate(lower_fn, inputs, reference, **kw)
+
+    explore(L3, {"N": 1024}, strategy="solver", budget=3, pool=Recording(), count=False,
+            retime=0, cut=2.0, repeats=4, run_budget_s=1.0)
+    assert budgets == [1.0, pytest.approx(8e-3), pytest.approx(8e-3)]
+    budgets.clear()
+    explore(L3, {"N": 1024}, strategy="solver", budget=2, pool=Recording(), count=False,
+            retime=0, cut=None, run_budget_s=1.0)  # no cut: the fixed budget only
+    assert budgets == [1.0, 1.0]
+
+
 def test_split_search_time_heuristics_and_fusion_are_recorded(tmp_path):
     """Rows split the search into finding the mapping and choosing the tuning values;
     the store's meta and the run's options record fusion and heuristics; mappings only a

@@ -44,7 +44,10 @@ class Evaluator:
     the next ones (upload, executions, comparison; lowering and building keep
     ``timeout_s``) is limited to ``cut`` times the best candidate's run time, at least
     ``cut_min_s``: a candidate several times slower than the best is stopped inside its
-    first execution, and stored as ``timeout`` with check ``early-cut``.
+    first execution, and stored as ``timeout`` with check ``early-cut``. The timed repeats
+    are bounded by ``cut`` x ``repeats`` times the best candidate's kernel time too (within
+    ``run_budget_s``): a candidate whose first execution is ``cut`` x ``repeats`` times
+    slower than the best is timed once, one ``cut`` times slower gets fewer repeats.
     """
 
     def __init__(self, task: Task, store: ResultStore, *, run_id: str, strategy: str,
@@ -87,15 +90,24 @@ class Evaluator:
             return None
         return min(self.timeout_s, max(self.cut_min_s, self.cut * best_run_s))
 
+    def run_budget(self, best_time_s: float | None) -> float | None:
+        """The budget of the next candidate's timed repeats: ``run_budget_s``, lowered to
+        ``cut`` x ``repeats`` times the best kernel time once there is one (the repeats of a
+        candidate that cannot win are not worth their time)."""
+        if self.run_budget_s is None or not self.cut or not best_time_s:
+            return self.run_budget_s
+        return min(self.run_budget_s, self.cut * self.repeats * best_time_s)
+
     def run(self, cand: Candidate, idx: int, best_run_s: float | None = None,
-            left_s: float | None = None, cap_s: float | None = None
-            ) -> Record | None:
+            left_s: float | None = None, cap_s: float | None = None,
+            best_time_s: float | None = None) -> Record | None:
         """Evaluates ``cand`` in a worker; returns its record (not yet stored).
         ``best_run_s``: the best candidate's run time, for the early cut. ``left_s``: the
         seconds left in the run's time budget; both limits end there, and a candidate
         stopped by the end of the budget gives ``None`` (its outcome is unknown: it is not
         recorded, and a later run evaluates it). ``cap_s`` lowers ``timeout_s`` for this
-        candidate (a time budget's share: a candidate that exceeds it is a ``timeout``)."""
+        candidate (a time budget's share: a candidate that exceeds it is a ``timeout``).
+        ``best_time_s``: the best kernel time so far, for the repeats' budget."""
         t = self.task
         run_limit = self.run_limit(best_run_s)
         timeout = self.timeout_s if cap_s is None else min(self.timeout_s, cap_s)
@@ -110,7 +122,7 @@ class Evaluator:
         o: Outcome = self.pool.evaluate_candidate(
             t.lower_fn(cand.mapping, cand.tuning), t.inputs, t.reference,
             timeout_s=timeout, repeats=self.repeats, flops=t.flops,
-            run_budget_s=self.run_budget_s, **kw, **t.tolerance)
+            run_budget_s=self.run_budget(best_time_s), **kw, **t.tolerance)
         wall = time.perf_counter() - t0
         if o.status == "timeout":
             if clipped:

@@ -208,7 +208,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     the budget is not recorded); one candidate may take a twentieth of it (at least 5 s,
     at most ``timeout_s``).
     ``run_budget_s``: a candidate's timed repeats stop after about this long (judged by its
-    first execution; at least one is timed): slow candidates cost one or two executions.
+    first execution; at least one is timed), and after ``cut`` x ``repeats`` times the best
+    kernel time so far: slow candidates cost one or two executions.
     ``workers``: candidates lowered and built in parallel worker processes (their timed
     runs still take turns on the device).
     ``ray``: evaluate on a Ray cluster (``mapper.explore.ray_pool.RayPool``): its address
@@ -431,6 +432,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                 best = res.best
                 idx = res.considered + len(pending)
                 best_s = best.run_s if best and best.run_s else None
+                best_t = best.time_s if best and best.time_s else None
                 if known_best_s is not None:
                     best_s = known_best_s if best_s is None else min(best_s, known_best_s)
                 left = None if bud.seconds is None else \
@@ -438,7 +440,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     - time.perf_counter()
                 if ex is None:
                     t_wait = time.perf_counter()
-                    rec = evaluator.run(cand, idx, best_s, left, cap)
+                    rec = evaluator.run(cand, idx, best_s, left, cap, best_t)
                     res.wait_s += time.perf_counter() - t_wait
                     if interrupted.is_set():  # the worker got the Ctrl-C too: not its outcome
                         raise KeyboardInterrupt
@@ -447,7 +449,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                         break
                     record(cand, key, rec, False)
                 else:
-                    pending[ex.submit(evaluator.run, cand, idx, best_s, left, cap)] = \
+                    pending[ex.submit(evaluator.run, cand, idx, best_s, left, cap, best_t)] = \
                         (cand, key)
             if not pending:
                 res.stopped_by = stop or strat.stopped_by or "exhausted"
