@@ -61,3 +61,33 @@ def test_pytorch_gets_the_layers_own_weights_whatever_the_variant(monkeypatch):
                                                 f"{json.dumps(cfg)}"}, args)
     assert "error" not in out, out.get("error")
     assert seen == [((6, 6, 3), (8, 3, 3, 3))]
+
+
+def test_time_to_90_percent_counts_every_variant_of_the_run(tmp_path):
+    """A shape's run measured from its start: the chosen variant's records alone, and
+    every record of its stores (probes and contests of the other variant included) from
+    the start on; a record stored before the start belongs to another run."""
+    from experiments.bench_search import _run_records, progress
+    from mapper.encoding import MapCodes
+    from mapper.explore.record import Record
+    from mapper.explore.store import ResultStore
+
+    def rec(key, gflops, created, status="ok"):
+        return Record(key=key, run_id="r", strategy="model", seed=0, idx=0,
+                      mapping=MapCodes({"A": 20}), tuning={"s": 1}, status=status,
+                      gflops=gflops, time_s=1.0, created=created)
+
+    window, kernels = str(tmp_path / "w.sqlite"), str(tmp_path / "w.kernels.sqlite")
+    with ResultStore(window) as st:
+        for r in (rec("w0", 50.0, 90.0), rec("w1", 80.0, 140.0), rec("w2", 100.0, 300.0)):
+            st.add(r)
+    with ResultStore(kernels) as st:
+        for r in (rec("old", 500.0, 10.0), rec("k0", 95.0, 110.0),
+                  rec("k1", 0.0, 120.0, "timeout")):
+            st.add(r)
+    every = sorted(_run_records([window, kernels, None], 100.0), key=lambda r: r.created)
+    assert [r.key for r in every] == ["k0", "k1", "w1", "w2"]
+    assert progress(every, 100.0, 100.0, 0.9) == (1, 10.0)  # k0 at 110 s: 95 >= 90
+    assert progress(every, 100.0, 100.0, 0.99) == (4, 200.0)
+    assert progress(every, 100.0, 1000.0, 0.9) == (-1, pytest.approx(float("nan"),
+                                                                    nan_ok=True))
