@@ -1,12 +1,15 @@
 """Rebuilds a knowledge file (``mapper/explore/knowledge/*.jsonl``) from results stores.
 
     python -m experiments.build_knowledge results/search/*.sqlite [--out FILE.jsonl] [--append]
+        [--tag-device NAME]
 
 Every ``ok`` and early-cut candidate of each store becomes one row (see
-``mapper.explore.knowledge``); the ``model`` strategy transfers them to explorations of the
-same program at other sizes. ``--append`` keeps the rows the file has and adds those it
-lacks (the same program, sizes, mapping and tuning count once). Prints the rows and stores
-read.
+``mapper.explore.knowledge``), tagged with the name of the device the store was measured
+on; the ``model`` strategy transfers them to explorations of the same program at other
+sizes, preferring the rows of its own device. ``--append`` keeps the rows the file has and
+adds those it lacks (the same program, sizes, mapping, tuning and device count once);
+``--tag-device NAME`` gives the kept rows that name no device this one (rows written before
+rows were tagged). Prints the rows and stores read.
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "conv.jsonl"), help="the knowledge file")
     ap.add_argument("--append", action="store_true",
                     help="keep the file's rows, add the stores' rows it lacks")
+    ap.add_argument("--tag-device", metavar="NAME",
+                    help="the device of the kept rows that name none")
     args = ap.parse_args(argv)
     rows = read_rows_of(args.out) if args.append else []
+    if args.tag_device:
+        rows = [r if r.get("device") else {**r, "device": args.tag_device} for r in rows]
     seen = {row_key(r) for r in rows}
     kept = len(rows)
     for path in args.stores:
@@ -41,9 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def row_key(row: dict) -> str:
-    """What makes a knowledge row the same candidate: program, sizes, mapping, tuning."""
-    return json.dumps([row["program"], row["sizes"], row["mapping"], row["tuning"]],
-                      sort_keys=True)
+    """What makes a knowledge row the same measurement: program, sizes, mapping, tuning,
+    device."""
+    return json.dumps([row["program"], row["sizes"], row["mapping"], row["tuning"],
+                       row.get("device")], sort_keys=True)
 
 
 def read_rows_of(path: str) -> list[dict]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from experiments.build_knowledge import main, row_key
 from mapper.explore.knowledge import from_store
+from mapper.explore.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[1]
 STORE = str(REPO / "results" / "search-zen4" / "search-shape0-64x56x56x128k3s2p1.kernels.sqlite")
@@ -29,3 +30,18 @@ def test_append_keeps_the_rows_and_adds_only_new_candidates(tmp_path) -> None:
     assert _rows(out) == rows
     assert main([STORE, "--out", str(out)]) == 0  # without --append: the store's rows only
     assert {row_key(r) for r in _rows(out)} == {row_key(r) for r in own}
+
+
+def test_rows_name_their_device_and_old_rows_can_be_tagged(tmp_path) -> None:
+    own = from_store(STORE)
+    with ResultStore(STORE, readonly=True) as st:
+        name = json.loads(st.meta()["device"])["name"]
+    assert name and {r["device"] for r in own} == {name}
+    out = tmp_path / "k.jsonl"
+    old = {k: v for k, v in own[0].items() if k != "device"}
+    out.write_text(json.dumps(old) + "\n")
+    assert main([STORE, "--out", str(out), "--append", "--tag-device", "old-cpu"]) == 0
+    rows = _rows(out)
+    assert rows[0] == dict(old, device="old-cpu")
+    # the same candidate measured on another device is another row
+    assert len(rows) == 1 + len({row_key(r) for r in own})

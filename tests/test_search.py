@@ -292,6 +292,33 @@ def test_knowledge_transfers_from_other_sizes_only(joint, tmp_path):
     assert Knowledge.for_space(joint, dirs=[tmp_path]) is None
 
 
+def test_knowledge_prefers_the_rows_of_the_explored_device(joint, tmp_path):
+    """Rows measured on the explored device decide where there are enough of them; with
+    too few, every device's rows are transferred."""
+    import json
+
+    from mapper.explore.knowledge import MIN_ROWS, Knowledge
+
+    here, there = joint.device.name, "some-other-device"
+    small = _knowledge_rows(joint, {"N": 4096}, lambda m, c: -math.log(c["s0"]), seed=1)
+    large = _knowledge_rows(joint, {"N": 4096}, lambda m, c: math.log(c["s0"] / 1024))
+    for r in small:
+        r["device"] = here  # on this device a small s0 was fast
+    for r in large:
+        r["device"] = there  # on the other one a large s0
+    m = joint.mappings[0]
+    cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in small + large))
+    k = Knowledge.for_space(joint, dirs=[tmp_path])
+    assert k is not None and k.rows == len(small)
+    lo, hi = k.predict([(m, cfgs[0]), (m, cfgs[-1])])
+    assert lo > hi
+    few = small[:MIN_ROWS - 1]
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in few + large))
+    k = Knowledge.for_space(joint, dirs=[tmp_path])
+    assert k is not None and k.rows == len(few) + len(large)
+
+
 def test_knowledge_of_another_program_does_not_apply(joint, tmp_path):
     import json
 
@@ -339,6 +366,9 @@ def test_knowledge_rows_of_a_store(tmp_path):
     assert [r["score"] for r in out] == [0.0, round(math.log(0.5), 4),
                                         round(math.log(0.5) - 1, 4)]
     assert out[0]["mapping"] == {"A": 21, "B": 11} and out[0]["tuning"] == {"s0": 4}
+    assert "device" not in out[0]
+    assert {r["device"] for r in store_rows(rows, "prog", {"N": 8}, device="cpu-x")} == \
+        {"cpu-x"}
 
 
 def test_shipped_knowledge_is_readable():

@@ -7,7 +7,8 @@ rebuilt from results stores by ``experiments/build_knowledge.py``; the directori
 ``ok`` or cut candidate::
 
     {"program": "<sha256 of the explored program's text>", "sizes": {...},
-     "mapping": {"T": 0, ...}, "tuning": {"v": 16, ...}, "score": -0.41}
+     "mapping": {"T": 0, ...}, "tuning": {"v": 16, ...}, "score": -0.41,
+     "device": "pthread-skylake-avx512-AMD EPYC"}
 
 ``score`` is log(GFLOP/s / the best GFLOP/s of its store); a candidate stopped by the early
 cut counts as the store's slowest ``ok`` one minus 1 (as the ``model`` strategy takes it).
@@ -19,6 +20,12 @@ user's own data, found by resuming it, not transferred) over the features every 
 shares: each map's level, dimension and fused flag, and log2(1 + value) of each tuning
 parameter. Its prediction ranks the first proposals of the ``model`` strategy, which had
 only the analytic prior to go on otherwise. None when there is nothing to transfer.
+
+What is fast depends on the device (the best kernels of a layer on an AVX2 CPU use 8-wide
+vectors, on an AVX-512 one 16-wide): ``device`` is the OpenCL name of the device the row
+was measured on. Where the explored device has at least ``MIN_ROWS`` rows of the program at
+other sizes, only those are transferred; otherwise every device's rows are (a row without
+``device`` counts for no device in particular).
 """
 
 from __future__ import annotations
@@ -75,10 +82,11 @@ def read_rows(dirs: Iterable[Path] | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def store_rows(records: Sequence[Record], program: str,
-               sizes: Mapping[str, int]) -> list[dict[str, Any]]:
+def store_rows(records: Sequence[Record], program: str, sizes: Mapping[str, int],
+               device: str | None = None) -> list[dict[str, Any]]:
     """Knowledge rows of one store's records (its ``ok`` and early-cut ones);
-    ``program`` is the store's explored program text, ``sizes`` its fixed sizes."""
+    ``program`` is the store's explored program text, ``sizes`` its fixed sizes,
+    ``device`` the name of the device it was measured on (None: not recorded)."""
     ok = [r.gflops for r in records if r.ok and r.gflops]
     if not ok:
         return []
@@ -93,9 +101,12 @@ def store_rows(records: Sequence[Record], program: str,
             score = slow
         else:
             continue
-        out.append({"program": key, "sizes": {k: int(v) for k, v in sizes.items()},
-                    "mapping": dict(r.mapping), "tuning": dict(r.tuning),
-                    "score": round(score, 4)})
+        row = {"program": key, "sizes": {k: int(v) for k, v in sizes.items()},
+               "mapping": dict(r.mapping), "tuning": dict(r.tuning),
+               "score": round(score, 4)}
+        if device:
+            row["device"] = device
+        out.append(row)
     return out
 
 
@@ -108,7 +119,12 @@ def from_store(path: str | os.PathLike) -> list[dict[str, Any]]:
         program = meta.get("explored_program")
         if not program:
             return []
-        return store_rows(st.records(), program, json.loads(meta["sizes"]))
+        try:
+            device = json.loads(meta.get("device") or "{}").get("name")
+        except (ValueError, AttributeError):
+            device = None
+        return store_rows(st.records(), program, json.loads(meta["sizes"]),
+                          device=str(device) if device else None)
 
 
 def mapping_features(labels: Sequence[str], codes: Mapping[str, int]) -> list[float]:
@@ -223,6 +239,14 @@ def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000,
     return None
 
 
+def same_device(rows: Sequence[Mapping[str, Any]], device: str | None
+                ) -> list[Mapping[str, Any]]:
+    """The rows measured on ``device`` where there are at least ``MIN_ROWS`` of them,
+    else every row (another device's measurements are better than none)."""
+    mine = [r for r in rows if device and r.get("device") == device]
+    return mine if len(mine) >= MIN_ROWS else list(rows)
+
+
 class Knowledge:
     """A random forest fitted on transferred rows; ``predict`` scores candidates."""
 
@@ -272,9 +296,11 @@ class Knowledge:
             return None
         mine = json.dumps({k: int(v) for k, v in sizes.items()}, sort_keys=True)
         labels = list(joint.problem.labels)
-        rows = [r for r in read_rows(dirs) if r["program"] == key
-                and json.dumps(r["sizes"], sort_keys=True) != mine
-                and set(r["mapping"]) == set(labels)]
+        rows = same_device(
+            [r for r in read_rows(dirs) if r["program"] == key
+             and json.dumps(r["sizes"], sort_keys=True) != mine
+             and set(r["mapping"]) == set(labels)],
+            getattr(getattr(joint, "device", None), "name", None))
         if len(rows) < MIN_ROWS:
             return None
         params = sorted({p for r in rows for p in r["tuning"]})
