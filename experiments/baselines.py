@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -95,3 +96,53 @@ def torch_memory(layer: ConvLayer) -> dict[str, int]:
     weights = layer.M * layer.K * layer.K * layer.C * f
     out = layer.out_h * layer.out_w * layer.M * f
     return {"input": inp, "weights": weights, "output": out, "total": inp + weights + out}
+
+
+class RunFailed(RuntimeError):
+    """A contender of :func:`interleave` that must run did not run ok (the message says
+    how)."""
+
+
+def wall_times(fn: Callable[[], object], repeats: int) -> list[float]:
+    """``repeats`` wall-clock times of ``fn()`` (seconds), after one untimed warm-up (the
+    OpenCL runs have one too)."""
+    import time
+
+    fn()
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def interleave(runs: dict[str, Callable[[], Sequence[float]]], rounds: int,
+               settle_s: float) -> dict[str, list[float]]:
+    """Each of ``runs`` (name -> one round's times) once per round, in order, ``settle_s``
+    apart, ``rounds`` rounds: name -> every time. Interleaving spreads the machine's slow
+    phases over every contender instead of one. A run raises :class:`RunFailed` to stop."""
+    import time
+
+    times: dict[str, list[float]] = {n: [] for n in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            time.sleep(settle_s)
+            times[name] += list(run())
+    return times
+
+
+def kernel_times(pool: Any, task: Any, lower_fn: Callable[[], CompiledProgram], *,
+                 repeats: int, flops: int | None, what: str) -> Callable[[], Sequence[float]]:
+    """One round of :func:`interleave` for a kernel of ``task`` (a
+    ``mapper.explore.Task``: its inputs, reference and tolerance, as the search checked
+    it) on ``pool`` (a ``codegen.worker.WorkerPool``): its ``repeats`` profiled times;
+    :class:`RunFailed` (naming ``what``) when it does not run ok."""
+    def run() -> Sequence[float]:
+        o = pool.evaluate_candidate(lower_fn, task.inputs, task.reference, timeout_s=300,
+                                    repeats=repeats, flops=flops, **task.tolerance)
+        if not o.ok:
+            raise RunFailed(f"{what} re-run: {o.label}: {o.reason}")
+        return o.times_s
+
+    return run

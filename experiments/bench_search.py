@@ -35,6 +35,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from experiments.machine import cpu_model
@@ -211,9 +212,20 @@ def retime_row(row: dict, args) -> dict:
 def time_found(layer, task, out: dict, args) -> dict:
     """Times ``out["best"]`` (``"<mapping>; <tuning JSON>"``) against the hand-written
     kernel and PyTorch, interleaved, ``args.rounds`` rounds; the figures go into ``out``."""
+    from codegen.program import CompiledProgram
     from codegen.worker import WorkerPool
-    from experiments.baselines import conv_inputs, conv_reference, torch_available, torch_conv_fn
+    from experiments.baselines import (
+        RunFailed,
+        conv_inputs,
+        conv_reference,
+        interleave,
+        kernel_times,
+        torch_available,
+        torch_conv_fn,
+        wall_times,
+    )
     from experiments.handwritten import hand_program
+    from mapper.data import reduction_tolerance
 
     warn = out["warnings"]
     short, tuning_text = out["best"].split("; ", 1)
@@ -226,38 +238,32 @@ def time_found(layer, task, out: dict, args) -> dict:
         hand, hand_label = None, f"no hand-written kernel ({e})"
     hin = conv_inputs(layer)
     href = conv_reference(layer, hin)
-    times: dict[str, list[float]] = {"found": [], "hand-written": []}
     torch_fn = None
     if torch_available():
         # the layer's own data and layout (a task may add zero channels or take its
         # weights in another layout: the kernel-vectorised variant's are KKCM)
         torch_fn, _ = torch_conv_fn(hin["inputData"], hin["kernelsWeights"], layer.S,
                                     layer.P, threads=os.cpu_count())
-        times["PyTorch"] = []
         torch_fn()
     steal0, total0 = cpu_ticks()
     with WorkerPool() as pool:
-        for _ in range(args.rounds):
-            time.sleep(args.settle)
-            o = pool.evaluate_candidate(found_fn, task.inputs, task.reference, timeout_s=300,
-                                        repeats=args.repeats, flops=layer.flops)
-            if not o.ok:
-                out["error"] = f"found kernel re-run: {o.label}: {o.reason}"
-                return out
-            times["found"] += list(o.times_s)
-            if hand is not None:
-                time.sleep(args.settle)
-                o = pool.evaluate(hand, hin, href, timeout_s=300, repeats=args.repeats,
-                                  flops=layer.flops)
-                if o.ok:
-                    times["hand-written"] += list(o.times_s)
-            if torch_fn is not None:
-                time.sleep(args.settle)
-                torch_fn()  # untimed warm-up, as the OpenCL runs have one
-                for _ in range(args.repeats):
-                    t = time.perf_counter()
-                    torch_fn()
-                    times["PyTorch"].append(time.perf_counter() - t)
+        def handwritten(program: CompiledProgram) -> Sequence[float]:
+            o = pool.evaluate(program, hin, href, timeout_s=300, repeats=args.repeats,
+                              flops=layer.flops, **reduction_tolerance(href))
+            return o.times_s if o.ok else []
+
+        runs: dict[str, Callable[[], Sequence[float]]] = {"found": kernel_times(
+            pool, task, found_fn, repeats=args.repeats, flops=layer.flops,
+            what="found kernel")}
+        if hand is not None:
+            runs["hand-written"] = functools.partial(handwritten, hand)
+        if torch_fn is not None:
+            runs["PyTorch"] = functools.partial(wall_times, torch_fn, args.repeats)
+        try:
+            times = interleave(runs, args.rounds, args.settle)
+        except RunFailed as e:
+            out["error"] = str(e)
+            return out
     steal1, total1 = cpu_ticks()
     steal = 100 * (steal1 - steal0) / max(1, total1 - total0)
     out["steal_pct"] = steal

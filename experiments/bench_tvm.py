@@ -34,20 +34,20 @@ figures taken beside other work are not comparable. Needs the ``bench`` extra
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import math
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from experiments.machine import cpu_model
+from experiments.machine import cpu_model, save_json
 
 DEFAULT_LAYER = "19"
 
@@ -292,7 +292,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("needs TVM: pip install -e '.[bench]'", file=sys.stderr)
         return 2
     from codegen.worker import WorkerPool
-    from experiments.baselines import torch_available, torch_conv_fn
+    from experiments.baselines import (
+        RunFailed,
+        interleave,
+        kernel_times,
+        torch_available,
+        torch_conv_fn,
+        wall_times,
+    )
     from mapper.explore import Task
 
     cores = len(os.sched_getaffinity(0))
@@ -345,36 +352,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     out["liftmap"] = linfo
     print(f"liftmap: {linfo['best']} ({linfo['source']}, {linfo['evaluated']} evaluated)",
           flush=True)
-    times: dict[str, list[float]] = {"liftmap": [], "TVM": []}
     torch_fn = None
     if torch_available():
         torch_fn, _ = torch_conv_fn(task.inputs["inputData"][..., :layer.C],
                                     task.inputs["kernelsWeights"][..., :layer.C],
                                     layer.S, layer.P, threads=cores)
-        times["PyTorch"] = []
-
-    def wall(fn: Any, into: list[float]) -> None:
-        fn()  # untimed warm-up
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            fn()
-            into.append(time.perf_counter() - t)
-
     with WorkerPool() as pool:
-        for _ in range(args.rounds):
-            time.sleep(args.settle)
-            o = pool.evaluate_candidate(found_fn, task.inputs, task.reference, timeout_s=300,
-                                        repeats=args.repeats, flops=layer.flops)
-            if not o.ok:
-                print(f"error: liftmap's kernel re-run: {o.label}: {o.reason}",
-                      file=sys.stderr)
-                return 1
-            times["liftmap"] += list(o.times_s)
-            time.sleep(args.settle)
-            wall(tvm_fn, times["TVM"])
-            if torch_fn is not None:
-                time.sleep(args.settle)
-                wall(torch_fn, times["PyTorch"])
+        runs: dict[str, Callable[[], Sequence[float]]] = {
+            "liftmap": kernel_times(pool, task, found_fn, repeats=args.repeats,
+                                    flops=layer.flops, what="liftmap's kernel"),
+            "TVM": functools.partial(wall_times, tvm_fn, args.repeats)}
+        if torch_fn is not None:
+            runs["PyTorch"] = functools.partial(wall_times, torch_fn, args.repeats)
+        try:
+            times = interleave(runs, args.rounds, args.settle)
+        except RunFailed as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     out["load_after"] = load()
     others = busy_others()
     if others:
@@ -392,9 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"GFLOP/s, median of {args.rounds} interleaved rounds x {args.repeats}: "
           f"{', '.join(parts)}{ratio}; load {out['load_before']} -> {out['load_after']}"
           + (f"; WARNING: {'; '.join(warn)}" if warn else ""), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=str)
+    save_json(args.json, out)
     return 0
 
 

@@ -91,3 +91,55 @@ def test_time_to_90_percent_counts_every_variant_of_the_run(tmp_path):
     assert progress(every, 100.0, 100.0, 0.99) == (4, 200.0)
     assert progress(every, 100.0, 1000.0, 0.9) == (-1, pytest.approx(float("nan"),
                                                                     nan_ok=True))
+
+
+def test_interleave_runs_each_contender_once_a_round_in_order() -> None:
+    from experiments.baselines import RunFailed, interleave
+
+    order: list[str] = []
+
+    def run(name: str, times: list[float]):
+        def once() -> list[float]:
+            order.append(name)
+            return times
+        return once
+
+    got = interleave({"a": run("a", [1.0]), "b": run("b", [2.0, 3.0])}, 3, 0.0)
+    assert order == ["a", "b"] * 3 and got == {"a": [1.0] * 3, "b": [2.0, 3.0] * 3}
+
+    def fails() -> list[float]:
+        raise RunFailed("found kernel re-run: crash")
+
+    with pytest.raises(RunFailed, match="crash"):
+        interleave({"a": run("a", [1.0]), "b": fails}, 2, 0.0)
+
+
+def test_wall_times_warm_up_once_and_kernel_times_refuse_a_failed_run(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from experiments.baselines import RunFailed, kernel_times, wall_times
+    from experiments.machine import save_json
+
+    calls: list[int] = []
+    assert len(wall_times(lambda: calls.append(1), 4)) == 4 and len(calls) == 5
+    outcomes = [SimpleNamespace(ok=True, times_s=(1e-3, 2e-3)),
+                SimpleNamespace(ok=False, times_s=(), label="wrong-result", reason="differs")]
+    seen: list[dict] = []
+
+    def evaluate(*args, **kw):
+        seen.append(kw)
+        return outcomes.pop(0)
+
+    pool = SimpleNamespace(evaluate_candidate=evaluate)
+    task = SimpleNamespace(inputs={}, reference=None, tolerance={"rtol": 1e-4, "atol": 0.5})
+    run = kernel_times(pool, task, lambda: None, repeats=2, flops=1, what="found kernel")
+    assert list(run()) == [1e-3, 2e-3]
+    # checked as the search checked it: the task's tolerance (a long float32 reduction
+    # that cancels to ~0 is off by more than the runner's default tolerance)
+    assert seen[0]["atol"] == 0.5 and seen[0]["rtol"] == 1e-4
+    with pytest.raises(RunFailed, match="found kernel re-run: wrong-result: differs"):
+        run()
+    save_json(None, {"x": 1})  # no path: nothing written, no error
+    path = tmp_path / "out.json"
+    save_json(str(path), {"where": tmp_path})  # a value JSON lacks: its str
+    assert json.loads(path.read_text()) == {"where": str(tmp_path)}
