@@ -56,6 +56,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.machine import save_json
+
 KT_STRATEGIES = ("random_sample", "greedy_ils", "greedy_mls", "dual_annealing",
                  "genetic_algorithm", "diff_evo", "pso", "simulated_annealing",
                  "firefly_algorithm", "bayes_opt", "hybrid_vndx", "adaptive_tabu_greywolf")
@@ -393,8 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if row.get("errors"):
                     print(f"  {name}: {row['errors'][0]}", flush=True)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=1)
+        save_json(args.out, doc)
         print(f"\nwrote {args.out}")
     return 0
 

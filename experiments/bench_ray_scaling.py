@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import glob
 import heapq
-import json
 import logging
 import os
 import platform
@@ -51,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from experiments.machine import save_json
 from mapper.explore.record import Record
 from mapper.explore.store import ResultStore
 
@@ -327,9 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in props:
             print(f"| {p['program']} | {p['strategy']} | {p['candidates']} | "
                   f"{1e3 * p['median_s']:.2f} / {1e3 * p['mean_s']:.2f} | {p['draws']} |")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=1)
+    save_json(args.out, report)
     return 0
 
 

@@ -16,7 +16,6 @@ work it costs. Run it on an idle machine (nothing else timed or building):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from codegen.worker import WorkerPool
     from experiments.bench_search import load
-    from experiments.machine import cpu_model
+    from experiments.machine import cpu_model, save_json
     from ir.flops import count_flops
     from ir.syntax import parse_file
     from ir.tiling import fuse_through_tiling
@@ -182,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name} {v}: median {e['median_ms']:.3g} ms (min {e['min_ms']:.3g}), "
                   f"{e['gflops']:.3g} GFLOP/s{ratio}{extra}", flush=True)
     print(f"load after: {load()}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"machine": cpu_model(), "rows": rows}, f, indent=1, default=str)
+    save_json(args.json, {"machine": cpu_model(), "rows": rows})
     return 0
 
 

@@ -49,3 +49,13 @@ def cpu_model() -> str:
     clock = f" @ {mhz:.0f} MHz" if mhz else ""
     cores = len(os.sched_getaffinity(0))
     return f"{name}{clock}, {cores} cores, Python {platform.python_version()}"
+
+
+def save_json(path: str | None, obj: object) -> None:
+    """``obj`` as indented JSON to ``path`` (values JSON lacks as their ``str``); nothing
+    without a path."""
+    import json
+
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1, default=str)

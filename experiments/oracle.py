@@ -35,6 +35,7 @@ import sys
 import time
 from typing import Any
 
+from experiments.machine import save_json
 from mapper.oracle import (
     Row,
     fmt,
@@ -275,9 +276,7 @@ def main(argv=None) -> int:
     print(f"({time.time() - t0:.0f} s)")
     if dump is not None:
         dump.close()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(totals.summary(), f, indent=1)
+    save_json(args.json, totals.summary())
     return 0
 
 

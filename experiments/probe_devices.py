@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from experiments.machine import save_json
+
 CHAIN = """
 kernel void chain(global float* out, const float a, const float b) {
     const int g = get_global_id(0);
@@ -114,9 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                          else res["error"]), flush=True)
             rows.append(row)
     print(D.describe_choice())
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_json(a.json, rows)
     return 0
 
 
