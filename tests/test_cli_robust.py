@@ -4,7 +4,6 @@ mutation fuzzer (``tests/fuzz_cli.py``)."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -13,6 +12,7 @@ import sys
 import time
 
 import pytest
+from fuzz_cli import memory_cap
 from rich.console import Console
 
 from mapper import cli
@@ -61,23 +61,6 @@ def run_json(capsys, *argv):
     return rc, doc, err
 
 
-@contextlib.contextmanager
-def memory_cap(extra: int = 2 << 30):
-    """Cap this process's address space at its size now plus ``extra`` bytes (a run-away
-    allocation becomes a MemoryError instead of exhausting the machine)."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    with open("/proc/self/statm") as f:
-        used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    cap = used + extra
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 # ------------------------------------------------------------ 1. counting without listing
@@ -179,7 +162,7 @@ def test_enumerate_timeout_must_be_a_number(capsys):
 
 
 def test_space_on_huge_sizes_is_one_clear_line(capsys):
-    with memory_cap():  # before the fix this filled memory (a 4e9-value range)
+    with memory_cap(2):  # before the fix this filled memory (a 4e9-value range)
         rc, _, err = run(capsys, "space", L3, "--sizes", "N=1000000000000")
         assert rc == 2 and "out of range" in err and "Traceback" not in err
         rc, _, err = run(capsys, "space", L3, "--sizes", "N=2000000000")

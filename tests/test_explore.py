@@ -2,13 +2,13 @@
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
+from killing import kill_when, store_rows
 
 from mapper.errors import ConfigurationError
 from mapper.explore import (
@@ -230,14 +230,7 @@ def test_explore_manual_exhausts_and_records_failures(tmp_path, pool):
 
 
 def _store_rows(path):
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            return db.execute("SELECT key, run_id, created FROM results").fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return []
+    return store_rows(path, "key, run_id, created")
 
 
 @pytest.mark.opencl
@@ -246,19 +239,7 @@ def test_sigkill_then_resume(tmp_path):
     path = str(tmp_path / "k.sqlite")
     cmd = [sys.executable, "-m", "mapper.cli", "explore", L3, "--sizes", "N=1024",
            "--budget", "12", "--store", path, "--seed", "9"]
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         start_new_session=True)
-    try:
-        deadline = time.time() + 120
-        while len(_store_rows(path)) < 4 and time.time() < deadline and p.poll() is None:
-            time.sleep(0.05)
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(30)
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)  # the session we started: its workers
-        except ProcessLookupError:
-            pass
+    p = kill_when(cmd, lambda: len(_store_rows(path)) >= 4, cwd=ROOT)
     before = _store_rows(path)
     assert 4 <= len(before) < 12, p.stderr.read().decode()[-2000:]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)

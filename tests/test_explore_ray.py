@@ -18,7 +18,6 @@ import logging
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from killing import kill_when, store_rows
 
 if os.environ.get("LIFTMAP_REQUIRE_RAY"):  # CI sets it: there, a missing Ray is a failure
     import ray
@@ -87,14 +87,7 @@ def _statuses(res) -> dict[str, str]:
 
 
 def _rows(path) -> list[tuple[str, str]]:
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            return db.execute("SELECT key, status FROM results").fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return []
+    return store_rows(path, "key, status")
 
 
 def _remove(cluster, node) -> None:
@@ -453,19 +446,7 @@ def test_a_killed_driver_leaves_a_store_that_resumes(cluster, tmp_path):
     cmd = [sys.executable, "-m", "mapper.cli", "explore", L3, "--sizes", "N=1024",
            "--strategy", "solver", "--seed", "5", "--budget", "10", "--store", store,
            "--ray", cluster.address]
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         start_new_session=True)
-    try:
-        deadline = time.time() + 180
-        while len(_rows(store)) < 3 and time.time() < deadline and p.poll() is None:
-            time.sleep(0.05)
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(30)
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    p = kill_when(cmd, lambda: len(_rows(store)) >= 3, cwd=ROOT, deadline_s=180)
     before = _rows(store)
     assert 3 <= len(before) < 10, p.stderr.read().decode()[-2000:] if p.stderr else ""
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from located_cases import TYPE_ERRORS
 
 from ir.errors import LiftmapError, NotUTF8Error
 from mapper.cli import main
@@ -471,13 +472,7 @@ def test_space_max_is_range_checked_by_the_command(value):
 # ------------------------------------------------------------ located errors
 
 
-@pytest.mark.parametrize("text, line, col, message", [
-    ("X : [float]64\njoin $ X", 2, 1, "join expects an array of arrays, got [float]64"),
-    ("X : [float]8\nY : [float]9\nmap(\\t -> get(0)(t)) $ zip(X, Y)", 3, 24,
-     "zip of arrays of unequal lengths: 8 and 9"),
-    ("X : [float]N\nmap(\\a b -> add(a, b)) $ X", 2, 5,
-     "lambda takes 2 argument(s) but is given 1"),
-    ("map(id) o join", 1, 1, "the program is a function, not an expression"),
+@pytest.mark.parametrize("text, line, col, message", [*TYPE_ERRORS,
     ("X : [float]N\nmap(id) o map(map(id)) $ X", 2, 15, "expects an array, got float"),
     ("X : [[float]4]N\nmapA(slideND(2, (3, 3), (1, 1))) $ X", 2, 6,
      "slide expects an array, got float"),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from located_cases import TYPE_ERRORS
 
 from ir import builders as B
 from ir.equality import alpha_equal
@@ -667,13 +668,7 @@ def test_positions_of_macros_compositions_and_parameters():
     assert spans[id(calls[0])] == (4, 1)
 
 
-@pytest.mark.parametrize("src, line, col, message", [
-    ("X : [float]64\njoin $ X", 2, 1, "join expects an array of arrays, got [float]64"),
-    ("X : [float]8\nY : [float]9\nmap(\\t -> get(0)(t)) $ zip(X, Y)", 3, 24,
-     "zip of arrays of unequal lengths: 8 and 9"),
-    ("X : [float]N\nmap(\\a b -> add(a, b)) $ X", 2, 5,
-     "lambda takes 2 argument(s) but is given 1"),
-    ("map(id) o join", 1, 1, "the program is a function, not an expression"),
+@pytest.mark.parametrize("src, line, col, message", [*TYPE_ERRORS,
     ("\\x -> x", 1, 1, "the program is a function, not an expression"),
     ("X : [float]N\njoin o mapA(mapB(id)) $ X", 2, 13, "mapB expects an array, got float"),
     ("X : [[float]4]N\nmapA(join o mapB(join)) $ X", 2, 18, "join expects an array"),
