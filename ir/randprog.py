@@ -34,6 +34,7 @@ needs five maps (``max_maps >= 5``); without ``tiles`` every seed gives the prog
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from ir.builders import (
     add,
@@ -66,16 +67,15 @@ def _annotated(f: FunDecl, space: str | None) -> FunDecl:
     return f if wrap is None else wrap(f)
 
 
+@dataclass
 class _Gen:
-    def __init__(self, rng: random.Random, max_maps: int, memory: bool,
-                 extended: bool = False, wide: bool = False, tiles: bool = False):
-        self.rng = rng
-        self.tiles = tiles
-        self.maps_left = max_maps
-        self.memory = memory
-        self.extended = extended
-        self.wide = wide
-        self.n_splits = 0
+    rng: random.Random
+    maps_left: int  # maps the program may still get
+    memory: bool
+    extended: bool = False
+    wide: bool = False
+    tiles: bool = False
+    n_splits: int = 0
 
     def split_name(self) -> str:
         s = f"s{self.n_splits}"

@@ -62,11 +62,36 @@ def parse_code(text: str) -> int:
     )
 
 
-class MapCodes(AbcMapping):
+class FrozenNames(AbcMapping[str, int]):
+    """A read-only, hashable mapping of names to ints (held in ``_items``), equal to any
+    mapping with the same items: the base of map codes and tuning values."""
+
+    __slots__ = ("_items",)
+    _items: dict[str, int]
+
+    def __getitem__(self, k: str) -> int:
+        return self._items[k]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AbcMapping):
+            return self._items == dict(other)
+        return NotImplemented
+
+
+class MapCodes(FrozenNames):
     """An assignment of codes to map labels; prints in short codes, ``A=W0 B=L0 C=S D=F``
     (``names()``: ``A=mapWrg(0) ...``, ``numeric()``: ``A=20 ...``)."""
 
-    __slots__ = ("_codes",)
+    __slots__ = ()
 
     def __init__(self, codes: AbcMapping[str, int] | None = None, **kw: int):
         d = dict(codes or {}, **kw)
@@ -74,7 +99,7 @@ class MapCodes(AbcMapping):
             if v not in CODES:
                 raise MappingError(f"map {k}: {v!r} is not a map code "
                                    f"({', '.join(map(str, CODES))})")
-        self._codes = dict(d)
+        self._items = dict(d)
 
     @classmethod
     def parse(cls, text: str) -> MapCodes:
@@ -93,23 +118,6 @@ class MapCodes(AbcMapping):
             codes[k] = parse_code(v)
         return cls(codes)
 
-    def __getitem__(self, k: str) -> int:
-        return self._codes[k]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._codes)
-
-    def __len__(self) -> int:
-        return len(self._codes)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._codes.items()))
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, AbcMapping):
-            return dict(self._codes) == dict(other)
-        return NotImplemented
-
     def __str__(self) -> str:
         return self.short()
 
@@ -118,16 +126,16 @@ class MapCodes(AbcMapping):
 
     def short(self) -> str:
         """``A=W0 B=L0 C=L0 D=S``: the form mappings print in."""
-        return " ".join(f"{k}={short_code(v)}" for k, v in self._codes.items())
+        return " ".join(f"{k}={short_code(v)}" for k, v in self._items.items())
 
     def names(self) -> str:
         """``A=mapWrg(0) B=mapLcl(0) C=mapLcl(0) D=mapSeq``."""
-        return " ".join(f"{k}={code_name(v)}" for k, v in self._codes.items())
+        return " ".join(f"{k}={code_name(v)}" for k, v in self._items.items())
 
     def numeric(self) -> str:
         """``A=20 B=10 C=10 D=0``: the numbers of CC'22 Table 2 (the store's form)."""
-        return " ".join(f"{k}={v}" for k, v in self._codes.items())
+        return " ".join(f"{k}={v}" for k, v in self._items.items())
 
     def to_json(self) -> dict[str, str]:
         """``{"A": "W0", "B": "L0"}`` (short codes, as ``--mapping`` and ``parse`` read)."""
-        return {k: short_code(v) for k, v in self._codes.items()}
+        return {k: short_code(v) for k, v in self._items.items()}

@@ -309,20 +309,28 @@ def _trip(t: MapNestingTree, m: str):
     return getattr(types[0], "size", None) if types else None
 
 
+def _chain(m: str, step) -> list[str]:
+    """``m``, then ``step(last)`` while it names a map not in the chain yet."""
+    out = [m]
+    while (q := step(out[-1])) is not None and q not in out:
+        out.append(q)
+    return out
+
+
 def flat_chain(t: MapNestingTree, m: str) -> list[str]:
     """``m``, then the map whose output ``m``'s function returns through join/split only
     (a perfectly nested map, or ``join o mapC o split(s)``), then that map's, ...: their
     iterations write ``m``'s output in row-major order."""
     lay = _layout(t)
-    out = [m]
-    while True:
-        prods, view = lay.out.get(out[-1], (frozenset(), None))
+
+    def producer(last: str) -> str | None:
+        prods, view = lay.out.get(last, (frozenset(), None))
         if not _join_split(view) or len(prods) != 1:
-            return out
+            return None
         (q,) = prods
-        if q not in t.maps[out[-1]].children or q in out:
-            return out
-        out.append(q)
+        return q if q in t.maps[last].children else None
+
+    return _chain(m, producer)
 
 
 def read_chain(t: MapNestingTree, m: str) -> list[str]:
@@ -330,15 +338,14 @@ def read_chain(t: MapNestingTree, m: str) -> list[str]:
     (a perfectly nested map, or ``join o mapB o split(s)``), then that map's, ...: their
     iterations read ``m``'s input in row-major order."""
     lay = _layout(t)
-    out = [m]
-    while True:
-        kids = [k for k in t.maps[out[-1]].children
-                if lay.input.get(k, (frozenset(), None))[0] == {_ELEMENT + out[-1]}
-                and _join_split(lay.input[k][1])]
-        if len(kids) != 1:
-            return out
-        out.append(kids[0])
 
+    def reader(last: str) -> str | None:
+        kids = [k for k in t.maps[last].children
+                if lay.input.get(k, (frozenset(), None))[0] == {_ELEMENT + last}
+                and _join_split(lay.input[k][1])]
+        return kids[0] if len(kids) == 1 else None
+
+    return _chain(m, reader)
 
 
 def _same(a, b) -> bool:

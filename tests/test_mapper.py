@@ -248,3 +248,19 @@ def test_random_programs_evaluate_under_every_mapping():
         for m in enumerate_mappings(p, fusion="free", order="random", seed=seed, limit=6):
             np.testing.assert_allclose(evaluate(lower_mapping(p, m, fusion="free"), {"X": X}, s),
                                        ref, rtol=1e-6)
+
+
+def test_map_codes_and_tuning_values_are_read_only_mappings_equal_to_their_dicts():
+    import pickle
+
+    from mapper.explore.record import Tuning
+
+    codes, tuning = MapCodes({"A": 20, "B": 0}), Tuning({"s1": 4, "s0": 64})
+    for value, plain in ((codes, {"A": 20, "B": 0}), (tuning, {"s0": 64, "s1": 4})):
+        assert value == plain and dict(value) == plain and len(value) == 2
+        assert hash(value) == hash(type(value)(plain)) and value != {**plain, "C": 1}
+        assert pickle.loads(pickle.dumps(value)) == value
+        with pytest.raises(TypeError):
+            value["A"] = 1  # type: ignore[index]
+    assert list(tuning) == ["s0", "s1"] and str(tuning) == "s0=64 s1=4"
+    assert str(codes) == "A=W0 B=S" and {codes: 1}[MapCodes.parse("A=W0 B=S")] == 1

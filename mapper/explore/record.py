@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mapper.encoding import MapCodes
+from mapper.encoding import FrozenNames, MapCodes
 
 
 def short_mapping(mapping: Mapping[str, int]) -> str:
@@ -25,40 +25,23 @@ def short_mapping(mapping: Mapping[str, int]) -> str:
     return MapCodes(mapping).short()
 
 
-class Tuning(Mapping[str, int]):
+class Tuning(FrozenNames):
     """Tuning values: a read-only, hashable mapping of parameter names to ints, sorted by
     name; prints as ``s0=64 s1=4``."""
 
-    __slots__ = ("_values",)
+    __slots__ = ()
 
     def __init__(self, values: Mapping[str, int] | None = None):
-        self._values = {str(k): int(v) for k, v in sorted((values or {}).items())}
-
-    def __getitem__(self, k: str) -> int:
-        return self._values[k]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self._values.items()))
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self._values == dict(other)
-        return NotImplemented
+        self._items = {str(k): int(v) for k, v in sorted((values or {}).items())}
 
     def __str__(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self._values.items())
+        return " ".join(f"{k}={v}" for k, v in self._items.items())
 
     def __repr__(self) -> str:
-        return f"Tuning({self._values!r})"
+        return f"Tuning({self._items!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Tuning, (self._values,))
+        return (Tuning, (self._items,))
 
 
 # the store column of each field whose name differs (every other field is its column)
