@@ -32,6 +32,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from ir.errors import LiftmapError
@@ -207,47 +208,15 @@ class Device:
                    else "") + f"; from {self.source})")
 
 
-POCL_CPU = Device(
-    # PoCL 3.0/3.1's CPU device on the 2-core development machine; the allocation and memory
-    # sizes follow the free memory (2-4 GiB and 6.2-15 GiB were seen): the lower ones here
-    name="PoCL CPU (pthread)",
-    type="cpu",
-    platform="Portable Computing Language",
-    max_work_group_size=4096,
-    max_work_item_sizes=(4096, 4096, 4096),
-    local_mem_size=1 << 20,
-    max_mem_alloc_size=1 << 31,
-    global_mem_size=6671257600,
-    max_compute_units=2,
-    preferred_vector_width_float=16,
-    fp64=True,
-    extensions=("cl_khr_fp64",),
-    private_mem_size=64 << 10,
-    # PoCL keeps every work-item's private arrays of a group on one thread's stack; 6.7 KB
-    # per item in a runtime-chosen group crashed it
-    private_group_budget=256 << 10,
-    source="preset:pocl-cpu",
-)
+def load_presets(path: Path | None = None) -> dict[str, Device]:
+    """The described devices of ``presets.json`` (beside this module): name -> Device, each
+    with source ``preset:NAME``; a key starting with ``_`` is a note, not a field."""
+    data = json.loads((path or Path(__file__).with_name("presets.json")).read_text())
+    return {name: Device.from_dict({k: v for k, v in d.items() if not k.startswith("_")},
+                                   source=f"preset:{name}") for name, d in data.items()}
 
-H100 = Device(
-    # what NVIDIA's OpenCL 3.0 (driver 580) reports for an H100 80GB HBM3, as probed in an
-    # earlier session (experiments/probe_devices.py); private arrays live per thread
-    name="NVIDIA H100 80GB HBM3",
-    type="gpu",
-    platform="NVIDIA CUDA",
-    max_work_group_size=1024,
-    max_work_item_sizes=(1024, 1024, 64),
-    local_mem_size=48 << 10,
-    max_mem_alloc_size=21_230_124_032,
-    global_mem_size=84_920_496_128,
-    max_compute_units=132,
-    preferred_vector_width_float=1,
-    fp64=True,
-    extensions=("cl_khr_fp64",),
-    private_mem_size=16 << 10,
-    private_group_budget=0,
-    source="preset:h100",
-)
 
-PRESETS: dict[str, Device] = {"pocl-cpu": POCL_CPU, "h100": H100}
+# the 2-core development machine's PoCL CPU device, and an H100 as NVIDIA's OpenCL reports it
+PRESETS: dict[str, Device] = load_presets()
+POCL_CPU, H100 = PRESETS["pocl-cpu"], PRESETS["h100"]
 DEFAULT_DEVICE = POCL_CPU

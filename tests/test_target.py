@@ -126,3 +126,19 @@ def test_a_description_that_is_not_utf8_is_one_typed_error(tmp_path):
     bad.write_bytes(b"\xff\xfe{}")
     with pytest.raises(DeviceDescriptionError, match="not UTF-8 text"):
         Device.load(bad)
+
+
+def test_presets_are_read_from_their_json_with_notes_left_out(tmp_path):
+    from codegen.device_description import load_presets
+
+    data = {name: {"_note": "why these values", **{k: v for k, v in dev.to_dict().items()
+                                                   if k != "source"}}
+            for name, dev in PRESETS.items()}
+    path = tmp_path / "presets.json"
+    path.write_text(json.dumps(data))
+    again = load_presets(path)
+    assert again == PRESETS and again["h100"].source == "preset:h100"
+    data["h100"]["warp"] = 32  # a typo in the file is the same clear error as in a description
+    path.write_text(json.dumps(data))
+    with pytest.raises(DeviceDescriptionError, match="warp"):
+        load_presets(path)
