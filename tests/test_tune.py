@@ -197,3 +197,13 @@ def test_command_line_tunes_the_example_and_exports_a_cache(tmp_path, capsys) ->
     assert cache["tune_params"]["block_size_x"] == [8, 16] and len(cache["cache"]) == 4
     assert "mapping" not in cache["tune_params_keys"]
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("option", [["--seed", "-1"], ["--seed", "x"], ["--timeout", "0"],
+                                    ["--timeout", "nan"]])
+def test_tune_refuses_a_bad_seed_or_timeout_in_one_line(option, capsys) -> None:
+    argv = ["tune", str(MATMUL), "--name", "matmul", "--problem-size", "64", *option]
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and option[0] in err and "Traceback" not in err

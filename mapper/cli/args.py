@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 from mapper.cli.common import MAX_RANGE
+from mapper.cli.options import (
+    MAX_REPLAY_SEEDS,
+    MAX_TOP,
+    MAX_WORKERS,
+    _int_in,
+    _non_negative,
+    _seconds,
+    add_device,
+    add_repeats,
+    add_search,
+    add_seed,
+    add_timeout,
+)
 from mapper.cli.tune import add_parser as add_tune_parser
 
 
@@ -13,71 +25,6 @@ def _version() -> str:
     from mapper.explore.store import library_version
 
     return library_version()
-
-
-def _non_negative(text: str) -> int:
-    """argparse type: an integer >= 0 (argparse turns the error into one usage line)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{n} is negative; give 0 or more")
-    return n
-
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    n = _non_negative(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError("give 1 or more")
-    return n
-
-
-def _float_seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a number of seconds >= 0."""
-    x = _float_seconds(text)
-    if not x >= 0 or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds (0: no limit)")
-    return x
-
-
-MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes 0..2^32-1
-MAX_REPEATS = 10**6  # timed executions of one kernel
-MAX_WORKERS = 256  # worker processes of mapper explore
-MAX_REPLAY_SEEDS = 10**4  # mapper results --compare
-MAX_TOP = 2**31 - 1  # rows mapper results shows
-
-
-def _int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """argparse type: an integer in ``lo``..``hi``."""
-    def parse(text: str) -> int:
-        shown = text if len(text) <= 24 else f"{text[:12]}...({len(text)} characters)"
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{shown!r} is not an integer") from None
-        if not lo <= n <= hi:
-            raise argparse.ArgumentTypeError(f"{shown} is out of range: give an integer in "
-                                             f"{lo}..{hi}")
-        return n
-
-    return parse
-
-
-def _positive_seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0."""
-    x = _float_seconds(text)
-    if not 0 < x < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds more than 0")
-    return x
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,14 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "them, unless --backend is given)")
     p.add_argument("--limit", type=_non_negative, help="show at most N mappings")
     p.add_argument("--random", action="store_true", help="uniformly random order")
-    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=None, help="seed of the "
-                   "random order")
+    add_seed(p, "seed of the random order", default=None)
     p.add_argument("--backend", choices=("cp", "z3", "brute"), default=None,
                    help="solver that lists the mappings (default cp); with --count, count "
                    "by listing with it (a slow cross-check)")
     p.add_argument("--fixed", help="pin some maps, e.g. 'A=W0 B=L0'")
-    p.add_argument("--timeout", type=_seconds, default=60.0, help="stop with exit status 2 "
-                   "after this many seconds (default 60; 0: no limit)")
+    add_timeout(p, 60.0, "stop with exit status 2 after this many seconds (default 60; 0: "
+                "no limit)", zero_off=True)
     as_json(p)
     p = prog_cmd("check", "check one mapping and say which rules it violates")
     fusion(p)
@@ -153,17 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     as_json(p)
     p = prog_cmd("space", "tuning parameters, their constraints and the exact count",
                  variants=True)
-    p.add_argument("--timeout", type=_seconds, default=120.0, help="stop building the space "
-                   "after this many seconds (default 120; 0: no limit)")
+    add_timeout(p, 120.0, "stop building the space after this many seconds (default 120; 0: "
+                "no limit)", zero_off=True)
     as_json(p)
     p.add_argument("--sizes", required=True, help="the fixed sizes, e.g. H=28,W=28,C=64,...")
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
     p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes; "
                    f"1..{MAX_RANGE}, checked by the command)")
-    p.add_argument("--device", help="the device whose limits become constraints: a preset "
-                   "(pocl-cpu, h100), a JSON description or an OpenCL device spec "
-                   "(default: the pocl-cpu preset)")
+    add_device(p, "the device whose limits become constraints: a preset (pocl-cpu, h100), a "
+               "JSON description or an OpenCL device spec (default: the pocl-cpu preset)")
     p = sub.add_parser("device", help="describe a device (preset, JSON description or live "
                        "OpenCL device) and save its description")
     p.add_argument("spec", nargs="?", help="pocl-cpu, h100, FILE.json or an OpenCL device "
@@ -175,15 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", required=True, help="e.g. 'A=W0 B=L0 C=L0 D=S'")
     p.add_argument("--sizes", required=True, help="every size and tuning value, e.g. N=4096,"
                    "s0=64,s1=4")
-    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
-                   "that builds)")
-    p.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), default=5, help="timed "
-                   "executions (default 5)")
-    p.add_argument("--timeout", type=_positive_seconds, default=120.0, help="seconds for build "
-                   "and runs "
-                   "in the worker process (default 120)")
-    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of the random "
-                   "inputs")
+    add_device(p)
+    add_repeats(p, 5, "timed executions (default 5)")
+    add_timeout(p, 120.0, "seconds for build and runs in the worker process (default 120)")
+    add_seed(p, "seed of the random inputs")
     p.add_argument("--show-source", action="store_true", help="print the OpenCL source on "
                    "stdout, raw (the verdict then goes to stderr)")
     p.add_argument("--source-out", metavar="FILE", help="write the OpenCL source to FILE")
@@ -236,21 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "product; its store is STORE with .kernels before the extension, whichever "
                    "runs); auto (default): probe both, explore the faster (a budget under "
                    "2 minutes or 32 candidates: the window's only)")
-    p.add_argument("--strategy", default="model", help="the search strategy (default model; "
-                   "every strategy is listed below)")
+    add_search(p, strategy="the search strategy (default model; every strategy is listed "
+               "below)", budget="candidates (500) or time (90s, 10m)", budget_default="100",
+               store="SQLite results store (default results/<program>.sqlite)",
+               seed="seed of the strategy (the same seed and store resume a run; default 0)",
+               timeout=(30.0, "seconds for one candidate's lowering, build and runs (default "
+                        "30)"))
     p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
-    p.add_argument("--budget", default="100", help="candidates (500) or time (90s, 10m)")
-    p.add_argument("--store", help="SQLite results store (default results/<program>.sqlite)")
-    p.add_argument("--seed", type=_int_in(0, MAX_SEED), default=0, help="seed of the "
-                   "strategy (the same seed "
-                   "and store resume a run; default 0)")
-    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE or the first "
-                   "that builds)")
-    p.add_argument("--timeout", type=_positive_seconds, default=30.0, help="seconds for one "
-                   "candidate's "
-                   "lowering, build and runs (default 30)")
-    p.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), default=3, help="timed runs "
-                   "per candidate")
+    add_repeats(p, 3, "timed runs per candidate")
     p.add_argument("--cut", type=_seconds, default=3.0, help="early cut: stop a candidate's runs "
                    "after CUT times the best candidate's run time, at least 2 s (default 3; "
                    "0: off)")

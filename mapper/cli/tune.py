@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from mapper.cli.options import add_search
+
 __all__ = ["add_parser", "cmd_tune", "parse_arg", "parse_values"]
 
 
@@ -107,16 +109,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--grid-div-y", help="as --grid-div-x for y")
     p.add_argument("--flops", help="floating-point operations of one run, an expression over "
                    "x, y, z (for GFLOP/s)")
-    p.add_argument("--strategy", default="model", help="search strategy (default model; "
-                   "solver draws uniformly)")
-    p.add_argument("--budget", help="candidates (50) or time (2m) (default: every "
-                   "configuration)")
-    p.add_argument("--seed", type=int, default=0, help="strategy seed (and the data's)")
-    p.add_argument("--store", help="SQLite results store (default: in memory)")
-    p.add_argument("--device", help="OpenCL device spec (default: LIFTMAP_DEVICE, else the "
-                   "first)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds one configuration "
-                   "may take (default 10)")
+    add_search(p, strategy="search strategy (default model; solver draws uniformly)",
+               budget="candidates (50) or time (2m) (default: every configuration)",
+               budget_default=None, store="SQLite results store (default: in memory)",
+               seed="strategy seed (and the data's)",
+               device="OpenCL device spec (default: LIFTMAP_DEVICE, else the first)",
+               timeout=(10.0, "seconds one configuration may take (default 10)"))
     p.add_argument("--atol", type=float, default=1e-6, help="--answer: absolute tolerance "
                    "(default 1e-6, relative 1e-5 as numpy.allclose)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
