@@ -28,7 +28,7 @@ def kill_when(cmd: Sequence[str], ready: Callable[[], bool], *, cwd: Path | str,
         try:
             os.killpg(p.pid, signal.SIGKILL)  # the session we started: its workers
         except ProcessLookupError:
-            pass
+            pass  # the session ended with the command: nothing left to kill
     return p
 
 
