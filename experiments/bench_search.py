@@ -126,6 +126,80 @@ def progress(records: list, start: float, final: float, frac: float) -> tuple[in
     return -1, float("nan")
 
 
+def answers(tasks: dict, stores: dict, since: float, final: tuple) -> list[tuple]:
+    """The run's answer as it changed: every record (any variant, from ``since`` on) that
+    was the fastest stored so far, as ``(variant, record)`` in the order stored, at most
+    ``MAX_ANSWERS`` (the latest; those under ``ANSWER_FLOOR`` of the final stored best
+    left out), then ``final`` (``(variant, record)``: the run's answer) if it is not the
+    last one."""
+    from mapper.explore.store import ResultStore
+
+    every = []
+    for name, path in stores.items():
+        if path is not None and os.path.exists(path):
+            with ResultStore(path, readonly=True) as st:
+                every += [(name, r) for r in st.records()
+                          if r.ok and r.gflops and (r.created or 0.0) >= since]
+    every.sort(key=lambda vr: vr[1].created or 0.0)
+    steps, top = [], 0.0
+    for name, r in every:
+        if (r.gflops or 0.0) > top:
+            steps.append((name, r))
+            top = r.gflops or 0.0
+    steps = [s for s in steps if (s[1].gflops or 0.0) >= ANSWER_FLOOR * top][-MAX_ANSWERS:]
+    if final[1] is not None and (not steps or steps[-1][1].key != final[1].key
+                                 or steps[-1][0] != final[0]):
+        steps.append(final)
+    return steps
+
+
+MAX_ANSWERS = 24
+ANSWER_FLOOR = 0.4
+
+
+def answers_retimed(tasks: dict, steps: list[tuple], since: float, args) -> dict:
+    """The answers of :func:`answers` timed again, interleaved (``ANSWER_ROUNDS`` rounds
+    of ``args.repeats`` runs each), each by the median of its fastest round; then the time
+    (from ``since``) at which the run's answer, re-timed, first reached 90% and 95% of the
+    final answer's re-timed speed (None: never).
+
+    The stored figures are one measurement each: on a shared host a kernel's 3-run median
+    ranges over 1.1x-2.6x its fastest, wider than the 10% judged, and the final stored best
+    is the luckiest of hundreds of measurements. Timed side by side, the answers are
+    compared as kernels."""
+    from codegen.worker import WorkerPool
+
+    if not steps:
+        return {}
+    rounds: list[list[float]] = [[] for _ in steps]
+    with WorkerPool() as pool:
+        for _ in range(ANSWER_ROUNDS):
+            for i, (name, r) in enumerate(steps):
+                task = tasks[name]
+                o = pool.evaluate_candidate(task.lower_fn(r.mapping, r.tuning),
+                                            task.inputs, task.reference, timeout_s=300,
+                                            repeats=args.repeats, flops=task.flops,
+                                            **task.tolerance)
+                if o.ok and o.times_s:
+                    rounds[i].append(statistics.median(o.times_s))
+    fastest = [min(ts) if ts else None for ts in rounds]
+    final = fastest[-1]
+    out: dict = {"answers": [
+        {"variant": n, "key": r.key, "at_s": (r.created or since) - since,
+         "stored_gflops": r.gflops, "retimed_s": t} for (n, r), t in zip(steps, fastest)]}
+    if final is None:
+        return out
+    for frac in (0.9, 0.95):
+        hit = next(((s, t) for s, t in zip(steps, fastest)
+                    if t is not None and t <= final / frac), None)
+        out[f"to{int(frac * 100)}_retimed"] = None if hit is None else \
+            (hit[0][1].created or since) - since
+    return out
+
+
+ANSWER_ROUNDS = 3
+
+
 def _run_records(paths, since: float) -> list:
     """The records stored at ``paths`` (a shape's variant stores) from ``since`` on."""
     from mapper.explore.store import ResultStore
@@ -161,7 +235,7 @@ def bench_shape(layer, args) -> dict:
     out: dict = {"layer": layer.name, "shape": layer.sizes(), "variant": vr.chosen,
                  "probes": {n: (b.gflops if b is not None else None)
                             for n, b in vr.probe_best().items()},
-                 # the close probes' bests timed again, interleaved: GFLOP/s of the median
+                 # the close probes' bests timed again, interleaved: GFLOP/s of the fastest round
                  "probe_retimed": {n: layer.flops / m / 1e9
                                    for n, m in vr.probe_medians.items()},
                  # where those were close too, each variant explored a while: its best
@@ -188,6 +262,8 @@ def bench_shape(layer, args) -> dict:
     for frac in (0.9, 0.95):
         n, s = progress(every, t0, final_any, frac)
         out[f"to{int(frac * 100)}_any"] = (n, s)
+    steps = answers(tasks, stores, t0, (vr.chosen, best))
+    out.update(answers_retimed(tasks, steps, t0, args))
     tuning = dict(best.tuning)
     out["best"] = f"{best.short_mapping}; {json.dumps(tuning, sort_keys=True)}"
     return time_found(layer, task, out, args)
@@ -358,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(f"in any variant 90% at #{r['to90_any'][0]} "
                          f"{r['to90_any'][1]:.0f} s, 95% at #{r['to95_any'][0]} "
                          f"{r['to95_any'][1]:.0f} s")
+        if r.get("answers"):
+            def at(x):
+                return "never" if x is None else f"{x:.0f} s"
+            parts.append(f"the answer re-timed ({len(r['answers'])} answers, interleaved): "
+                         f"90% at {at(r.get('to90_retimed'))}, 95% at "
+                         f"{at(r.get('to95_retimed'))}")
         parts.append(f"load {r['load_before']} -> {r.get('load_after', '?')}")
         if r["warnings"]:
             parts.append("WARNING: " + "; ".join(r["warnings"]))

@@ -400,6 +400,27 @@ def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
     assert "re-timed" in res.summary()
 
 
+def test_the_final_winner_is_the_fastest_round_not_the_median_of_every_run():
+    """Two winners re-timed: a's median over every run is the slower (a slow phase took
+    one of its rounds), its fastest round the faster: a is the answer."""
+    from mapper.encoding import MapCodes
+    from mapper.explore.record import Record, Retimed
+    from mapper.explore.run import Budget, Results
+
+    def rec(key):
+        return Record(key=key, run_id="r", strategy="model", seed=0, idx=0,
+                      mapping=MapCodes({"A": 0}), status="ok", time_s=1.0, gflops=1.0)
+
+    res = Results(run_id="r", strategy="model", seed=0, store_path=":memory:", context=None,
+                  budget=Budget(candidates=2))
+    res.retimed = {"a": Retimed(rec("a"), median_s=2.0, min_s=0.9, n=9, gflops=0.5,
+                                round_s=1.0),
+                   "b": Retimed(rec("b"), median_s=1.5, min_s=1.4, n=9, gflops=0.67,
+                                round_s=1.5)}
+    assert res.final.key == "a"
+    assert "fastest round's median 1000 ms" in res.summary()
+
+
 # ------------------------------------------------------------------ the command line
 
 

@@ -89,10 +89,10 @@ def summary_json(res: Results, *, file: str, store: str) -> dict[str, Any]:
 
 def variants_json(vr: Any) -> list[dict[str, Any]]:
     """Each variant of a ``mapper.explore.variants.VariantsResults``: its store, and its
-    probe's candidates, outcome and best, and the median seconds of that best timed again
-    beside the other close probes' (null: not timed again; empty when no variant was
-    probed), and the same of its contest's best where the re-timed probes were too close
-    to choose (null: no contest)."""
+    probe's candidates, outcome and best, and the seconds of that best timed again beside
+    the other close probes' (the median of its fastest round; null: not timed again;
+    empty when no variant was probed), and the same of its contest's best where the
+    re-timed probes were too close to choose (null: no contest)."""
     medians = getattr(vr, "probe_medians", {})
     contest = getattr(vr, "contest_medians", {})
     return [{"name": name, "store": vr.stores.get(name), "chosen": name == vr.chosen,

@@ -178,16 +178,23 @@ class Record:
 @dataclass(frozen=True)
 class Retimed:
     """A winner re-timed at the end of a run: its record and every re-timed execution's
-    median and minimum (seconds), their number, and the median's GFLOP/s (``None`` without
-    a FLOP count)."""
+    median and minimum (seconds), their number, the median's GFLOP/s (``None`` without a
+    FLOP count), and the median of its fastest round (which decides between winners: a
+    slow phase of a shared host can take a whole round)."""
 
     record: Record
     median_s: float
     min_s: float
     n: int
     gflops: float | None = None
+    round_s: float | None = None
+
+    @property
+    def rank_s(self) -> float:
+        """The time winners are compared by: the fastest round's median, else the median."""
+        return self.round_s if self.round_s is not None else self.median_s
 
     def to_json(self) -> dict[str, Any]:
-        """``{"median_s", "min_s", "n", "gflops"}`` (the record apart)."""
+        """``{"median_s", "min_s", "n", "gflops", "round_s"}`` (the record apart)."""
         return {"median_s": self.median_s, "min_s": self.min_s, "n": self.n,
-                "gflops": self.gflops}
+                "gflops": self.gflops, "round_s": self.round_s}

@@ -8,11 +8,12 @@ evaluated, the later variants' early cut measuring against the fastest kernel fo
 far. Where the probes are close (the runner-up's best within ``CLOSE`` times the fastest),
 one measurement each does not decide: the probes' best kernels are timed again,
 interleaved (``ROUNDS`` rounds of ``repeats`` runs: variant a, variant b, a, b, ...), and
-the lowest median wins; a single lucky first measurement on a noisy machine picked the
-slower variant before. Where those medians are still within ``CONTEST`` of each other and
+the variant whose fastest round has the lowest median wins; a single lucky first
+measurement on a noisy machine picked the slower variant before, and so did a slow phase
+of the host over a whole round. Where those figures are still within ``CONTEST`` of each other and
 the budget is a time, eight candidates were too few to tell: each close variant is
 explored ``CONTEST_SHARE`` of the budget (a contest; its store keeps what it found), the
-contest's best kernels are timed again the same way, and the lowest median wins (on a
+contest's best kernels are timed again the same way, and the fastest wins (on a
 64-channel 224x224 convolution on a Zen 4, the probes chose the window's vectors at 1.04x,
 whose run found 130 GFLOP/s; the kernels' space holds 172). The variant with the fastest
 probe (or contest) then gets the rest of the budget: its exploration resumes from its
@@ -43,8 +44,8 @@ from mapper.explore.store import ResultStore
 PROBE = 8  # evaluations per variant: the model strategy's initial design
 MIN_PROBE_SECONDS = 120.0  # a time budget under this explores the first variant only
 CLOSE = 1.5  # probes whose best kernels are within this factor are timed again
-ROUNDS = 3  # interleaved rounds of that re-timing
-CONTEST = 1.25  # re-timed medians within this factor: each close variant explored a while
+ROUNDS = 4  # interleaved rounds of that re-timing
+CONTEST = 1.25  # re-timed figures within this factor: each close variant explored a while
 CONTEST_SHARE = 0.125  # of a time budget, per variant of the contest
 
 
@@ -57,12 +58,13 @@ class VariantsResults:
     results: Results
     probes: dict[str, Results] = field(default_factory=dict)
     stores: dict[str, str | None] = field(default_factory=dict)
-    # the close probes' best kernels timed again, interleaved: variant -> median seconds
+    # the close probes' best kernels timed again, interleaved: variant -> the median of
+    # its fastest round, seconds
     probe_medians: dict[str, float] = field(default_factory=dict)
     # the variants explored after the probes, in order (more than one: a space explored
     # to its end handed the rest of the budget on)
     explored: list[str] = field(default_factory=list)
-    # the contest's best kernels timed again: variant -> median seconds (empty: none held)
+    # the contest's best kernels timed again, the same way (empty: none held)
     contest_medians: dict[str, float] = field(default_factory=dict)
 
     def probe_best(self) -> dict[str, Record | None]:
@@ -78,7 +80,7 @@ class VariantsResults:
             perf = f"{b.gflops:.3g} GFLOP/s" if b is not None and b.gflops else \
                 ("ok" if b is not None else "nothing ran ok")
             if name in self.probe_medians:
-                perf += f" (re-timed median {self.probe_medians[name] * 1e3:.3g} ms)"
+                perf += f" (re-timed {self.probe_medians[name] * 1e3:.3g} ms)"
             parts.append(f"{name} {perf}")
         then = ""
         if self.contest_medians:
@@ -130,8 +132,13 @@ def retime_probes(variants: Mapping[str, Any], probes: Mapping[str, Results], na
                   timeout_s: float = 30.0) -> dict[str, float]:
     """The best kernel of each of ``names``' probes timed again, interleaved (``rounds``
     rounds, each variant's kernel ``repeats`` times per round) on ``pool`` (a
-    ``WorkerPool``): variant -> median seconds over every run. A kernel that does not run
-    ok again is left out (it cannot be the answer)."""
+    ``WorkerPool``): variant -> the median of its fastest round, in seconds. A kernel that
+    does not run ok again is left out (it cannot be the answer).
+
+    The fastest round, not the median of every run: a shared host slows a kernel for
+    stretches of a fraction of a second to seconds, a whole round of one variant at a time
+    (on a 2-vCPU cloud Zen 4, the same convolution kernel ran 1.1x-2.6x its fastest in
+    3-run medians), and slowness is all such noise adds."""
     times: dict[str, list[float]] = {n: [] for n in names}
     # a pool of several devices (Ray) times every kernel on one of them
     evaluate = getattr(pool, "evaluate_pinned", pool.evaluate_candidate)
@@ -146,8 +153,8 @@ def retime_probes(variants: Mapping[str, Any], probes: Mapping[str, Results], na
             if o.status != "ok" or not o.times_s:
                 del times[n]
                 continue
-            times[n] += list(o.times_s)
-    return {n: statistics.median(ts) for n, ts in times.items() if ts}
+            times[n].append(statistics.median(o.times_s))
+    return {n: min(ts) for n, ts in times.items() if ts}
 
 
 def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget = 100,
