@@ -400,6 +400,24 @@ def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
     assert "re-timed" in res.summary()
 
 
+def test_the_end_of_run_retiming_takes_at_most_a_tenth_of_a_time_budget():
+    from mapper.encoding import MapCodes
+    from mapper.explore.record import Record
+    from mapper.explore.run import RETIME_SHARE, Budget, Results, _retime_count
+
+    res = Results(run_id="r", strategy="model", seed=0, store_path=":memory:", context=None,
+                  budget=Budget(seconds=60.0))
+    assert _retime_count(res, 8, 3, 60.0) == 8  # nothing ran yet: no estimate
+    res.records.append(Record(key="k", run_id="r", strategy="model", seed=0, idx=0,
+                              mapping=MapCodes({"A": 0}), status="ok", time_s=0.1,
+                              gflops=1.0, run_s=0.8, lower_s=0.0))
+    # each re-timed candidate: 3 rounds x (0.8 s of runs + 0.2 s) = 3 s
+    assert _retime_count(res, 8, 3, 60.0) == int(RETIME_SHARE * 60.0 / 3.0) == 2
+    assert _retime_count(res, 8, 3, 6000.0) == 8
+    assert _retime_count(res, 8, 3, 1.0) == 1  # at least the best
+    assert _retime_count(res, 8, 3, None) == 8  # a count budget: all of them
+
+
 def test_the_final_winner_is_the_fastest_round_not_the_median_of_every_run():
     """Two winners re-timed: a's median over every run is the slower (a slow phase took
     one of its rounds), its fastest round the faster: a is the answer."""

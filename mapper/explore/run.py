@@ -191,7 +191,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
             flops: int | None = None,
             max_value: int | None = None, pool=None, workers: int = 1,
             ray: str | bool | None = None, count: bool = False,
-            retime: int = 3, retime_rounds: int = 3, known_best_s: float | None = None,
+            retime: int = 8, retime_rounds: int = 3, known_best_s: float | None = None,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[Record, Results], None] | None = None,
             **strategy_options: Any) -> Results:
@@ -227,8 +227,9 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     again, ``retime_rounds`` interleaved rounds of ``repeats`` runs each; every execution's
     time is stored (``ResultStore.retimes``) and ``Results.final`` is the winner by the
     median of its fastest round (a single noisy first measurement does not decide, nor a
-    slow phase of the host over one round). With a time
-    budget, the search stops early enough to leave room for it. 0: no re-timing.
+    slow phase of the host over one round). With a time budget, fewer are re-timed where
+    they would take more than ``RETIME_SHARE`` of it, and the search stops early enough
+    to leave room for them. 0: no re-timing.
     ``known_best_s``: a run time known to be reachable (another variant's best, for the
     same result): the early cut measures against it until the run has a faster candidate.
     ``on_result(record, results)`` is called after each candidate (a ``Record``). Ctrl-C
@@ -280,12 +281,16 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
                       **{k: str(v) for k, v in strategy_options.items()}})
         if on_start:
             on_start(res)
-        reserve = functools.partial(_retime_reserve, res, retime, retime_rounds)
+        count_of = functools.partial(_retime_count, res, retime, retime_rounds, bud.seconds)
+
+        def reserve() -> float:
+            return _retime_reserve(res, count_of(), retime_rounds)
+
         _loop(res, strat, evaluator, st, bud, on_result,
               workers=getattr(evaluator.pool, "size", 1), t_start=t_call,
               reserve=reserve if retime > 0 else None, known_best_s=known_best_s)
         if retime > 0 and res.stopped_by != "interrupted":
-            _retime(res, evaluator, st, retime, retime_rounds, repeats)
+            _retime(res, evaluator, st, count_of(), retime_rounds, repeats)
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
                       strat.draws_total if strategy == "random" else None, res.mapping_s)
         return res
@@ -308,6 +313,18 @@ def _batch_for(cls: type, inflight: int, options: dict[str, Any]) -> dict[str, A
             or inflight <= param.default:
         return options
     return {**options, "batch": inflight}
+
+
+RETIME_SHARE = 0.1  # of a time budget: the most the end-of-run re-timing takes
+
+
+def _retime_count(res: Results, n: int, rounds: int, budget_s: float | None) -> int:
+    """How many of the best the end-of-run re-timing takes: ``n``, fewer (at least one)
+    where they would take more than ``RETIME_SHARE`` of a time budget ``budget_s``."""
+    each = _retime_reserve(res, 1, rounds)
+    if budget_s is None or each <= 0:
+        return n
+    return max(1, min(n, int(RETIME_SHARE * budget_s / each)))
 
 
 def _retime_reserve(res: Results, n: int, rounds: int) -> float:
