@@ -47,6 +47,7 @@ from experiments.baselines import (
 )
 from experiments.handwritten import hand_program  # noqa: F401  (the experiments' name)
 from experiments.machine import cpu_model
+from experiments.options import add_interleaving
 from experiments.vgg16 import vgg16_layer
 from ir.programs import ConvLayer
 
@@ -105,14 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layer", default="7", help="VGG-16 layer number (default 7)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply H and W by this factor (0.5: half size)")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per round")
+    add_interleaving(ap, rounds=5, repeats=3, settle=0.3, settle_help="idle seconds before "
+                     "each block, so that the other runtimes' spinning threads (OpenMP, "
+                     "BLAS, PoCL) go to sleep")
     ap.add_argument("--device", default=None, help="OpenCL device spec (LIFTMAP_DEVICE)")
     ap.add_argument("--naive", action="store_true", help="also time the naive OpenCL kernel")
     ap.add_argument("--timeout", type=float, default=300.0)
-    ap.add_argument("--settle", type=float, default=0.3,
-                    help="idle seconds before each block, so that the other runtimes' "
-                    "spinning threads (OpenMP, BLAS, PoCL) go to sleep")
     for k in ("theta", "rho", "kappa", "sigma", "omega", "v"):
         ap.add_argument(f"--{k}", type=int, default=None,
                         help=f"tuning value {k} of the generated pipeline (default: "

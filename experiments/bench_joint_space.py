@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 
+from experiments.options import add_rounds, add_samples
+
 _CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -65,8 +67,8 @@ def measure(checkout: str, layer: str, samples: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="7,19")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--samples", type=int, default=1000)
+    add_rounds(ap, 3)
+    add_samples(ap, 1000, "joint-space candidates per layer")
     ap.add_argument("--checkout", action="append", default=[],
                     help="another checkout to compare (repeatable)")
     args = ap.parse_args(argv)

@@ -35,6 +35,8 @@ import statistics
 import subprocess
 import sys
 
+from experiments.options import add_bench_seed, add_rounds, add_samples
+
 _CHILD = r"""
 import gc, hashlib, json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -145,12 +147,11 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="7,17,19", help="VGG-16 layers (comma-separated)")
-    ap.add_argument("--samples", type=int, default=30,
-                    help="joint-space candidates per layer")
-    ap.add_argument("--seed", type=int, default=1)
+    add_samples(ap, 30, "joint-space candidates per layer")
+    add_bench_seed(ap, 1)
     ap.add_argument("--v", default="1,4,8", help="vector widths of the hand-mapped pipeline "
                     "(paper_like_tuning with each)")
-    ap.add_argument("--rounds", type=int, default=3)
+    add_rounds(ap, 3)
     ap.add_argument("--checkout", action="append", default=[],
                     help="another checkout to compare (repeatable)")
     args = ap.parse_args(argv)

@@ -26,6 +26,8 @@ import statistics
 import sys
 import time
 
+from experiments.options import add_bench_seed, add_interleaving
+
 _BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PROGRAM = os.path.join(HERE, "examples", "matmul_blocked.lift")
@@ -75,13 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fusion", default="free", choices=("always", "never", "free"))
     ap.add_argument("--tunings", default="4x4x8,4x4x16,2x8x16,4x8x8",
                     help="bm x bn x v, comma-separated")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per round")
+    add_interleaving(ap, rounds=5, repeats=3, settle=0.3, settle_help="idle seconds "
+                     "before each block (spinning runtime threads sleep)")
     ap.add_argument("--device", default=None, help="OpenCL device spec (LIFTMAP_DEVICE)")
     ap.add_argument("--timeout", type=float, default=300.0)
-    ap.add_argument("--settle", type=float, default=0.3,
-                    help="idle seconds before each block (spinning runtime threads sleep)")
-    ap.add_argument("--seed", type=int, default=0)
+    add_bench_seed(ap)
     args = ap.parse_args(argv)
 
     n = args.size

@@ -19,7 +19,12 @@ times of one call. Medians and minima are printed. The FMA-chain peak of the dev
 Also printed per shape: evaluations, time and evaluations to 90% and 95% of the run's final
 best (stored figures) in the chosen variant's exploration, and the same over every
 candidate of the shape's run in any variant (probes and contests included: what the run
-would have answered, stopped then), and the load average before and after (it includes this script's
+would have answered, stopped then); then the run's successive answers (each candidate that
+was the fastest stored so far, any variant) timed again side by side, and the time at which
+the answer, so timed, first reached 90% and 95% of the final answer's speed: one stored
+measurement ranks kernels that are within 10% of each other nearly at random on a shared
+host, so the stored figures' 90% mostly says when a lucky measurement came. Also the load
+average before and after (it includes this script's
 own previous shape). Other processes using more than a tenth of a core before a shape or
 after its timing, and a host that took more than 2% of the CPU time (steal, on a virtual
 machine) while timing, are named in a warning: figures taken beside other work are not
@@ -39,6 +44,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from experiments.machine import cpu_model
+from experiments.options import add_bench_seed, add_interleaving, add_json
 
 VGG = ("0", "2", "5", "7", "10", "12,14", "17", "19,21", "24,26,28")
 
@@ -371,12 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", help="other shapes: C=..,H=..,W=..,M=..[,K,S,P];... (replace "
                     "--layers)")
     ap.add_argument("--budget", default="10m", help="exploration budget per shape")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--settle", type=float, default=0.3)
-    ap.add_argument("--seed", type=int, default=0)
+    add_interleaving(ap, rounds=5, repeats=5, settle=0.3)
+    add_bench_seed(ap)
     ap.add_argument("--store-dir", default="results/search")
-    ap.add_argument("--json", help="write every figure here")
+    add_json(ap)
     ap.add_argument("--retime", metavar="JSON",
                     help="no exploration: time again the kernels an earlier run's --json "
                     "found (its shapes; --rounds rounds), e.g. where that run was noisy")

@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+from experiments.options import add_interleaving, add_json
+
 HALO = {"blur_separable": 2, "blur_laplacian": 4, "harris": 4}
 
 
@@ -86,10 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", default="2m", help="exploration budget per variant")
     ap.add_argument("--variants", default="unfused,tiled-local,tiled-private",
                     help="which of unfused, tiled-local, tiled-private, tiled-global")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--repeats", type=int, default=5)
+    add_interleaving(ap, rounds=7, repeats=5)
     ap.add_argument("--store-dir", default="results/tiling")
-    ap.add_argument("--json", help="write every figure here")
+    add_json(ap)
     args = ap.parse_args(argv)
 
     from codegen.worker import WorkerPool

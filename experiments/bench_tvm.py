@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from experiments.machine import cpu_model, save_json
+from experiments.options import add_bench_seed, add_interleaving, add_json
 
 DEFAULT_LAYER = "19"
 
@@ -274,11 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--store-dir", default="results/tvm", help="where liftmap's search is "
                     "stored (default results/tvm)")
     ap.add_argument("--work-dir", help="MetaSchedule's database (default: a temporary one)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--settle", type=float, default=0.3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", help="write every figure here")
+    add_interleaving(ap, rounds=3, repeats=5, settle=0.3)
+    add_bench_seed(ap)
+    add_json(ap)
     args = ap.parse_args(argv)
     try:
         layer = parse_layer_args(args.layer, args.sizes)

@@ -22,6 +22,7 @@ import time
 
 from codegen.errors import LoweringError
 from codegen.target import DeviceDescriptionError, resolve
+from experiments.options import add_bench_seed, add_samples
 from experiments.vgg16 import vgg16_layer
 from ir.errors import ConstraintViolation
 from ir.programs import gpgpu20_conv_pipeline
@@ -74,12 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", default="7,17,19", help="VGG-16 layers (comma-separated)")
     ap.add_argument("--devices", default="pocl-cpu,h100",
                     help="presets, JSON descriptions or live OpenCL specs (comma-separated)")
-    ap.add_argument("--samples", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
+    add_samples(ap, 1000, "joint-space candidates per layer and device")
+    add_bench_seed(ap)
     ap.add_argument("--csv", help="write the outcome counts here (e.g. results/lowering-rate.csv)")
     args = ap.parse_args(argv)
-    if args.samples < 1:
-        ap.error("--samples must be at least 1")
     rows = []
     print("| layer | device | mappings | candidates | build+count s | sample us | "
           "lower ms (median) | lowered |")

@@ -20,6 +20,8 @@ import re
 import subprocess
 import sys
 
+from experiments.options import add_interleaving
+
 # the generated pipeline's flags per layer (bench_conv options)
 FLAGS: dict[str, list[str]] = {
     "0": ["--v", "1"],  # C*K*K = 27: no vector width above 1 divides it
@@ -70,8 +72,7 @@ def _cell(g: dict, k: str, f: str = "gflops") -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default=",".join(FLAGS), help="comma-separated (default all 9)")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=3)
+    add_interleaving(ap, rounds=3, repeats=3)
     ap.add_argument("--csv", help="write the table here too")
     ap.add_argument("--from-logs", help="read t3-<layer>.log files of an earlier run here")
     args = ap.parse_args(argv)

@@ -199,3 +199,17 @@ def test_wall_times_warm_up_once_and_kernel_times_refuse_a_failed_run(tmp_path) 
     path = tmp_path / "out.json"
     save_json(str(path), {"where": tmp_path})  # a value JSON lacks: its str
     assert json.loads(path.read_text()) == {"where": str(tmp_path)}
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--repeats", "-1"], ["--settle", "nan"],
+                                  ["--seed", "-3"], ["--rounds", "two"]])
+def test_a_benchmark_refuses_an_out_of_range_option_in_one_line(argv, capsys):
+    """Checked before anything is measured: ``--rounds 0`` used to end a long run with a
+    traceback (the median of no time)."""
+    from experiments import bench_search
+
+    with pytest.raises(SystemExit) as e:
+        bench_search.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert ("out of range" in err or "is not" in err) and "Traceback" not in err
