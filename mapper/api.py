@@ -28,8 +28,9 @@ from mapper.errors import (
     MappingError,
 )
 from mapper.nesting import MapNestingTree, label_maps
+from mapper.rule_names import RuleKind, RuleName
 from mapper.rules import FUSION_STRATEGIES, RULES, generate, rule_kind
-from mapper.text import show_constraint
+from mapper.text import rule_head, show_constraint
 
 if TYPE_CHECKING:
     from codegen.target import Device
@@ -88,15 +89,15 @@ class MappingProblem:
     def labels(self) -> list[str]:
         return self.tree.labels
 
-    def per_rule(self) -> dict[str, int]:
+    def per_rule(self) -> dict[RuleName, int]:
         """Constraint instances per rule, in rule order (CC'22 Table 4 style)."""
         counts = Counter(c.rule for c in self.constraints)
         return {r.name: counts[r.name] for r in RULES if counts[r.name]}
 
-    def per_kind(self) -> dict[str, int]:
+    def per_kind(self) -> dict[RuleKind, int]:
         """Constraint instances per kind of rule (``validity``, ``heuristic``)."""
         counts = Counter(rule_kind(c.rule) for c in self.constraints)
-        return {k: counts[k] for k in ("validity", "heuristic") if counts[k]}
+        return {k: counts[k] for k in RuleKind if counts[k]}
 
     def mapping(self, m) -> MapCodes:
         """Validate and normalise a mapping given as text, dict or MapCodes."""
@@ -277,20 +278,19 @@ def check_mapping(expr, mapping, *, fusion: str | None = None,
     return p.model.violated(dict(m))
 
 
-def rejected_by(violations) -> str | None:
-    """``"validity"`` when a validity rule is among ``violations`` (the mapping is wrong
-    OpenCL), ``"heuristic"`` when only heuristics reject it (it would lower and run, but is
+def rejected_by(violations) -> RuleKind | None:
+    """``validity`` when a validity rule is among ``violations`` (the mapping is wrong
+    OpenCL), ``heuristic`` when only heuristics reject it (it would lower and run, but is
     pruned), None when there is none."""
     kinds = {rule_kind(c.rule) for c in violations}
     if not kinds:
         return None
-    return "validity" if "validity" in kinds else "heuristic"
+    return RuleKind.VALIDITY if RuleKind.VALIDITY in kinds else RuleKind.HEURISTIC
 
 
 def describe_violation(c: Constraint) -> str:
     """``[validity rule private-memory] map B ...`` / ``[heuristic local-in-group] ...``."""
-    kind = rule_kind(c.rule)
-    return f"[{'validity rule' if kind == 'validity' else 'heuristic'} {c.rule}] {c.description}"
+    return f"{rule_head(c)} {c.description}"
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ class Explanation:
         return not self.core
 
     @property
-    def kind(self) -> str | None:
+    def kind(self) -> RuleKind | None:
         """``validity`` when a validity rule is in the core (the partial mapping cannot
         give correct OpenCL), ``heuristic`` when only heuristics forbid it, None if
         possible."""
@@ -315,7 +315,7 @@ class Explanation:
     def __str__(self) -> str:
         if self.possible:
             return f"{self.partial} is possible, e.g. {self.example}"
-        what = ("a validity rule rejects it" if self.kind == "validity" else
+        what = ("a validity rule rejects it" if self.kind is RuleKind.VALIDITY else
                 "only heuristics reject it (heuristics=False admits it)")
         lines = [f"{self.partial} is impossible ({what}) because of these rule instances:"]
         lines += [f"  {show_constraint(c)}" for c in self.core]
@@ -332,7 +332,7 @@ def explain(expr, partial, *, fusion: str | None = None,
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     part = p.mapping(partial)
     core = z3_backend.unsat_core(p.model, dict(part))
-    if core and p.heuristics and rejected_by(core) == "heuristic":
+    if core and p.heuristics and rejected_by(core) is RuleKind.HEURISTIC:
         # a heuristic core: say "validity" if the validity rules alone also reject it
         pv = problem(p.program, fusion=p.fusion, heuristics=False)
         vcore = z3_backend.unsat_core(pv.model, dict(part))

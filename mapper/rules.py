@@ -19,13 +19,14 @@ from ir import nodes
 from ir.computes import computes
 from mapper.errors import ConfigurationError
 from mapper.nesting import MapNestingTree, _Spaces
-from mapper.text import register_rule_kinds, show_constraint
+from mapper.rule_names import RuleKind, RuleName
+from mapper.text import show_constraint
 
 FUSION_STRATEGIES = ("always", "never", "free")
 _DOMAINS = {1: "local", 2: "work-group", 3: "global"}
 
 
-def _instance(rule: str, predicate: Pred, description: str,
+def _instance(rule: RuleName, predicate: Pred, description: str,
               subjects: Iterable[str]) -> Constraint:
     """A rule instance; it prints with code names, simplified (``show_constraint``)."""
     return Constraint(rule, predicate, description, tuple(subjects), show_constraint)
@@ -55,23 +56,26 @@ def _chain_text(chain) -> str:
     return "-".join(chain)
 
 
-KINDS = ("validity", "heuristic")
+KINDS = tuple(RuleKind)
 
 
 @dataclass(frozen=True)
 class Rule:
     """A named rule: ``generate(tree)`` yields its constraint instances.
 
-    ``kind`` is ``validity`` (the OpenCL model: memory scope, hierarchy, synchronisation,
-    races; exact against the oracle ``experiments/oracle.py``) or ``heuristic`` (prunes
-    mappings that lower and run correctly but are unlikely to be fast; switchable with
-    ``heuristics=False``)."""
+    Its ``kind`` (its name's) is ``validity`` (the OpenCL model: memory scope, hierarchy,
+    synchronisation, races; exact against the oracle ``experiments/oracle.py``) or
+    ``heuristic`` (prunes mappings that lower and run correctly but are unlikely to be
+    fast; switchable with ``heuristics=False``)."""
 
-    name: str
+    name: RuleName
     title: str
     source: str  # where it comes from: "CC'22 rule (3)", "added: ..."
     generate: Callable[[MapNestingTree], Iterator[Constraint]]
-    kind: str = "validity"
+
+    @property
+    def kind(self) -> RuleKind:
+        return self.name.kind
 
 
 # ------------------------------------------------------------- index functions
@@ -583,7 +587,7 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
             continue  # its output is its parent's: the parent's instances say how it runs
         whole = _whole(t, prod)
         if t.maps[prod].read_by_code or not cons_of:
-            yield _instance("private-memory", whole,
+            yield _instance(RuleName.PRIVATE_MEMORY, whole,
                             f"map {prod} writes private memory that other code reads, so it "
                             "and the maps inside it must be sequential or fused",
                             (prod, *t.nested(prod)))
@@ -595,7 +599,7 @@ def private_memory(t: MapNestingTree) -> Iterator[Constraint]:
                      *(form(t, prod, cons, lambda x: runs_whole(t, x), True)
                        for form in (reads_own_flat, reads_own_transposed, reads_own_nested)))
             yield _instance(
-                "private-memory", Or(own, whole),
+                RuleName.PRIVATE_MEMORY, Or(own, whole),
                 f"map {cons} reads the private memory map {prod} writes: each work-item reads "
                 f"only what it wrote, or map {prod} runs whole (sequential) in every work-item",
                 tuple(dict.fromkeys([prod, cons, *inner])))
@@ -643,7 +647,7 @@ def local_memory(t: MapNestingTree) -> Iterator[Constraint]:
     work-group (no mapWrg, no mapGlb over several work-groups among their maps)."""
     for prod, cons in _exchanges(t, "local"):
         yield _instance(
-            "local-memory", _exchange(t, prod, cons, (2, 3)),
+            RuleName.LOCAL_MEMORY, _exchange(t, prod, cons, (2, 3)),
             f"map {cons} reads the local memory map {prod} writes: each work-item reads only "
             "what it wrote, or both run within one work-group", _subjects(t, prod, cons))
 
@@ -664,7 +668,7 @@ def local_in_groups(t: MapNestingTree) -> Iterator[Constraint]:
             for w in range(3):
                 parts.append(Or(_none_is(chain, 20 + w), _any_is(outer, 20 + w)))
             yield _instance(
-                "local-in-groups", And(*parts),
+                RuleName.LOCAL_IN_GROUPS, And(*parts),
                 f"map {m} uses local memory: it must not be mapWrg/mapGlb and must sit under a "
                 f"mapWrg of each work-group dimension used in chain {_chain_text(chain)}",
                 tuple(chain),
@@ -676,7 +680,7 @@ def duplicate_scheduling(t: MapNestingTree) -> Iterator[Constraint]:
     for m in t.concrete():
         for inner in t.nested(m):
             yield _instance(
-                "duplicate-scheduling", Or(level(m) < 1, ne(c(m), c(inner))),
+                RuleName.DUPLICATE_SCHEDULING, Or(level(m) < 1, ne(c(m), c(inner))),
                 f"maps {m} and {inner} (nested in {m}) are not parallel in the same domain "
                 "and dimension", (m, inner))
 
@@ -686,11 +690,11 @@ def local_dimensionality(t: MapNestingTree) -> Iterator[Constraint]:
     for chain in t.chains():
         for d in range(3):
             yield _instance(
-                "local-dimensionality", Or(_none_is(chain, 10 + d), _any_is(chain, 20 + d)),
+                RuleName.LOCAL_DIMENSIONALITY, Or(_none_is(chain, 10 + d), _any_is(chain, 20 + d)),
                 f"chain {_chain_text(chain)}: mapLcl({d}) needs a mapWrg({d}) in the chain",
                 tuple(chain))
             yield _instance(
-                "local-dimensionality", Or(_none_is(chain, 20 + d), _any_is(chain, 10 + d)),
+                RuleName.LOCAL_DIMENSIONALITY, Or(_none_is(chain, 20 + d), _any_is(chain, 10 + d)),
                 f"chain {_chain_text(chain)}: mapWrg({d}) needs a mapLcl({d}) in the chain",
                 tuple(chain))
 
@@ -700,7 +704,7 @@ def local_hierarchy(t: MapNestingTree) -> Iterator[Constraint]:
     for m in t.concrete():
         for inner in t.nested(m):
             yield _instance(
-                "local-hierarchy",
+                RuleName.LOCAL_HIERARCHY,
                 Not(And(eq(level(m), 1), eq(level(inner), 2), eq(dim(inner), dim(m)))),
                 f"map {inner} must not be mapWrg(d) inside map {m} as mapLcl(d)", (m, inner))
 
@@ -712,7 +716,7 @@ def local_in_group(t: MapNestingTree) -> Iterator[Constraint]:
         outer = t.outer(m)
         for d in range(3):
             yield _instance(
-                "local-in-group", Or(ne(c(m), 10 + d), _any_is(outer, 20 + d)),
+                RuleName.LOCAL_IN_GROUP, Or(ne(c(m), 10 + d), _any_is(outer, 20 + d)),
                 f"map {m} as mapLcl({d}) must be nested in a mapWrg({d})", (m, *outer))
 
 
@@ -766,7 +770,7 @@ def exhaustive_indexing(t: MapNestingTree) -> Iterator[Constraint]:
                            else Or(any_is(tb, wrg), any_is(tb, lcl)))
                     parts.append(Or(none_is(only_a, glb), any_is(tb, glb), grp))
                 yield _instance(
-                    "exhaustive-indexing", And(*parts),
+                    RuleName.EXHAUSTIVE_INDEXING, And(*parts),
                     f"dimension {d} distributed in chain {_chain_text(a)} is also distributed "
                     f"in chain {_chain_text(b)} (mapLcl({d}) by mapLcl/mapGlb, mapWrg({d}) by "
                     f"mapWrg/mapGlb, mapGlb({d}) by any)",
@@ -791,7 +795,7 @@ def shared_dimension(t: MapNestingTree) -> Iterator[Constraint]:
     for m in t.concrete():
         for inner in t.nested(m):
             yield _instance(
-                "shared-dimension",
+                RuleName.SHARED_DIMENSION,
                 Or(level(m) < 1, level(inner) < 1, ne(dim(m), dim(inner)),
                    And(eq(level(m), 2), eq(level(inner), 1))),
                 f"maps {m} and {inner} (nested in {m}) are parallel in different dimensions, "
@@ -804,7 +808,7 @@ def sequential_fusion(t: MapNestingTree) -> Iterator[Constraint]:
         for inner in t.maps[m].children:
             if t.perfectly_nested_in(inner, m):
                 yield _instance(
-                    "sequential-fusion", Not(And(eq(c(m), 0), eq(c(inner), 0))),
+                    RuleName.SEQUENTIAL_FUSION, Not(And(eq(c(m), 0), eq(c(inner), 0))),
                     f"map {inner} is perfectly nested in map {m}: they are not both "
                     "sequential (fuse them instead)", (m, inner))
 
@@ -820,7 +824,7 @@ def no_global_with_groups(t: MapNestingTree) -> Iterator[Constraint]:
         if not t.same_kernel(a, b):
             continue
         yield _instance(
-            "global-xor-groups",
+            RuleName.GLOBAL_XOR_GROUPS,
             And(Not(And(glb[a], *grp[b])), Not(And(glb[b], *grp[a]))),
             f"maps {a} and {b}: mapGlb is not mixed with mapWrg/mapLcl in one kernel", (a, b))
 
@@ -840,53 +844,57 @@ def cross_thread_dependency(t: MapNestingTree) -> Iterator[Constraint]:
     """
     for prod, cons in _exchanges(t, "global"):
         yield _instance(
-            "cross-thread-dependency", _exchange(t, prod, cons, (2, 3)),
+            RuleName.CROSS_THREAD_DEPENDENCY, _exchange(t, prod, cons, (2, 3)),
             f"map {cons} reads what map {prod} wrote: each work-item reads only what it "
             "wrote, or both run within one work-group (no barrier exists across "
             "work-groups)", _subjects(t, prod, cons))
     for prod, cons in _exchanges(t, "local"):
         yield _instance(
-            "cross-thread-dependency", _exchange(t, prod, cons, (3,)),
+            RuleName.CROSS_THREAD_DEPENDENCY, _exchange(t, prod, cons, (3,)),
             f"map {cons} reads the local memory map {prod} writes: each work-item reads only "
             "what it wrote, or no mapGlb of the two nests spans several work-groups (no "
             "barrier exists across them)", _subjects(t, prod, cons))
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("private-memory", "Private memory scoping", "CC'22 rule (1)", private_memory),
-    Rule("local-memory", "Shared memory scoping", "CC'22 rule (2)", local_memory),
-    Rule("local-in-groups", "Local memory only under work-group maps",
-         "CC'22 rule (2) as stated", local_in_groups, "heuristic"),
-    Rule("duplicate-scheduling", "Duplicate scheduling", "CC'22 rule (3)",
+    Rule(RuleName.PRIVATE_MEMORY, "Private memory scoping", "CC'22 rule (1)", private_memory),
+    Rule(RuleName.LOCAL_MEMORY, "Shared memory scoping", "CC'22 rule (2)", local_memory),
+    Rule(RuleName.LOCAL_IN_GROUPS, "Local memory only under work-group maps",
+         "CC'22 rule (2) as stated", local_in_groups),
+    Rule(RuleName.DUPLICATE_SCHEDULING, "Duplicate scheduling", "CC'22 rule (3)",
          duplicate_scheduling),
-    Rule("local-dimensionality", "Local thread indexing dimensionality", "CC'22 rules (4)-(5)",
-         local_dimensionality, "heuristic"),
-    Rule("local-hierarchy", "Local thread indexing hierarchy", "CC'22 rule (6)",
+    Rule(RuleName.LOCAL_DIMENSIONALITY, "Local thread indexing dimensionality",
+         "CC'22 rules (4)-(5)", local_dimensionality),
+    Rule(RuleName.LOCAL_HIERARCHY, "Local thread indexing hierarchy", "CC'22 rule (6)",
          local_hierarchy),
-    Rule("local-in-group", "mapLcl under a mapWrg (no single-work-group kernels)",
-         "CC'22 rule (6)", local_in_group, "heuristic"),
-    Rule("exhaustive-indexing", "Exhaustive thread indexing", "CC'22 rule (7)",
+    Rule(RuleName.LOCAL_IN_GROUP, "mapLcl under a mapWrg (no single-work-group kernels)",
+         "CC'22 rule (6)", local_in_group),
+    Rule(RuleName.EXHAUSTIVE_INDEXING, "Exhaustive thread indexing", "CC'22 rule (7)",
          exhaustive_indexing),
-    Rule("shared-dimension", "One dimension per nest level", "added (lowering check)",
+    Rule(RuleName.SHARED_DIMENSION, "One dimension per nest level", "added (lowering check)",
          shared_dimension),
-    Rule("sequential-fusion", "Sequential map fusion heuristic", "CC'22 rule (8)",
-         sequential_fusion, "heuristic"),
-    Rule("global-xor-groups", "No mapGlb with mapWrg/mapLcl",
+    Rule(RuleName.SEQUENTIAL_FUSION, "Sequential map fusion heuristic", "CC'22 rule (8)",
+         sequential_fusion),
+    Rule(RuleName.GLOBAL_XOR_GROUPS, "No mapGlb with mapWrg/mapLcl",
          "added (one indexing style per kernel)",
-         no_global_with_groups, "heuristic"),
-    Rule("cross-thread-dependency", "Producer/consumer across threads",
+         no_global_with_groups),
+    Rule(RuleName.CROSS_THREAD_DEPENDENCY, "Producer/consumer across threads",
          "added (hole found by testing)", cross_thread_dependency),
 )
 RULE_NAMES = tuple(r.name for r in RULES)
 RULE_KIND = {r.name: r.kind for r in RULES}
-register_rule_kinds(RULE_KIND)
-VALIDITY_RULES = tuple(r.name for r in RULES if r.kind == "validity")
-HEURISTIC_RULES = tuple(r.name for r in RULES if r.kind == "heuristic")
+VALIDITY_RULES = tuple(r.name for r in RULES if r.kind is RuleKind.VALIDITY)
+HEURISTIC_RULES = tuple(r.name for r in RULES if r.kind is RuleKind.HEURISTIC)
 
 
-def rule_kind(name: str) -> str:
-    """``validity`` or ``heuristic`` for a rule name."""
-    return RULE_KIND[name]
+def rule_kind(name: str) -> RuleKind:
+    """``validity`` or ``heuristic`` for a rule name (``ConfigurationError``: no such
+    rule)."""
+    rule = RuleName.parse(name)
+    if rule is None:
+        raise ConfigurationError(f"no mapping rule is named {name!r}; the rules: "
+                                 f"{', '.join(RuleName)}")
+    return rule.kind
 
 
 def generate(t: MapNestingTree, fusion: str = "always",
@@ -897,9 +905,9 @@ def generate(t: MapNestingTree, fusion: str = "always",
         raise ConfigurationError(f"fusion must be one of {FUSION_STRATEGIES}, got {fusion!r}")
     out: list[Constraint] = []
     for r in RULES:
-        if r.kind == "heuristic" and not heuristics:
+        if r.kind is RuleKind.HEURISTIC and not heuristics:
             continue
-        if r.name == "sequential-fusion" and fusion != "always":
+        if r.name == RuleName.SEQUENTIAL_FUSION and fusion != "always":
             continue
         out.extend(r.generate(t))
     return out

@@ -39,15 +39,16 @@ from constraints.expr import (
 from constraints.model import Constraint
 from mapper.encoding import CODES, FUSED, PARALLEL_CODES, SEQ, code_name
 from mapper.errors import MappingError
+from mapper.rule_names import RuleKind, RuleName
 
 __all__ = [
     "SHOW_LIMIT",
+    "rule_head",
     "WHY_LIMIT",
     "Violation",
     "blame",
     "show_constraint",
     "show_predicate",
-    "register_rule_kinds",
     "show_predicate_short",
     "simplify",
     "substitute",
@@ -707,20 +708,13 @@ def _items(p: And | Or) -> list[tuple[str, Pred | None]]:
     return out
 
 
-_RULE_KINDS: dict[str, str] = {}
-
-
-def register_rule_kinds(kinds: Mapping[str, str]) -> None:
-    """Say which rules are ``validity`` rules and which ``heuristic`` (``mapper.rules``
-    does, for its rules: this module does not import it, which prints its instances)."""
-    _RULE_KINDS.update(kinds)
-
-
-def _head(c: Constraint) -> str:
-    kind = _RULE_KINDS.get(c.rule)
-    if kind is None:
+def rule_head(c: Constraint) -> str:
+    """``[validity rule private-memory]``, ``[heuristic local-in-group]``, or ``[name]``
+    for a rule this package does not have."""
+    rule = RuleName.parse(c.rule)
+    if rule is None:
         return f"[{c.rule}]"
-    return f"[{'validity rule' if kind == 'validity' else 'heuristic'} {c.rule}]"
+    return f"[{'validity rule' if rule.kind is RuleKind.VALIDITY else 'heuristic'} {c.rule}]"
 
 
 def show_predicate_short(p: Pred, limit: int = SHOW_LIMIT,
@@ -738,7 +732,7 @@ def show_constraint(c: Constraint, limit: int = SHOW_LIMIT,
     """``[validity rule R] description: predicate`` (``[heuristic R] ...`` for a
     heuristic rule), the predicate simplified, with code names, abridged past ``limit``
     characters (see :func:`show_predicate_short`)."""
-    return f"{_head(c)} {c.description}: {show_predicate_short(c.predicate, limit, domains)}"
+    return f"{rule_head(c)} {c.description}: {show_predicate_short(c.predicate, limit, domains)}"
 
 
 # ------------------------------------------------------------------ violations

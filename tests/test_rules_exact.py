@@ -35,6 +35,27 @@ def test_every_rule_has_a_kind_a_title_and_a_source():
             "global-xor-groups"} == set(HEURISTIC_RULES)
 
 
+def test_every_rule_name_is_a_typed_key_that_its_constraints_carry():
+    """One rule per name, in the names' order; each constraint instance carries its rule's
+    typed name (not a string that may be misspelt), which reads back from plain text and
+    prints, serialises and compares as that text."""
+    import json
+
+    from mapper.rule_names import RuleKind, RuleName
+
+    assert tuple(r.name for r in RULES) == tuple(RuleName)
+    assert RuleName.parse("local-in-group") is RuleName.LOCAL_IN_GROUP
+    assert RuleName.parse("local-in-grup") is None
+    assert f"{RuleName.LOCAL_IN_GROUP}" == str(RuleName.LOCAL_IN_GROUP) == "local-in-group"
+    assert json.dumps({"kind": RuleKind.HEURISTIC}) == '{"kind": "heuristic"}'
+    seen = set()
+    for prog in (cc22_listing1(), cc22_listing3()):
+        for c in problem(prog, fusion="free", heuristics=True).constraints:
+            assert isinstance(c.rule, RuleName)
+            seen.add(c.rule)
+    assert len(seen) > 3
+
+
 def test_heuristics_switch_only_adds_mappings():
     for p in (cc22_listing1(), cc22_listing3(), parse_file(EX / "gpgpu20_stencil2d.lift")):
         for fusion in ("always", "free"):

@@ -210,8 +210,8 @@ def cmd_enumerate(args) -> int:
 
 def cmd_check(args) -> int:
     from mapper.api import check_mapping, problem, rejected_by
-    from mapper.rules import rule_kind
-    from mapper.text import why_violated
+    from mapper.rule_names import RuleKind
+    from mapper.text import rule_head, why_violated
 
     p = problem(load(args), fusion=args.fusion,
                 heuristics=args.heuristics)
@@ -227,7 +227,7 @@ def cmd_check(args) -> int:
     if not bad:
         console.print(f"[green]valid[/green]: {escape(str(m))}")
         return 0
-    if rejected_by(bad) == "validity":
+    if rejected_by(bad) is RuleKind.VALIDITY:
         verdict = "[red]invalid[/red] (a validity rule rejects it)"
     else:
         verdict = ("[yellow]pruned by heuristics only[/yellow] (it would lower and run; "
@@ -235,8 +235,7 @@ def cmd_check(args) -> int:
     console.print(f"{verdict}: {escape(str(m))} violates {len(bad)} constraint instance(s):",
                   soft_wrap=True)
     for c in bad:
-        kind = "validity rule" if rule_kind(c.rule) == "validity" else "heuristic"
-        console.print(f"  [{kind} {c.rule}] maps {','.join(c.subjects)}: "
+        console.print(f"  {rule_head(c)} maps {','.join(c.subjects)}: "
                       f"{c.description}", soft_wrap=True, markup=False)
         console.print(f"    here: {escape(why_violated(c, dict(m), doms))}", soft_wrap=True)
     return 1
