@@ -3,22 +3,7 @@
 import numpy as np
 import pytest
 
-from ir.builders import (
-    add,
-    as_scalar,
-    as_vector,
-    compose,
-    join,
-    lam,
-    map_,
-    pad,
-    param,
-    reduce_,
-    slide,
-    split,
-    transpose,
-    zip_,
-)
+import ir.builders as b
 from ir.errors import ConstraintViolation, IRTypeError, UnboundParameterError
 from ir.interp import evaluate
 from ir.nodes import FunCall, Lambda, Map, maps_in
@@ -60,28 +45,28 @@ def test_listing1_types():
 
 
 def test_split_join_exact_division():
-    X = param("X", array(Float, "N"))
-    p = Lambda((X,), compose(join(), split("s"))(X))
+    X = b.param("X", array(Float, "N"))
+    p = Lambda((X,), b.compose(b.join(), b.split("s"))(X))
     assert typecheck(p).type == array(Float, "N")  # (N/s)*s == N
 
 
 def test_split_non_divisor_with_concrete_sizes():
-    X = param("X", array(Float, "N"))
-    p = Lambda((X,), split(4)(X))
+    X = b.param("X", array(Float, "N"))
+    p = Lambda((X,), b.split(4)(X))
     with pytest.raises(ConstraintViolation, match=r"split\(4\).*N % 4 == 0.*N=10"):
         typecheck(p, {"N": 10})
     typecheck(p, {"N": 12})
 
 
 def test_zip_unequal_lengths():
-    A, B = param("A", array(Float, 8)), param("B", array(Float, 9))
+    A, B = b.param("A", array(Float, 8)), b.param("B", array(Float, 9))
     with pytest.raises(IRTypeError, match="unequal lengths: 8 and 9"):
-        typecheck(Lambda((A, B), zip_(A, B)))
+        typecheck(Lambda((A, B), b.zip_(A, B)))
 
 
 def test_zip_symbolic_lengths_checked_with_sizes():
-    A, B = param("A", array(Float, "N")), param("B", array(Float, "M"))
-    p = Lambda((A, B), zip_(A, B))
+    A, B = b.param("A", array(Float, "N")), b.param("B", array(Float, "M"))
+    p = Lambda((A, B), b.zip_(A, B))
     info = typecheck(p)
     assert "N == M" in rels(info) or "M == N" in rels(info)
     with pytest.raises(IRTypeError, match="unequal"):
@@ -89,72 +74,72 @@ def test_zip_symbolic_lengths_checked_with_sizes():
 
 
 def test_map_over_non_array():
-    y = param("y", Float)
+    y = b.param("y", Float)
     with pytest.raises(IRTypeError, match="expects an array, got float"):
-        typecheck(Lambda((y,), map_(lam(lambda e: FunCall(add, (e, e))))(y)))
+        typecheck(Lambda((y,), b.map_(b.lam(lambda e: FunCall(b.add, (e, e))))(y)))
 
 
 def test_userfun_arity_and_type_mismatch():
-    X = param("X", array(Float, "N"))
+    X = b.param("X", array(Float, "N"))
     with pytest.raises(IRTypeError, match="takes 2 argument"):
-        typecheck(Lambda((X,), map_(lam(lambda e: FunCall(add, (e,))))(X)))
-    Y = param("Y", array(Float, "N", "M"))
+        typecheck(Lambda((X,), b.map_(b.lam(lambda e: FunCall(b.add, (e,))))(X)))
+    Y = b.param("Y", array(Float, "N", "M"))
     with pytest.raises(IRTypeError, match=r"argument 1 \(a\) expects float, got \[float\]M"):
-        typecheck(Lambda((Y,), map_(lam(lambda e: FunCall(add, (e, e))))(Y)))
+        typecheck(Lambda((Y,), b.map_(b.lam(lambda e: FunCall(b.add, (e, e))))(Y)))
 
 
 def test_undeclared_parameter():
-    X = param("X")
+    X = b.param("X")
     with pytest.raises(UnboundParameterError, match="declare it"):
-        typecheck(Lambda((X,), join()(X)))
+        typecheck(Lambda((X,), b.join()(X)))
 
 
 def test_type_error_names_node_and_context():
     """The error carries the node (the CLI locates it in the source) and the expression
     around it, not internal node numbers."""
-    X = param("X", array(Float, "N"))
+    X = b.param("X", array(Float, "N"))
     with pytest.raises(IRTypeError) as e:
-        typecheck(Lambda((X,), join()(X)))
+        typecheck(Lambda((X,), b.join()(X)))
     assert e.value.node is not None and "in: join $ X" in str(e.value)
     assert "(node" not in str(e.value)
 
 
 def test_slide_strict_and_vector_types():
-    X = param("X", array(Float, "N"))
-    info = typecheck(Lambda((X,), slide(3, "st", strict=True)(X)))
+    X = b.param("X", array(Float, "N"))
+    info = typecheck(Lambda((X,), b.slide(3, "st", strict=True)(X)))
     assert "(N - 3) % st == 0" in rels(info) or any("st" in r and "%" in r for r in rels(info))
-    info = typecheck(Lambda((X,), as_vector(4)(X)))
+    info = typecheck(Lambda((X,), b.as_vector(4)(X)))
     assert info.type == ArrayType(VectorType(Float, 4), Var("N") / 4)
-    info = typecheck(Lambda((X,), compose(as_scalar(), as_vector("v"))(X)))
+    info = typecheck(Lambda((X,), b.compose(b.as_scalar(), b.as_vector("v"))(X)))
     assert info.type == array(Float, "N")
 
 
 def test_reduce_type_and_mismatch():
-    X = param("X", array(Float, "N"))
+    X = b.param("X", array(Float, "N"))
     from ir.builders import lit
 
-    p = Lambda((X,), FunCall(reduce_(add), (lit(0.0), X)))
+    p = Lambda((X,), FunCall(b.reduce_(b.add), (lit(0.0), X)))
     assert typecheck(p).type == array(Float, 1)
-    bad = Lambda((X,), FunCall(reduce_(add), (X, X)))
+    bad = Lambda((X,), FunCall(b.reduce_(b.add), (X, X)))
     with pytest.raises(IRTypeError):
         typecheck(bad)
 
 
 def test_transpose_pad_tuple_types():
-    X = param("X", array(Float, "N", "M"))
-    assert typecheck(Lambda((X,), transpose()(X))).type == array(Float, "M", "N")
-    assert typecheck(Lambda((X,), pad(1, 2)(X))).type == ArrayType(array(Float, "M"),
+    X = b.param("X", array(Float, "N", "M"))
+    assert typecheck(Lambda((X,), b.transpose()(X))).type == array(Float, "M", "N")
+    assert typecheck(Lambda((X,), b.pad(1, 2)(X))).type == ArrayType(array(Float, "M"),
                                                                   Var("N") + 3)
-    A = param("A", array(Float, "N"))
-    assert typecheck(Lambda((A,), zip_(A, A))).type == ArrayType(TupleType((Float, Float)),
+    A = b.param("A", array(Float, "N"))
+    assert typecheck(Lambda((A,), b.zip_(A, A))).type == ArrayType(TupleType((Float, Float)),
                                                                 Var("N"))
 
 
 def test_map_kinds_validated():
     with pytest.raises(ValueError, match="dimension"):
-        Map(add, "mapGlb", None)
+        Map(b.add, "mapGlb", None)
     with pytest.raises(ValueError, match="label"):
-        Map(add, "map", None, "Seqx")
+        Map(b.add, "map", None, "Seqx")
 
 
 # ---------------------------------------------------------------- interpreter basics
@@ -183,13 +168,11 @@ def test_interp_rejects_bad_sizes():
 def test_interp_reduce_slide_pad_transpose():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((5, 7)).astype(np.float32)
-    A = param("A", array(Float, "N", "M"))
-    from ir.builders import lit
-
-    p = Lambda((A,), compose(join(), map_(lam(lambda r: FunCall(reduce_(add), (lit(0.0), r)))))(
-        transpose()(A)))
+    A = b.param("A", array(Float, "N", "M"))
+    total = b.lam(lambda r: FunCall(b.reduce_(b.add), (b.lit(0.0), r)))
+    p = Lambda((A,), b.compose(b.join(), b.map_(total))(b.transpose()(A)))
     np.testing.assert_allclose(evaluate(p, {"A": a}), a.sum(0), rtol=1e-5)
-    p = Lambda((A,), map_(slide(3, 2))(pad(1, 1)(A)))
+    p = Lambda((A,), b.map_(b.slide(3, 2))(b.pad(1, 1)(A)))
     ref = np.pad(a, ((1, 1), (0, 0)))
     got = evaluate(p, {"A": a})
     assert got.shape == (7, 3, 3)
@@ -197,10 +180,10 @@ def test_interp_reduce_slide_pad_transpose():
 
 
 def test_interp_mult_vectors():
-    A = param("A", array(Float, "N"))
+    A = b.param("A", array(Float, "N"))
     from ir.builders import dot
 
-    p = Lambda((A,), map_(lam(lambda v: FunCall(dot, (v, v))))(as_vector(4)(A)))
+    p = Lambda((A,), b.map_(b.lam(lambda v: FunCall(dot, (v, v))))(b.as_vector(4)(A)))
     a = np.arange(8, dtype=np.float32)
     np.testing.assert_allclose(evaluate(p, {"A": a}), [14, 126])
     assert typecheck(p).type == array(Float, Var("N") / 4)

@@ -19,23 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from constraints.expr import (
-    FALSE,
-    TRUE,
-    And,
-    BoolConst,
-    Cmp,
-    Const,
-    Implies,
-    In,
-    Node,
-    Not,
-    Or,
-    Param,
-    Pred,
-    eq,
-    ne,
-)
+import constraints.expr as ex
 from constraints.model import Constraint, Model, Parameter
 from constraints.scalar import compile_predicate
 from ir.syntax import parse_file
@@ -63,38 +47,38 @@ Doms = Mapping[str, Sequence[int]]
 # ------------------------------------------------------------------ brute force
 
 
-def _assign(node: Node, name: str, value: int, memo: dict | None = None) -> Node:
+def _assign(node: ex.Node, name: str, value: int, memo: dict | None = None) -> ex.Node:
     """``node`` with parameter ``name`` replaced by ``value`` (constructors fold; ``memo``
     keeps the subtrees done)."""
     if name not in node.params():
         return node
-    if isinstance(node, Param):
-        return Const(value)
+    if isinstance(node, ex.Param):
+        return ex.Const(value)
     key = (node, name, value)
     if memo is not None and key in memo:
         return memo[key]
-    out = type(node)(*(_assign(a, name, value, memo) if isinstance(a, Node) else a
+    out = type(node)(*(_assign(a, name, value, memo) if isinstance(a, ex.Node) else a
                        for a in node._args()))
     if memo is not None:
         memo[key] = out
     return out
 
 
-def _order(*ps: Pred) -> list[str]:
+def _order(*ps: ex.Pred) -> list[str]:
     """Maps in atoms on several maps first: the search decides them early."""
     score: dict[str, int] = {}
 
-    def walk(n: Node) -> None:
-        if isinstance(n, (Cmp, In)):
+    def walk(n: ex.Node) -> None:
+        if isinstance(n, (ex.Cmp, ex.In)):
             for x in n.params():
                 score[x] = score.get(x, 0) + (10 if len(n.params()) > 1 else 1)
             return
         for a in n._args():
-            if isinstance(a, Node):
+            if isinstance(a, ex.Node):
                 walk(a)
             elif isinstance(a, tuple):
                 for b in a:
-                    if isinstance(b, Node):
+                    if isinstance(b, ex.Node):
                         walk(b)
 
     for p in ps:
@@ -102,20 +86,20 @@ def _order(*ps: Pred) -> list[str]:
     return sorted(score, key=lambda x: (-score[x], x))
 
 
-def _table(p: Pred, names: tuple[str, ...], doms: Doms) -> list[bool]:
+def _table(p: ex.Pred, names: tuple[str, ...], doms: Doms) -> list[bool]:
     """``p``'s value on every assignment of codes to ``names`` (in product order)."""
     fn = compile_predicate(p, names)
     return [fn(*vs) for vs in itertools.product(*(doms.get(x, CODES) for x in names))]
 
 
-def equivalent(p: Pred, q: Pred, doms: Doms) -> bool:
+def equivalent(p: ex.Pred, q: ex.Pred, doms: Doms) -> bool:
     """Whether ``p`` and ``q`` agree on every assignment of codes from ``doms``: every
     assignment evaluated once four maps or fewer are left."""
     order = _order(p, q)
-    same: set[tuple[Pred, Pred]] = set()
+    same: set[tuple[ex.Pred, ex.Pred]] = set()
     memo: dict = {}
 
-    def go(p: Pred, q: Pred) -> bool:
+    def go(p: ex.Pred, q: ex.Pred) -> bool:
         if p == q or (p, q) in same:
             return True
         names = tuple(x for x in order if x in p.params() | q.params())
@@ -131,14 +115,14 @@ def equivalent(p: Pred, q: Pred, doms: Doms) -> bool:
     return go(p, q)
 
 
-def satisfiable(p: Pred, doms: Doms) -> bool:
+def satisfiable(p: ex.Pred, doms: Doms) -> bool:
     """Whether some assignment of codes from ``doms`` makes ``p`` true."""
     order = _order(p)
-    no: set[Pred] = set()
+    no: set[ex.Pred] = set()
     memo: dict = {}
 
-    def go(p: Pred) -> bool:
-        if isinstance(p, BoolConst):
+    def go(p: ex.Pred) -> bool:
+        if isinstance(p, ex.BoolConst):
             return p.value
         if p in no:
             return False
@@ -202,32 +186,32 @@ def test_simplify_shortens():
     assert total_after < 0.8 * total_before
 
 
-def _random_pred(rng: random.Random, depth: int) -> Pred:
+def _random_pred(rng: random.Random, depth: int) -> ex.Pred:
     """A random predicate on maps A, B, C of the kinds the rules build, and more."""
     maps = ["A", "B", "C"]
     if depth == 0 or rng.random() < 0.25:
         a, b = rng.sample(maps, 2)
         kind = rng.randrange(6)
         if kind == 0:
-            return Cmp(rng.choice(["==", "!="]), Param(a), rng.choice(CODES))
+            return ex.Cmp(rng.choice(["==", "!="]), ex.Param(a), rng.choice(CODES))
         if kind == 1:
-            return Cmp(rng.choice(["<", ">=", "==", "!="]), level(a), rng.randrange(4))
+            return ex.Cmp(rng.choice(["<", ">=", "==", "!="]), level(a), rng.randrange(4))
         if kind == 2:
-            return In(Param(a), rng.sample(CODES, rng.randint(1, 4)))
+            return ex.In(ex.Param(a), rng.sample(CODES, rng.randint(1, 4)))
         if kind == 3:
-            return Cmp(rng.choice(["==", "!="]), Param(a), Param(b))
+            return ex.Cmp(rng.choice(["==", "!="]), ex.Param(a), ex.Param(b))
         if kind == 4:
-            return Cmp(rng.choice(["==", "!="]), dim(a), dim(b))
-        return Cmp(rng.choice(["<", "=="]), level(a), level(b))
+            return ex.Cmp(rng.choice(["==", "!="]), dim(a), dim(b))
+        return ex.Cmp(rng.choice(["<", "=="]), level(a), level(b))
     kind = rng.randrange(4)
     parts = [_random_pred(rng, depth - 1) for _ in range(rng.randint(2, 4))]
     if kind == 0:
-        return And(*parts)
+        return ex.And(*parts)
     if kind == 1:
-        return Or(*parts)
+        return ex.Or(*parts)
     if kind == 2:
-        return Not(Or(*parts) if rng.random() < 0.5 else And(*parts))
-    return Implies(parts[0], parts[1])
+        return ex.Not(ex.Or(*parts) if rng.random() < 0.5 else ex.And(*parts))
+    return ex.Implies(parts[0], parts[1])
 
 
 def test_simplify_is_equivalent_on_random_predicates():
@@ -240,30 +224,32 @@ def test_simplify_is_equivalent_on_random_predicates():
 
 
 def test_simplify_rewrites():
-    A, B, C = Param("A"), Param("B"), Param("C")
-    x, y, z = eq(A, B), ne(B, C), eq(dim("A"), dim("C"))
-    assert simplify(Or(eq(A, 10), eq(A, 30))) == In(A, [10, 30])
-    assert show_predicate(simplify(Or(eq(A, 0), eq(A, 1)))) == "level(A) == seq"
-    assert simplify(And(x, Or(x, y))) == x  # absorption
-    assert simplify(Or(And(x, y), And(x, z))) == And(x, Or(y, z))  # factoring
-    assert simplify(And(Or(x, y), Or(x, z))) == Or(x, And(y, z))
-    assert simplify(And(eq(A, 10), ne(A, 10))) is FALSE
-    assert simplify(Or(level("A") < 2, level("A") >= 2)) is TRUE
-    assert simplify(Not(And(eq(A, 10), eq(B, 20), x))) is TRUE  # A == B is false there
-    assert show_predicate(simplify(And(ne(A, 20), ne(B, 20), ne(C, 20)))) == \
+    A, B, C = ex.Param("A"), ex.Param("B"), ex.Param("C")
+    x, y, z = ex.eq(A, B), ex.ne(B, C), ex.eq(dim("A"), dim("C"))
+    assert simplify(ex.Or(ex.eq(A, 10), ex.eq(A, 30))) == ex.In(A, [10, 30])
+    assert show_predicate(simplify(ex.Or(ex.eq(A, 0), ex.eq(A, 1)))) == "level(A) == seq"
+    assert simplify(ex.And(x, ex.Or(x, y))) == x  # absorption
+    assert simplify(ex.Or(ex.And(x, y), ex.And(x, z))) == ex.And(x, ex.Or(y, z))  # factoring
+    assert simplify(ex.And(ex.Or(x, y), ex.Or(x, z))) == ex.Or(x, ex.And(y, z))
+    assert simplify(ex.And(ex.eq(A, 10), ex.ne(A, 10))) is ex.FALSE
+    assert simplify(ex.Or(level("A") < 2, level("A") >= 2)) is ex.TRUE
+    # A == B is false there
+    assert simplify(ex.Not(ex.And(ex.eq(A, 10), ex.eq(B, 20), x))) is ex.TRUE
+    assert show_predicate(simplify(ex.And(ex.ne(A, 20), ex.ne(B, 20), ex.ne(C, 20)))) == \
         "none of A, B, C is mapWrg(0)"
     # codes outside the domains do not matter
-    assert simplify(eq(A, 0), {"A": (0, 10)}) == simplify(level("A") < 1, {"A": (0, 10)})
-    assert simplify(ne(A, 1), {"A": (0, 10)}) is TRUE
+    assert simplify(ex.eq(A, 0), {"A": (0, 10)}) == simplify(level("A") < 1, {"A": (0, 10)})
+    assert simplify(ex.ne(A, 1), {"A": (0, 10)}) is ex.TRUE
 
 
 def test_show_predicate_names():
-    A = Param("A")
-    assert show_predicate(Not(In(A, [0, 1]))) == "A not in {mapSeq, fused}"
-    assert show_predicate(In(level("A"), [0, 3])) == "level(A) in {seq, mapGlb}"
-    assert show_predicate(Or(eq(A, 10), eq(Param("B"), 10), ne(A, Param("B")))) == \
+    A = ex.Param("A")
+    assert show_predicate(ex.Not(ex.In(A, [0, 1]))) == "A not in {mapSeq, fused}"
+    assert show_predicate(ex.In(level("A"), [0, 3])) == "level(A) in {seq, mapGlb}"
+    B = ex.Param("B")
+    assert show_predicate(ex.Or(ex.eq(A, 10), ex.eq(B, 10), ex.ne(A, B))) == \
         "any of A, B is mapLcl(0) or A != B"
-    assert show_predicate(And(Not(In(A, [10, 30])), Not(In(Param("B"), [10, 30])))) == \
+    assert show_predicate(ex.And(ex.Not(ex.In(A, [10, 30])), ex.Not(ex.In(B, [10, 30])))) == \
         "none of A, B in {mapLcl(0), mapGlb(0)}"
 
 
@@ -331,7 +317,7 @@ def test_str_of_an_instance_is_the_named_form():
 
 
 def test_show_predicate_short_abridges_in_words():
-    p = Or(*(And(eq(Param(f"M{i}"), 10), ne(Param(f"N{i}"), Param(f"O{i}")))
+    p = ex.Or(*(ex.And(ex.eq(ex.Param(f"M{i}"), 10), ex.ne(ex.Param(f"N{i}"), ex.Param(f"O{i}")))
              for i in range(12)))
     text = show_predicate_short(p, limit=60)
     assert len(text) <= 60 + len(" (abridged from 999 characters)")
@@ -354,12 +340,12 @@ def _invalid_mappings(path: str, rng: random.Random, n: int):
     return doms, out
 
 
-def _fixed(p: Pred, mapping: Mapping[str, int], maps) -> Pred:
+def _fixed(p: ex.Pred, mapping: Mapping[str, int], maps) -> ex.Pred:
     """``p`` with ``maps`` given their codes in ``mapping``."""
-    q: Node = p
+    q: ex.Node = p
     for k in maps:
         q = _assign(q, k, mapping[k])
-    assert isinstance(q, Pred)
+    assert isinstance(q, ex.Pred)
     return q
 
 
@@ -390,7 +376,7 @@ def test_why_violated(path):
                 assert satisfiable(_fixed(c.predicate, m, set(maps) - {k}), doms)
             # what it needs follows from the instance
             base = _fixed(c.predicate, m, c.params - set(maps)) if b.given_rest else c.predicate
-            assert not satisfiable(And(base, Not(b.needs)), doms), text
+            assert not satisfiable(ex.And(base, ex.Not(b.needs)), doms), text
             if not b.given_rest:
                 assert b.needs.params() <= set(maps)
 
