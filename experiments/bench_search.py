@@ -132,20 +132,13 @@ def progress(records: list, start: float, final: float, frac: float) -> tuple[in
     return -1, float("nan")
 
 
-def answers(tasks: dict, stores: dict, since: float, final: tuple) -> list[tuple]:
+def answers(stores: dict, since: float, final: tuple) -> list[tuple]:
     """The run's answer as it changed: every record (any variant, from ``since`` on) that
     was the fastest stored so far, as ``(variant, record)`` in the order stored, at most
     ``MAX_ANSWERS`` (the latest; those under ``ANSWER_FLOOR`` of the final stored best
     left out), then ``final`` (``(variant, record)``: the run's answer) if it is not the
     last one."""
-    from mapper.explore.store import ResultStore
-
-    every = []
-    for name, path in stores.items():
-        if path is not None and os.path.exists(path):
-            with ResultStore(path, readonly=True) as st:
-                every += [(name, r) for r in st.records()
-                          if r.ok and r.gflops and (r.created or 0.0) >= since]
+    every = [(n, r) for n, r in _variant_records(stores, since) if r.ok and r.gflops]
     every.sort(key=lambda vr: vr[1].created or 0.0)
     steps, top = [], 0.0
     for name, r in every:
@@ -206,16 +199,22 @@ def answers_retimed(tasks: dict, steps: list[tuple], since: float, args) -> dict
 ANSWER_ROUNDS = 3
 
 
-def _run_records(paths, since: float) -> list:
-    """The records stored at ``paths`` (a shape's variant stores) from ``since`` on."""
+def _variant_records(stores: dict, since: float) -> list[tuple]:
+    """``(variant, record)`` for every record stored in ``stores`` (variant -> path, a
+    shape's variant stores; None: none) from ``since`` on."""
     from mapper.explore.store import ResultStore
 
     out = []
-    for p in paths:
+    for name, p in stores.items():
         if p is not None and os.path.exists(p):
             with ResultStore(p, readonly=True) as st:
-                out += [r for r in st.records() if (r.created or 0.0) >= since]
+                out += [(name, r) for r in st.records() if (r.created or 0.0) >= since]
     return out
+
+
+def _run_records(paths, since: float) -> list:
+    """The records stored at ``paths`` (a shape's variant stores) from ``since`` on."""
+    return [r for _, r in _variant_records(dict(enumerate(paths)), since)]
 
 
 def bench_shape(layer, args) -> dict:
@@ -268,7 +267,7 @@ def bench_shape(layer, args) -> dict:
     for frac in (0.9, 0.95):
         n, s = progress(every, t0, final_any, frac)
         out[f"to{int(frac * 100)}_any"] = (n, s)
-    steps = answers(tasks, stores, t0, (vr.chosen, best))
+    steps = answers(stores, t0, (vr.chosen, best))
     out.update(answers_retimed(tasks, steps, t0, args))
     tuning = dict(best.tuning)
     out["best"] = f"{best.short_mapping}; {json.dumps(tuning, sort_keys=True)}"

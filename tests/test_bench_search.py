@@ -118,7 +118,7 @@ def test_the_answers_are_timed_again_and_90_percent_judged_on_those_times(tmp_pa
             st.add(r)
     with ResultStore(stores["kernels"]) as st:
         st.add(rec("c", 95.0, 130.0))
-    steps = bench_search.answers({}, stores, 100.0, ("window", None))
+    steps = bench_search.answers(stores, 100.0, ("window", None))
     assert [(n, r.key) for n, r in steps] == [("window", "a"), ("kernels", "c"),
                                               ("window", "b")]
     times = {"a": [(2.0,), (2.1,), (2.0,)], "c": [(1.08,), (2.5,), (1.2,)],
