@@ -118,18 +118,34 @@ def wall_times(fn: Callable[[], object], repeats: int) -> list[float]:
 
 
 def interleave(runs: dict[str, Callable[[], Sequence[float]]], rounds: int,
-               settle_s: float) -> dict[str, list[float]]:
+               settle_s: float,
+               per_round: dict[str, list[list[float]]] | None = None
+               ) -> dict[str, list[float]]:
     """Each of ``runs`` (name -> one round's times) once per round, in order, ``settle_s``
     apart, ``rounds`` rounds: name -> every time. Interleaving spreads the machine's slow
-    phases over every contender instead of one. A run raises :class:`RunFailed` to stop."""
+    phases over every contender instead of one. A run raises :class:`RunFailed` to stop.
+    ``per_round``, where given, receives name -> each round's times."""
     import time
 
     times: dict[str, list[float]] = {n: [] for n in runs}
     for _ in range(rounds):
         for name, run in runs.items():
             time.sleep(settle_s)
-            times[name] += list(run())
+            ts = list(run())
+            times[name] += ts
+            if per_round is not None:
+                per_round.setdefault(name, []).append(ts)
     return times
+
+
+def fastest_round_s(rounds: Sequence[Sequence[float]]) -> float | None:
+    """The lowest of the rounds' medians (None where no round has a time): on a shared host
+    noise only slows a run, and it slows whole rounds of one contender at a time, so the
+    fastest round is the contender's own speed better than the median of every run."""
+    import statistics
+
+    meds = [statistics.median(r) for r in rounds if r]
+    return min(meds) if meds else None
 
 
 def kernel_times(pool: Any, task: Any, lower_fn: Callable[[], CompiledProgram], *,

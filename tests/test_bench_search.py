@@ -30,6 +30,8 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     (again,) = json.loads(out.read_text())["rows"]
     assert again["retimed_from_run"] and again["evaluated"] == 7 and again["to90"] == [3, 4.0]
     assert again["found"]["median_gflops"] > 0 and len(again["found"]["times_s"]) == 4
+    # the fastest round's median: at least the median of every run
+    assert again["found"]["round_gflops"] >= again["found"]["median_gflops"]
     assert bench_search.main(["--retime", str(tmp_path / "missing.json")]) == 2
 
 
@@ -168,6 +170,27 @@ def test_interleave_runs_each_contender_once_a_round_in_order() -> None:
 
     with pytest.raises(RunFailed, match="crash"):
         interleave({"a": run("a", [1.0]), "b": fails}, 2, 0.0)
+
+
+def test_each_contender_is_also_judged_by_its_fastest_round(capsys) -> None:
+    """A slow phase that hits one contender's rounds (here the found kernel's first two)
+    drags its median of every run; the fastest round's median is its own speed."""
+    from experiments.baselines import fastest_round_s, interleave
+    from experiments.bench_search import _rounds_ratios
+
+    found = iter([[4.0, 4.0, 4.0], [4.0, 4.0, 3.0], [2.0, 2.1, 9.0]])
+    per_round: dict[str, list[list[float]]] = {}
+    got = interleave({"found": lambda: next(found), "PyTorch": lambda: [2.5, 2.5, 2.6]}, 3,
+                     0.0, per_round)
+    assert per_round["found"] == [[4.0, 4.0, 4.0], [4.0, 4.0, 3.0], [2.0, 2.1, 9.0]]
+    assert len(got["found"]) == 9 and len(per_round["PyTorch"]) == 3
+    assert fastest_round_s(per_round["found"]) == 2.1
+    assert fastest_round_s(per_round["PyTorch"]) == 2.5
+    assert fastest_round_s([]) is None and fastest_round_s([[]]) is None
+    row = {"found": {"round_gflops": 10 / 2.1}, "PyTorch": {"round_gflops": 10 / 2.5},
+           "hand-written": {"median_gflops": 3.0}}
+    assert _rounds_ratios(row) == ["found 4.8", "PyTorch 4.0 (1.19x)"]
+    assert _rounds_ratios({"found": {"median_gflops": 1.0}}) == []
 
 
 def test_wall_times_warm_up_once_and_kernel_times_refuse_a_failed_run(tmp_path) -> None:
