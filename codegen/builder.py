@@ -81,7 +81,9 @@ from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, Type, VectorType
 from ir.visitor import Dispatch
 
-_KINDS = {"mapSeq": "seq", "mapGlb": "glb", "mapWrg": "wrg", "mapLcl": "lcl"}
+# mapVec is a seq loop with a width: every analysis sees it as the sequential loop it
+# means; codegen.lanes rewrites it into vector lanes after them
+_KINDS = {"mapSeq": "seq", "mapVec": "seq", "mapGlb": "glb", "mapWrg": "wrg", "mapLcl": "lcl"}
 # names a generated identifier must not take (C and OpenCL C keywords, builtins)
 C_RESERVED = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
@@ -705,6 +707,8 @@ class Builder:
         mt = self.map_types(m)
         with self.loop(kind, m.dim, arr.n, base, what, label, is_map=True,
                        n_sym=mt[0].size if mt else None) as lp:
+            if m.width is not None:
+                lp.width = self.ival(m.width)
             outer = [f"{x.label}={x.what.split()[0]}" for x in self.loops[:-1]
                      if x.is_map and x.label]
             inside = f" in {', '.join(reversed(outer))}" if outer else ""

@@ -229,6 +229,8 @@ class Printer:
         if isinstance(v, Const):
             return c_literal(v.value, v.type)
         if isinstance(v, Call):
+            if v.fname.startswith("."):  # a vector's component (codegen.lanes: a scatter)
+                return f"({self.leaf(v.args[0], env)}){v.fname}"
             return f"{v.fname}({', '.join(self.leaf(a, env) for a in v.args)})"
         if isinstance(v, Sel):
             conds = [c.subs(env) if env else c for c in v.conds]

@@ -38,8 +38,10 @@ from codegen.errors import (
     MemoryScopeError,
     PrivateMemoryError,
     UnsupportedError,
+    UnvectorizableError,
 )
 from codegen.intensity import hot_loop_features
+from codegen.lanes import Functions, vectorise_loops
 from codegen.launch import FREE_GROUP_MOST, configure, fit_private_local_size
 from codegen.memory import Buf, dtype_of, has_tuple, natural_view, size_of, size_of_sym
 from codegen.program import Buffer, CompiledProgram, Kernel
@@ -242,6 +244,13 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         issues.extend(cfg.issues)
         synced: list[Loop] = []
         issues.extend(bar.analyze(stmts, cfg, b.map_of, synced))
+        # after the analyses, which see a mapVec as its sequential loop: vector lanes
+        try:
+            kbufs += vectorise_loops(stmts, Functions(b.funs, b.fun_of, b.fresh))
+        except UnvectorizableError as e:
+            issues.append(e)
+            continue
+        funs += [f for f in b.funs.values() if f not in funs]
         # the resources the candidate needs: without the optional vector accumulators
         if collect is not None:
             collect.extend(kernel_resources(kname, kbufs, loops, cfg, synced, limits,

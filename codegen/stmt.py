@@ -22,7 +22,9 @@ from ir.sym import Expr, Rel
 
 @dataclass(eq=False)
 class Loop:
-    """A loop: ``kind`` is seq, glb, wrg or lcl; ``threads`` is set by the launch."""
+    """A loop: ``kind`` is seq, glb, wrg or lcl; ``threads`` is set by the launch. A seq
+    loop of ``width`` above 1 is a mapVec, rewritten into vector lanes by ``codegen.lanes``
+    once the analyses (launch, barriers) have seen it as the sequential loop it means."""
 
     kind: str
     dim: int | None
@@ -35,6 +37,7 @@ class Loop:
     parent: Loop | None = None
     threads: int | None = None
     n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
+    width: int = 1  # a mapVec loop's vector width
 
     @property
     def par_dim(self) -> int:

@@ -169,26 +169,30 @@ class Vectorize(FunDecl):
 
 
 def valid_label(label: str) -> bool:
-    """Labels read unambiguously in ``mapWrgA(0)``: ``[A-Z][A-Za-z0-9_]*``, no kind prefix."""
+    """Labels read unambiguously in ``mapWrgA(0)``: ``[A-Z][A-Za-z0-9_]*``, no kind prefix
+    (Seq, Vec, Glb, Wrg, Lcl)."""
     return (
         bool(label)
         and label[0].isupper()
         and label.replace("_", "").isalnum()
         and label.isascii()
-        and not label.startswith(("Seq", "Glb", "Wrg", "Lcl"))
+        and not label.startswith(("Seq", "Vec", "Glb", "Wrg", "Lcl"))
     )
 
 
-MAP_KINDS = ("map", "mapSeq", "mapGlb", "mapWrg", "mapLcl")
+MAP_KINDS = ("map", "mapSeq", "mapVec", "mapGlb", "mapWrg", "mapLcl")
 PARALLEL_KINDS = ("mapGlb", "mapWrg", "mapLcl")
 
 
 @dataclass(frozen=True, slots=True, eq=True)
 class Map(FunDecl):
-    """``map(f)`` and its low-level variants: mapSeq, mapGlb(d), mapWrg(d), mapLcl(d).
+    """``map(f)`` and its low-level variants: mapSeq, mapVec(w), mapGlb(d), mapWrg(d),
+    mapLcl(d).
 
     ``label`` names the map for users ("map C"); ``uid`` is a stable identity kept
-    by rewrites (not part of equality).
+    by rewrites (not part of equality). ``width`` is mapVec's vector width (a size
+    expression, usually a tuning parameter): its iterations run ``width`` at a time in the
+    lanes of one work-item (CC'22's level V).
     """
 
     f: FunDecl
@@ -196,6 +200,7 @@ class Map(FunDecl):
     dim: int | None = None
     label: str | None = None
     uid: int = field(default_factory=_next_uid, compare=False)
+    width: Expr | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in MAP_KINDS:
@@ -205,10 +210,12 @@ class Map(FunDecl):
                 raise InvalidNodeError(f"{self.kind} needs a dimension 0, 1 or 2, got {self.dim!r}")
         elif self.dim is not None:
             raise InvalidNodeError(f"{self.kind} takes no dimension")
+        if (self.kind == "mapVec") != (self.width is not None):
+            raise InvalidNodeError("mapVec takes a vector width and the other maps none")
         if self.label is not None and not valid_label(self.label):
             raise InvalidNodeError(
                 f"map label {self.label!r} must start with an upper-case letter, continue with "
-                "letters, digits or '_', and not start with Seq, Glb, Wrg or Lcl"
+                "letters, digits or '_', and not start with Seq, Vec, Glb, Wrg or Lcl"
             )
 
     @property
@@ -216,6 +223,8 @@ class Map(FunDecl):
         return self.kind in PARALLEL_KINDS
 
     def kind_text(self) -> str:
+        if self.width is not None:
+            return f"{self.kind}({self.width})"
         return f"{self.kind}({self.dim})" if self.dim is not None else self.kind
 
 

@@ -18,9 +18,9 @@ from ir.parse_types import VEC_RE, TypeReader
 from ir.sym import Expr
 from ir.types import Float, VectorType, shape_of
 
-MAP_RE = re.compile(r"map(Seq|Glb|Wrg|Lcl)?(\w*)")
+MAP_RE = re.compile(r"map(Seq|Vec|Glb|Wrg|Lcl)?(\w*)")
 WORDS = frozenset({"o", "let", "in", "userfun", "value", "_", "min", "max", "float", "int"})
-MAP_WORDS = ("map", "mapSeq", "mapGlb", "mapWrg", "mapLcl")
+MAP_WORDS = ("map", "mapSeq", "mapVec", "mapGlb", "mapWrg", "mapLcl")
 _ADDRESS_SPACES = {"toGlobal": "global", "toLocal": "local", "toPrivate": "private"}
 
 
@@ -61,9 +61,12 @@ class KeywordForms(TypeReader):
             raise self.error(
                 f"bad map label {label!r} in {t.text!r}: a label starts with an upper-case "
                 "letter, continues with letters, digits or '_', and does not start with Seq, "
-                "Glb, Wrg or Lcl", t)
+                "Vec, Glb, Wrg or Lcl", t)
         dim = None
-        if kind in nodes.PARALLEL_KINDS:
+        width = None
+        if kind == "mapVec":
+            width = self.sizes_in_parens(t, 1)[0]
+        elif kind in nodes.PARALLEL_KINDS:
             if not self.at("("):
                 raise self.error(f"{kind} needs a dimension: {t.text}(0)(f)", t)
             self.next()
@@ -74,7 +77,7 @@ class KeywordForms(TypeReader):
             self.expect(")")
         elif self.at("(") and self.peek(1).kind == "int" and self.at(")", 2):
             raise self.error(f"{kind} takes no dimension: {t.text}(f)", self.peek(1))
-        return nodes.Map(self.fun_arg(t), kind, dim, label)
+        return nodes.Map(self.fun_arg(t), kind, dim, label, width=width)
 
     def fun_arg(self, head: Token) -> nodes.FunDecl:
         self.expect("(", f" and a function after {head.text!r}")

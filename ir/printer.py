@@ -335,7 +335,8 @@ class _Printer:
         return d if ctx == _FTOP else ["(", d, ")"]
 
     def fun_map(self, f: nodes.Map, ctx: int):
-        head = f.kind + (f.label or "") + (f"({f.dim})" if f.dim is not None else "")
+        head = f.kind + (f.label or "") + (f"({f.dim})" if f.dim is not None else "") \
+            + (f"({f.width})" if f.width is not None else "")
         return [head, _parens([self.fun(f.f, _FTOP)])]
 
     def fun_reduce(self, f: nodes.Reduce, ctx: int):

@@ -39,7 +39,7 @@ Keywords (function terms unless marked; ``s`` is a size, ``f`` a function term):
     macros, expanded with ir.builders: mapND(n, f)  zipND(n)(a, b, ...)  joinND(n)
     slideND(n, (s1, ..), (st1, ..))  slideStrictND(...)  padND(n, ((l1, r1), ..) [, NUMBER])
 
-A map label is ``[A-Z][A-Za-z0-9_]*`` not starting with Seq, Glb, Wrg or Lcl
+A map label is ``[A-Z][A-Za-z0-9_]*`` not starting with Seq, Vec, Glb, Wrg or Lcl
 (``mapND(f)`` with one argument is the map labelled ND). ``0.0``, ``0.0f``, ``1e-5`` are
 float literals, ``2`` an int literal. Sizes become ``ir.sym`` expressions, so ``str(expr)``
 parses back to an equal expression.

@@ -1,4 +1,7 @@
-"""Applying a mapping: free maps become mapSeq/mapLcl/mapWrg/mapGlb, fused maps merge.
+"""Applying a mapping: free maps become mapSeq/mapVec/mapLcl/mapWrg/mapGlb, fused maps merge.
+
+A map given code V becomes ``mapVec(vX)`` (X its label): its vector width ``vX`` is a new
+size of the mapped program, a tuning parameter (:func:`vector_width_name`).
 
 Fusion of a perfectly nested map with its parent (code 1) follows CC'22 4.1:
 ``p(m(f))`` becomes ``split(n) o p'(f) o join`` where ``p'`` keeps p's code and
@@ -12,10 +15,10 @@ from collections.abc import Mapping as AbcMapping
 
 from ir.builders import compose, join, split
 from ir.nodes import Lambda, Map, Node, rebuild, replace
-from ir.sym import Expr
+from ir.sym import Expr, Var
 from ir.typecheck import typecheck
 from ir.types import ArrayType
-from mapper.encoding import FUSED, SEQ
+from mapper.encoding import FUSED, SEQ, VEC
 from mapper.errors import MappingError
 from mapper.nesting import MapNestingTree, _direct_map
 
@@ -38,12 +41,16 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
             raise MappingError(f"map {m} cannot be fused (code 1): it is not perfectly nested "
                                "in its parent map")
     by_uid = {tree.maps[m].uid: code for m, code in codes.items() if code != FUSED}
+    widths = vector_width_names(program, codes, tree)
 
     def set_kind(n: Node):
         if isinstance(n, Map) and n.uid in by_uid:
             code = by_uid[n.uid]
             if code == SEQ:
                 return replace(n, kind="mapSeq", dim=None)
+            if code == VEC:
+                name = widths[tree.label_of(n)]
+                return replace(n, kind="mapVec", dim=None, width=Var(name, 1, None))
             return replace(n, kind=_KIND[code // 10], dim=code % 10)
         return None
 
@@ -54,6 +61,32 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
         for m in fused:
             out = _fuse(out, tree.maps[m].uid, sizes)
     return out
+
+
+def vector_width_names(program: Node, codes: AbcMapping[str, int],
+                       tree: MapNestingTree | None = None) -> dict[str, str]:
+    """The size that holds each V map's vector width (label -> name): ``v`` + the label
+    (``vB``), with ``_`` appended while the program already uses the name."""
+    tree = tree or MapNestingTree(program)
+    taken = _size_names(program) | frozenset().union(
+        *(c.rel.free_vars() for c in tree.info.constraints))
+    out = {}
+    for m, code in codes.items():
+        if code == VEC:
+            name = f"v{m}"
+            while name in taken:
+                name += "_"
+            out[m] = name
+    return out
+
+
+def _size_names(program: Node) -> frozenset[str]:
+    """Every size name the program's input types use."""
+    names: set[str] = set()
+    for p in getattr(program, "params", ()):
+        if p.type is not None:
+            names |= {str(v) for v in p.type.free_vars()}
+    return frozenset(names)
 
 
 def _inner_sizes(program: Node, tree: MapNestingTree) -> dict[int, Expr]:

@@ -1,7 +1,10 @@
 """The map encoding of CC'22 Table 2 and the ``MapCodes`` value.
 
-0 mapSeq, 1 fused with the outer map, 10-12 mapLcl(0-2), 20-22 mapWrg(0-2),
-30-32 mapGlb(0-2). Division by 10 gives the level, modulo 10 the dimension.
+0 mapSeq, 1 fused with the outer map, 2 mapVec (CC'22 Table 1's level V: the map's
+iterations run in the vector lanes of one work-item), 10-12 mapLcl(0-2), 20-22 mapWrg(0-2),
+30-32 mapGlb(0-2). Division by 10 gives the level, modulo 10 the dimension: mapVec is of
+level 0 like mapSeq (it distributes nothing over work-items), so every rule about the
+parallelism hierarchy treats it as sequential.
 """
 
 from __future__ import annotations
@@ -12,35 +15,37 @@ from collections.abc import Mapping as AbcMapping
 
 from mapper.errors import MappingError
 
-SEQ, FUSED = 0, 1
-CODES: tuple[int, ...] = (0, 1, 10, 11, 12, 20, 21, 22, 30, 31, 32)
+SEQ, FUSED, VEC = 0, 1, 2
+CODES: tuple[int, ...] = (0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32)
 PARALLEL_CODES = (10, 11, 12, 20, 21, 22, 30, 31, 32)
 _LEVEL = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
 _KIND_CODE = {"mapLcl": 10, "mapWrg": 20, "mapGlb": 30}
 
 
 def code_name(code: int) -> str:
-    """``20`` -> ``mapWrg(0)``; ``0`` -> ``mapSeq``; ``1`` -> ``fused``."""
+    """``20`` -> ``mapWrg(0)``; ``0`` -> ``mapSeq``; ``1`` -> ``fused``; ``2`` -> ``mapVec``."""
     if code == SEQ:
         return "mapSeq"
     if code == FUSED:
         return "fused"
+    if code == VEC:
+        return "mapVec"
     if code in PARALLEL_CODES:
         return f"{_LEVEL[code // 10]}({code % 10})"
     raise MappingError(f"{code} is not a map code; codes are {', '.join(map(str, CODES))}")
 
 
 def short_code(code: int) -> str:
-    """``0`` -> ``S``, ``1`` -> ``F``, ``20`` -> ``W0``, ``11`` -> ``L1``, ``32`` -> ``G2``:
-    the form every mapping prints in."""
+    """``0`` -> ``S``, ``1`` -> ``F``, ``2`` -> ``V``, ``20`` -> ``W0``, ``11`` -> ``L1``,
+    ``32`` -> ``G2``: the form every mapping prints in."""
     if code in PARALLEL_CODES:
         return "?LWG"[code // 10] + str(code % 10)
     # code_name raises MappingError, naming the codes, for a code that is none of them
-    return {SEQ: "S", FUSED: "F"}.get(code) or code_name(code)
+    return {SEQ: "S", FUSED: "F", VEC: "V"}.get(code) or code_name(code)
 
 
 def parse_code(text: str) -> int:
-    """``"20"``, ``"mapWrg(0)"``, ``"W0"``, ``"seq"``, ``"fused"`` -> the code."""
+    """``"20"``, ``"mapWrg(0)"``, ``"W0"``, ``"seq"``, ``"fused"``, ``"V"`` -> the code."""
     t = text.strip()
     if re.fullmatch(r"\d+", t):
         c = int(t)
@@ -52,13 +57,16 @@ def parse_code(text: str) -> int:
         return SEQ
     if low in ("f", "fused", "1"):
         return FUSED
+    if low in ("v", "vec", "mapvec", "2"):
+        return VEC
     m = re.fullmatch(r"(mapLcl|mapWrg|mapGlb|L|W|G)\(?([0-2])\)?", t)
     if m:
         kind = {"L": "mapLcl", "W": "mapWrg", "G": "mapGlb"}.get(m.group(1), m.group(1))
         return _KIND_CODE[kind] + int(m.group(2))
     raise MappingError(
-        f"cannot read {text!r} as a map code: use a number (0, 1, 10-12, 20-22, 30-32), "
-        "mapSeq, fused, mapLcl(d), mapWrg(d), mapGlb(d) or the short forms S, F, L0, W1, G2"
+        f"cannot read {text!r} as a map code: use a number (0, 1, 2, 10-12, 20-22, 30-32), "
+        "mapSeq, fused, mapVec, mapLcl(d), mapWrg(d), mapGlb(d) or the short forms S, F, V, "
+        "L0, W1, G2"
     )
 
 

@@ -23,6 +23,7 @@ from codegen.program import CompiledProgram, Kernel, Outcome
 from codegen.target import PRESETS, Device
 from constraints.model import Constraint
 from ir.errors import LiftmapError
+from mapper.apply import vector_width_names
 from mapper.data import check_inputs, random_inputs, reduction_tolerance, reference_result
 from mapper.encoding import MapCodes
 from mapper.errors import ConfigurationError, DeviceUseError, InputError
@@ -31,6 +32,7 @@ from mapper.sizes import check_sizes
 if TYPE_CHECKING:
     from codegen.worker import WorkerPool
     from ir.nodes import Lambda, Node
+    from mapper.nesting import MapNestingTree
 
 
 class Problem(Protocol):
@@ -39,6 +41,7 @@ class Problem(Protocol):
 
     program: Node
     device: str | Device | None
+    tree: MapNestingTree
 
     @property
     def labels(self) -> list[str]: ...
@@ -272,11 +275,12 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
     if not isinstance(prog, Lambda):
         raise InputError("a program that is built declares its inputs (e.g. X : [float]N)")
     sizes = {k: int(v) if isinstance(v, (int, np.integer)) else v for k, v in sizes.items()}
-    check_sizes(prog, sizes, complete=True, flag="sizes")
+    m = p.mapping(mapping)
+    check_sizes(prog, sizes, complete=True, flag="sizes",
+                extra=frozenset(vector_width_names(prog, m, p.tree).values()))
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int)
                               or flops < 0):
         raise ConfigurationError(f"flops must be a non-negative integer, got {flops!r}")
-    m = p.mapping(mapping)
     overridden = tuple(p.check(m)) if force and len(m) == len(p.labels) else ()
     low = p.lower(m, check=not force)
     device = target_device(p.device)

@@ -46,6 +46,8 @@ class RuleName(_Key):
     SEQUENTIAL_FUSION = "sequential-fusion"
     GLOBAL_XOR_GROUPS = "global-xor-groups"
     CROSS_THREAD_DEPENDENCY = "cross-thread-dependency"
+    VECTOR_INNERMOST = "vector-innermost"
+    VECTOR_LANES = "vector-lanes"
 
     @property
     def kind(self) -> RuleKind:

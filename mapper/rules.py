@@ -1,4 +1,5 @@
-"""The parallel-mapping rules: CC'22 rules (1)-(8) and the holes found by testing.
+"""The parallel-mapping rules: CC'22 rules (1)-(8), the holes found by testing, and the
+conditions of vector lanes (code V).
 
 Each rule is a named generator over a ``MapNestingTree`` that yields
 ``Constraint`` instances over the maps' codes (CC'22 Table 2 encoding), each
@@ -17,7 +18,9 @@ from constraints.expr import FALSE, TRUE, And, Not, Or, Param, Pred, eq, ne
 from constraints.model import Constraint
 from ir import nodes
 from ir.computes import computes
+from mapper.encoding import SEQ, VEC
 from mapper.errors import ConfigurationError
+from mapper.lanes_probe import lane_verdicts
 from mapper.nesting import MapNestingTree, _Spaces
 from mapper.rule_names import RuleKind, RuleName
 from mapper.text import show_constraint
@@ -856,6 +859,36 @@ def cross_thread_dependency(t: MapNestingTree) -> Iterator[Constraint]:
             "barrier exists across them)", _subjects(t, prod, cons))
 
 
+def vector_innermost(t: MapNestingTree) -> Iterator[Constraint]:
+    """(V) A map in vector lanes (code V) has only sequential maps inside: its lanes run
+    one work-item's iterations together, so nothing inside may distribute work, fuse into
+    it or run in lanes again (CC'22 Table 1; LIFT vectorises innermost 1-D maps)."""
+    for m in t.concrete():
+        inner = t.nested(m)
+        if inner:
+            yield _instance(
+                RuleName.VECTOR_INNERMOST,
+                Or(ne(c(m), VEC), And(*(eq(c(x), SEQ) for x in inner))),
+                f"map {m} in vector lanes (V) has only sequential maps inside "
+                f"({', '.join(inner)})", (m, *inner))
+
+
+def vector_lanes(t: MapNestingTree) -> Iterator[Constraint]:
+    """(V) A map runs in vector lanes only where its body computes scalars and some access
+    of it is contiguous across iterations (``mapper.lanes_probe``: CC'22 Section 4's check
+    of the index differences across the lanes)."""
+    verdicts = t.__dict__.get("_lane_verdicts")
+    if verdicts is None:
+        verdicts, _ = lane_verdicts(t.program, t.labels, t.info,
+                                    {m: t.maps[m].node for m in t.labels})
+        t.__dict__["_lane_verdicts"] = verdicts
+    for m in t.concrete():
+        v = verdicts.get(m)
+        if v is not None and not v.ok:
+            yield _instance(RuleName.VECTOR_LANES, ne(c(m), VEC),
+                            f"map {m} cannot run in vector lanes (V): {v.why}", (m,))
+
+
 RULES: tuple[Rule, ...] = (
     Rule(RuleName.PRIVATE_MEMORY, "Private memory scoping", "CC'22 rule (1)", private_memory),
     Rule(RuleName.LOCAL_MEMORY, "Shared memory scoping", "CC'22 rule (2)", local_memory),
@@ -880,6 +913,10 @@ RULES: tuple[Rule, ...] = (
          no_global_with_groups),
     Rule(RuleName.CROSS_THREAD_DEPENDENCY, "Producer/consumer across threads",
          "added (hole found by testing)", cross_thread_dependency),
+    Rule(RuleName.VECTOR_INNERMOST, "Vector lanes hold only sequential maps",
+         "CC'22 Table 1 level V", vector_innermost),
+    Rule(RuleName.VECTOR_LANES, "Vector lanes need scalars and a contiguous access",
+         "CC'22 Section 4 (consecutive accesses)", vector_lanes),
 )
 RULE_NAMES = tuple(r.name for r in RULES)
 RULE_KIND = {r.name: r.kind for r in RULES}

@@ -62,11 +62,13 @@ def size_names(prog: Node) -> frozenset[str]:
 
 
 def check_sizes(prog: Node, sizes: Mapping[str, int], where: str = "the program", *,
-                complete: bool = False, flag: str = "--sizes") -> None:
+                complete: bool = False, flag: str = "--sizes",
+                extra: frozenset[str] = frozenset()) -> None:
     """Unknown size names raise ``SizeError`` naming the program's sizes; with
     ``complete``, so does a missing one; a value must be a non-negative integer.
-    ``where`` names the program (its path) in the message."""
-    names = size_names(prog)
+    ``where`` names the program (its path) in the message; ``extra`` are sizes a mapping
+    adds (the vector widths of its V maps, ``mapper.apply.vector_width_names``)."""
+    names = size_names(prog) | extra
     have = ", ".join(sorted(names)) or "none"
     unknown = sorted(set(sizes) - names)
     if unknown:

@@ -37,7 +37,7 @@ from constraints.expr import (
     Term,
 )
 from constraints.model import Constraint
-from mapper.encoding import CODES, FUSED, PARALLEL_CODES, SEQ, code_name
+from mapper.encoding import CODES, FUSED, PARALLEL_CODES, SEQ, VEC, code_name
 from mapper.errors import MappingError
 from mapper.rule_names import RuleKind, RuleName
 
@@ -178,10 +178,11 @@ def _operand(q: Pred) -> str:
 
 
 def _short(code: int) -> str:
-    """``S``, ``F``, ``L0``-``L2``, ``W0``-``W2``, ``G0``-``G2`` (the number otherwise)."""
+    """``S``, ``F``, ``V``, ``L0``-``L2``, ``W0``-``W2``, ``G0``-``G2`` (the number
+    otherwise)."""
     if code in PARALLEL_CODES:
         return "?LWG"[code // 10] + str(code % 10)
-    return {SEQ: "S", FUSED: "F"}.get(code, str(code))
+    return {SEQ: "S", FUSED: "F", VEC: "V"}.get(code, str(code))
 
 
 # --------------------------------------------------------------------- substitution

@@ -30,6 +30,7 @@ from ir.types import ArrayType, Type, VectorType, shape_of
 from mapper.errors import ConfigurationError
 
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
+LANE_WIDTHS = (2, 4, 8, 16)  # a mapVec's width (width 1 would be its mapSeq)
 
 
 @dataclass
@@ -245,6 +246,10 @@ def infer_tuning(
                 known = _known(_from_tree(num), sizes)
                 if known:
                     uses[den[1]].append(("split", known))
+    for n in walk(program):
+        if isinstance(n, Map) and n.width is not None and n.width.is_var \
+                and n.width.name in uses:
+            uses[n.width.name].append(("lanes", None))
     ranges = _declared_ranges(program)
     for v in free:
         if v in domains:
@@ -254,7 +259,9 @@ def infer_tuning(
         kinds = uses[v]
         lengths = [n for k, n in kinds if k == "split" and n]
         tiled = sorted({n for k, n in kinds if k == "tile" and n})
-        if any(k == "vector" for k, _ in kinds):
+        if any(k == "lanes" for k, _ in kinds):
+            dom, why = LANE_WIDTHS, "mapVec width: the OpenCL vector widths 2 to 16"
+        elif any(k == "vector" for k, _ in kinds):
             dom, why = VECTOR_WIDTHS, "asVector width: powers of two up to 16"
         elif lengths:
             dom = _divisors(math.gcd(*lengths))

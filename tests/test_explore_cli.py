@@ -25,7 +25,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 L3 = os.path.join(ROOT, "examples", "cc22_listing3.lift")
 STORES = sorted(glob.glob(os.path.join(ROOT, "results", "search", "*.sqlite")))
 SMALL_STORE = min(STORES, key=os.path.getsize)
-SHORT = re.compile(r"^(S|F|[LWG][0-2])$")
+SHORT = re.compile(r"^(S|F|V|[LWG][0-2])$")
 SHORT_TEXT = re.compile(r"^[A-Z][A-Z0-9]*=(S|F|[LWG][0-2])( [A-Z][A-Z0-9]*=(S|F|[LWG][0-2]))*$")
 NUMERIC_MAP = re.compile(r"\b[A-Z][A-Z0-9]*=\d")  # a map label with a numeric code
 
@@ -259,7 +259,8 @@ def test_explore_jsonl_streams_each_candidate_then_a_summary(capsys, tmp_path, m
     for d in docs[:3]:
         assert all(SHORT.match(c) for c in d["mapping"].values()) and set(d["mapping"]) == \
             set("ABCD")
-        assert set(d["tuning"]) <= {"s0", "s1"} and d["status"] and "label" in d
+        widths = {f"v{m}" for m, c in d["mapping"].items() if c == "V"}
+        assert set(d["tuning"]) <= {"s0", "s1"} | widths and d["status"] and "label" in d
     s = docs[-1]
     assert (s["candidates"], s["evaluated"], s["stopped_by"]) == (3, 3, "budget")
     assert s["store"] == str(tmp_path / "e.sqlite") and s["context"]["sizes"] == {"N": 1024}
@@ -274,7 +275,8 @@ def test_explore_quiet_prints_only_the_answer(capsys, tmp_path):
     assert rc == 0, err
     lines = out.splitlines()
     assert len(lines) == 1, out
-    assert re.fullmatch(r"A=\S+ B=\S+ C=\S+ D=\S+(; s0=\d+( s1=\d+)?)?: .*ms", lines[0])
+    assert re.fullmatch(r"A=\S+ B=\S+ C=\S+ D=\S+(; s0=\d+( s1=\d+)?( v[A-D]=\d+)*)?: .*ms",
+                        lines[0])
     assert not re.search(r"\b[ABCD]=\d", out)
 
 

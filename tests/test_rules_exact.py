@@ -30,7 +30,7 @@ def test_every_rule_has_a_kind_a_title_and_a_source():
         assert r.kind in ("validity", "heuristic") and r.title and r.source
     assert {"private-memory", "local-memory", "duplicate-scheduling", "local-hierarchy",
             "exhaustive-indexing", "cross-thread-dependency",
-            "shared-dimension"} == set(VALIDITY_RULES)
+            "shared-dimension", "vector-innermost", "vector-lanes"} == set(VALIDITY_RULES)
     assert {"local-dimensionality", "local-in-group", "local-in-groups", "sequential-fusion",
             "global-xor-groups"} == set(HEURISTIC_RULES)
 
@@ -267,7 +267,8 @@ def test_issue24_quoted_mappings_are_valid():
     p = parse_file(SMOOTH)
     for m in QUOTED:
         assert check_mapping(p, m, fusion="free", heuristics=False) == [], m
-    assert count_mappings(p, fusion="free", heuristics=False) == 925  # 655 before
+    # 655 before issue 24, 925 after; 1410 with vector lanes (V)
+    assert count_mappings(p, fusion="free", heuristics=False) == 1410
     # still refused: D's one iteration does not make C's copy and B's reads agree
     bad = check_mapping(p, "A=S B=L0 D=S C=L1", fusion="free", heuristics=False)
     assert rejected_by(bad) == "validity"

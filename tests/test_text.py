@@ -175,15 +175,20 @@ def test_simplify_is_equivalent_on_every_instance():
 
 
 def test_simplify_shortens():
-    """No instance prints much longer simplified; all together a fifth shorter or more."""
+    """No instance prints much longer simplified; all together a fifth shorter or more (the
+    vector rules' instances, generated in their simplest form, apart)."""
     total_before = total_after = 0
     for _, c, doms in instances():
         before = len(show_predicate(c.predicate))
         after = len(show_predicate(simplify(c.predicate, doms)))
         assert after <= before + 10
+        if str(c.rule).startswith("vector-"):
+            assert after <= before
+            continue
         total_before += before
         total_after += after
-    assert total_after < 0.8 * total_before
+    # (0.8 before the codes gained V: sets of the three level-0 codes print longer)
+    assert total_after < 0.82 * total_before
 
 
 def _random_pred(rng: random.Random, depth: int) -> ex.Pred:
@@ -227,7 +232,9 @@ def test_simplify_rewrites():
     A, B, C = ex.Param("A"), ex.Param("B"), ex.Param("C")
     x, y, z = ex.eq(A, B), ex.ne(B, C), ex.eq(dim("A"), dim("C"))
     assert simplify(ex.Or(ex.eq(A, 10), ex.eq(A, 30))) == ex.In(A, [10, 30])
-    assert show_predicate(simplify(ex.Or(ex.eq(A, 0), ex.eq(A, 1)))) == "level(A) == seq"
+    assert show_predicate(simplify(ex.Or(ex.eq(A, 0), ex.eq(A, 1), ex.eq(A, 2)))) == \
+        "level(A) == seq"  # mapSeq, fused and mapVec distribute nothing
+    assert show_predicate(simplify(ex.Or(ex.eq(A, 0), ex.eq(A, 1)))) == "A in {mapSeq, fused}"
     assert simplify(ex.And(x, ex.Or(x, y))) == x  # absorption
     assert simplify(ex.Or(ex.And(x, y), ex.And(x, z))) == ex.And(x, ex.Or(y, z))  # factoring
     assert simplify(ex.And(ex.Or(x, y), ex.Or(x, z))) == ex.Or(x, ex.And(y, z))

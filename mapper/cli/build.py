@@ -131,12 +131,15 @@ def cmd_space(args) -> int:
 def cmd_run(args) -> int:
     from codegen.errors import LoweringError
     from mapper.api import problem
+    from mapper.apply import vector_width_names
     from mapper.kernel import is_description
     from mapper.rules import rule_kind
 
     prog = load(args)
     sizes = parse_sizes(args.sizes)
-    check_sizes(prog, sizes, args.file, complete=True)
+    p = problem(prog, fusion=args.fusion, heuristics=args.heuristics, device=args.device)
+    widths = vector_width_names(prog, p.mapping(args.mapping), p.tree)
+    check_sizes(prog, sizes, args.file, complete=True, extra=frozenset(widths.values()))
     if args.repeats < 1:
         raise CliError(f"--repeats must be 1 or more, got {args.repeats}")
     if not args.timeout > 0:
@@ -145,7 +148,6 @@ def cmd_run(args) -> int:
         raise CliError(f"mapper run runs on a live OpenCL device, and {args.device!r} is a "
                        "description; give an OpenCL device spec (see mapper device) or "
                        "use mapper space --device for descriptions")
-    p = problem(prog, fusion=args.fusion, heuristics=args.heuristics, device=args.device)
     doc: dict = {"file": args.file, "mapping": mapping_json(p.mapping(args.mapping)),
                  "sizes": sizes, "fusion": args.fusion, "heuristics": args.heuristics,
                  "forced": args.force}

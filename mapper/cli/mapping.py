@@ -203,8 +203,8 @@ def cmd_enumerate(args) -> int:
     for i, mp in enumerate(found, 1):
         t.add_row(str(i), *(short_code(mp[m]) for m in p.labels))
     console.print(t)
-    console.print(f"{len(found)} mapping(s) shown; codes: S mapSeq, F fused, Ld/Wd/Gd "
-                  "mapLcl/mapWrg/mapGlb(d)")
+    console.print(f"{len(found)} mapping(s) shown; codes: S mapSeq, F fused, V mapVec, "
+                  "Ld/Wd/Gd mapLcl/mapWrg/mapGlb(d)")
     return 0
 
 

@@ -1,0 +1,170 @@
+"""Which maps can run in vector lanes (code V), judged once per program as LIFT does.
+
+CC'22 Section 4: "Vectorization is applied exhaustively to 1D maps with consecutive memory
+accesses ... LIFT checks the differences between index expressions at iterations i, i+1,
+..., i+(vectorLen-1)". The index expressions come from the lowering's views, which need
+concrete sizes: the program, every map sequential, is built (not compiled) at *probe
+sizes*, generic values that meet its algorithmic constraints, and each map's loop is read:
+
+* every value its body computes must be a scalar (a body that already holds vectors, from
+  ``asVector``, cannot be split into lanes again);
+* at least one access of its body (a read, or the write of its result) must be contiguous
+  across the lanes (``codegen.lanes.access_stride``): a map whose every access is strided
+  or uniform gains nothing from lanes (CC'22 Table 1's M5, "unvectorizable"). Accesses
+  that are not contiguous are gathered and scattered lane by lane where the map is V.
+
+The verdicts are sizes-independent in practice (a stride is a product of array sizes, 1
+only in an array's last dimension); probe sizes avoid size-1 dimensions, which would make
+every index look contiguous. Where no probe sizes can be found or the program does not
+lower at them, no map is judged (:func:`lane_verdicts` says so) and the lowering decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codegen.errors import LoweringError
+from codegen.lanes import access_stride
+from codegen.stmt import Loop, Store, leaves_of, walk_stmts
+from ir.errors import LiftmapError
+from ir.nodes import Lambda, Node, walk
+from ir.typecheck import TypeInfo, typecheck
+from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
+from mapper.encoding import SEQ
+
+# probe values: tuning-like sizes (divisors, strides, steps) get a small one, the others
+# distinct multiples of 8 (so vector widths divide them), never 1
+_DIVISOR = (4, 2, 8)
+_LENGTHS = (40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144, 152, 160)
+
+
+@dataclass(frozen=True)
+class LaneVerdict:
+    """Whether map ``label`` may be V, and why not."""
+
+    label: str
+    ok: bool
+    why: str = ""
+
+
+def _divisor_vars(info: TypeInfo) -> set[str]:
+    """Sizes that divide others (``x % s == 0``) or step over them: given small values."""
+    out: set[str] = set()
+    for c in info.constraints:
+        t = c.rel.lhs.to_tree()
+        if t[0] == "mod":
+            den = t[2]
+            if den[0] == "var":
+                out.add(den[1])
+    return out
+
+
+def probe_sizes(program: Node, info: TypeInfo) -> dict[str, int] | None:
+    """Sizes that meet ``program``'s algorithmic constraints, none of them 1, or None."""
+    names: set[str] = set()
+    for p in getattr(program, "params", ()):
+        if p.type is not None:
+            names |= set(p.type.free_vars())
+    for c in info.constraints:
+        names |= set(c.rel.free_vars())
+    names = {n for n in names if not n.startswith("_")}
+    small = _divisor_vars(info)
+    ordered = sorted(names)
+    for d in _DIVISOR:
+        for spread in (True, False):
+            sizes = {}
+            k = 0
+            for n in ordered:
+                if n in small:
+                    sizes[n] = d
+                else:
+                    sizes[n] = _LENGTHS[k % len(_LENGTHS)] if spread else 64
+                    k += 1
+            try:
+                typecheck(program, sizes)
+            except LiftmapError:
+                continue
+            if all(c.rel.subs(sizes).is_trivially_true for c in info.constraints
+                   if c.rel.free_vars() <= sizes.keys()):
+                return sizes
+    return None
+
+
+def vector_typed(node: Node, info: TypeInfo) -> Type | None:
+    """A vector type computed under ``node`` (by ``asVector``, a vector literal or user
+    function), from the program's type check; None if there is none."""
+    for n in walk(node):
+        t = info.types.get(id(n))
+        if t is not None and _has_vector(t):
+            return t
+    mt = info.map_types.get(id(node))
+    for t in mt or ():
+        if _has_vector(t):
+            return t
+    return None
+
+
+def _has_vector(t: Type) -> bool:
+    if isinstance(t, VectorType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_vector(t.elem)
+    if isinstance(t, TupleType):
+        return any(_has_vector(e) for e in t.elems)
+    return False
+
+
+def lane_verdicts(program: Node, labels: list[str], info: TypeInfo,
+                  maps: dict[str, Node] | None = None) -> tuple[dict[str, LaneVerdict], str]:
+    """Map label -> verdict for the maps that can be judged, and a note on the rest.
+    ``maps`` (label -> map node) lets maps whose body computes vectors be judged without
+    sizes."""
+    from codegen.lower import build
+    from mapper.apply import apply_mapping
+
+    typed: dict[str, LaneVerdict] = {}
+    for m, node in (maps or {}).items():
+        vt = vector_typed(node, info)
+        if vt is not None:
+            typed[m] = LaneVerdict(m, False, f"its body already computes vectors ({vt})")
+    if not isinstance(program, Lambda):
+        return typed, "the program declares no inputs: maps are judged when lowered"
+    sizes = probe_sizes(program, info)
+    if sizes is None:
+        return typed, ("no probe sizes meet the program's constraints: maps are judged when "
+                       "lowered")
+    try:
+        low = apply_mapping(program, {m: SEQ for m in labels})
+        b = build(low, sizes)
+    except (LoweringError, LiftmapError, ArithmeticError) as e:
+        return typed, (f"the program does not lower at probe sizes ({e}): maps are judged "
+                       "when lowered")
+    out: dict[str, LaneVerdict] = dict(typed)
+    for lp in walk_stmts(b.top):
+        if not isinstance(lp, Loop) or not lp.is_map or not lp.label or lp.label in out:
+            continue
+        if lp.n < 2:
+            continue
+        out[lp.label] = _judge(lp)
+    return out, ""
+
+
+def _judge(lp: Loop) -> LaneVerdict:
+    private = {id(s.buf) for s in walk_stmts(lp.body) if type(s).__name__ == "Decl"}
+    contiguous = False
+    for s in walk_stmts(lp.body):
+        if not isinstance(s, Store):
+            continue
+        for leaf in (s.dest, *leaves_of(s.value)):
+            if not isinstance(leaf.type, ScalarType):
+                return LaneVerdict(lp.label, False,
+                                   f"its body already computes vectors ({leaf.type})")
+            if id(leaf.buf) in private:
+                continue
+            if access_stride(leaf.idx, lp.var, 4) == 1:
+                contiguous = True
+    if not contiguous:
+        return LaneVerdict(lp.label, False,
+                           "none of its accesses is contiguous across iterations "
+                           "(unvectorizable, CC'22 Table 1 M5)")
+    return LaneVerdict(lp.label, True)
