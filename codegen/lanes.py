@@ -85,7 +85,7 @@ class Functions:
                 f"{fname}({', '.join(f'a{k}.s{LANE_NAMES[j]}' for k in range(len(arg_types)))})"
                 for j in range(w))
             src = f"{c_type(out)} {name}({params}) {{ return ({c_type(out)})({calls}); }}"
-        self.funs[("lanes", *key)] = (name, src)
+        self.funs[("lanes",) + key] = (name, src)
         self.fun_of[name] = uf
         self._vector[key] = name
         return name
@@ -150,7 +150,7 @@ class _Vectoriser:
             raise UnvectorizableError(
                 f"{self.loop.what}: a value of type {t} in its body cannot be split into "
                 f"{self.w} vector lanes (its body must compute scalars)")
-        return VectorType(t, self.w)
+        return VectorType(t, sym(self.w))
 
     def splat(self, v: Leaf) -> Leaf:
         vt = self.vtype(v.type)

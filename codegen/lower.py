@@ -23,6 +23,7 @@ Any mapping that cannot run correctly raises one of :mod:`codegen.errors`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 from codegen import barriers as bar
@@ -349,4 +350,13 @@ def _used_functions(stmts: list, funs: list[tuple[str, str]]) -> list[str]:
     for s in walk_stmts(stmts):
         if isinstance(s, Store):
             visit(s.value)
+    # and the functions those call (a vector version applying the scalar one lane by lane)
+    grew = True
+    while grew:
+        grew = False
+        called = " ".join(src for fname, src in funs if fname in names)
+        for fname, _ in funs:
+            if fname not in names and re.search(rf"\b{re.escape(fname)}\(", called):
+                names.add(fname)
+                grew = True
     return [src for fname, src in funs if fname in names]

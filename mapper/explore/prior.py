@@ -9,7 +9,8 @@ bytes per work-item), its vector widths and the device, so it applies to any pro
   units take ``ceil(g / c)`` waves, so the useful fraction is ``g / (c * ceil(g / c))``
   (fewer groups than units leave units idle);
 * on a **CPU**, SIMD comes from the kernel's own vector types (PoCL does not vectorise
-  across work-items running long loops): the widest ``asVector`` width of the candidate
+  across work-items running long loops): the widest vector width (``asVector``, a map in
+  lanes) of the candidate
   over the device's preferred float width;
 * on a CPU, **spills**: private data per work-item beyond the vector register file (32
   vector registers with 16-lane floats, as AVX-512 has, else 16) costs its excess ratio;
@@ -34,7 +35,8 @@ from typing import Any
 
 from ir.errors import LiftmapError
 
-VECTOR_WHY = "asVector width"  # how mapper.tuning names the domain of a vector width
+# how mapper.tuning names the domain of a vector width: asVector's, mapVec's (code V)
+VECTOR_WHYS = ("asVector width", "mapVec width")
 
 
 def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, float]:
@@ -56,10 +58,11 @@ def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, 
 
 
 def vector_width(tuning_problem: Any, tuning: Mapping[str, int]) -> int:
-    """The widest ``asVector`` width among the candidate's tuning parameters (1: none)."""
+    """The widest vector width (``asVector``, or a map in lanes) among the candidate's
+    tuning parameters (1: none)."""
     params = getattr(tuning_problem, "params", {}) or {}
     widths = [int(tuning[p]) for p, tp in params.items()
-              if p in tuning and VECTOR_WHY in str(getattr(tp, "why", ""))]
+              if p in tuning and any(w in str(getattr(tp, "why", "")) for w in VECTOR_WHYS)]
     return max(widths, default=1)
 
 

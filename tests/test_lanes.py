@@ -1,0 +1,138 @@
+"""Vector lanes (code V, ``mapVec``): the code, its rules, its lowering and its runs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from codegen.lanes import access_stride, lane_safe
+from codegen.lower import lower
+from ir.nodes import UserFun
+from ir.sym import Var
+from ir.types import ScalarType
+from mapper import MapCodes, check_mapping, parse_code, problem, short_code
+from mapper.apply import vector_width_names
+from mapper.errors import SizeError
+from mapper.tuning import infer_tuning
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+EX = os.path.join(ROOT, "examples")
+LISTING1 = os.path.join(EX, "cc22_listing1.lift")
+MM = os.path.join(EX, "matmul_plain.lift")
+BOX = os.path.join(EX, "box_blur3x3.lift")
+SCALAR = ScalarType("float")
+TRANSPOSED = r"""
+X : [[float]W]H
+transpose o mapA(mapB(\x -> mult(x, 2.0f))) $ X
+"""
+RELU = r"""
+userfun relu(x: float) : float = x > 0.0f ? x : 0.0f
+X : [[float]W]H
+mapA(mapB(relu)) $ X
+"""
+
+
+def rules_of(violations) -> set[str]:
+    return {str(c.rule) for c in violations}
+
+
+def test_code_v_reads_and_prints_in_every_form():
+    for text in ("V", "v", "vec", "mapVec", "2"):
+        assert parse_code(text) == 2
+    assert short_code(2) == "V" and str(MapCodes.parse("A=W0 B=V")) == "A=W0 B=V"
+    assert MapCodes.parse("A=mapVec").names() == "A=mapVec"
+
+
+def test_cc22_table1_m5_is_unvectorizable_and_m6_vectorises_the_contiguous_access():
+    # Table 1: M5 (E=V) "Invalid: unvectorizable"; M6 (C=V) valid, vectorised contiguously
+    m5 = check_mapping(LISTING1, "A=W0 B=L0 C=S D=L0 E=V")
+    assert rules_of(m5) == {"vector-lanes"}
+    assert "unvectorizable" in m5[0].description
+    assert check_mapping(LISTING1, "A=W0 B=L0 C=V D=S E=L0") == []
+    p = problem(LISTING1)
+    low = p.lower("A=W0 B=L0 C=V D=S E=L0")
+    src = lower(low, {"I": 4, "J": 8, "K": 32, "vC": 8}).kernels[0].source
+    assert "vload8(" in src and "vstore8(" in src and "float8 uf_f_x8(float8 x)" in src
+
+
+def test_a_map_in_lanes_has_only_sequential_maps_inside():
+    bad = check_mapping(MM, "A=V B=G0")
+    assert "vector-innermost" in rules_of(bad)
+    # lanes over the rows of A: A and the result strided, Bt uniform: nothing contiguous
+    assert rules_of(check_mapping(MM, "A=V B=S")) == {"vector-lanes"}
+    # a map whose body already computes vectors (asVector) is never V
+    blocked = problem(os.path.join(EX, "matmul_blocked.lift"))
+    assert "vector-lanes" in rules_of(blocked.check("I=G1 J=G0 R1=S R2=V Z1=S Z2=S S1=S "
+                                                    "S2=S"))
+
+
+def test_the_width_is_a_tuning_parameter_that_divides_the_map():
+    p = problem(MM)
+    m = MapCodes.parse("A=G0 B=V")
+    assert vector_width_names(p.program, m, p.tree) == {"B": "vB"}
+    tp = infer_tuning(p.lower(m), {"M": 64, "N": 24, "K": 16})
+    assert tp.params["vB"].domain == (2, 4, 8, 16)
+    assert sorted(c["vB"] for c in tp.space) == [2, 4, 8]  # 16 does not divide 24
+
+
+def test_strides_across_lanes_are_read_from_the_indices():
+    i, j = Var("i", 0, 63), Var("j", 0, 15)
+    assert access_stride(i + 16 * j, i, 8) == 1  # contiguous
+    assert access_stride(16 * j + 3, i, 8) == 0  # uniform
+    assert access_stride(16 * i + j, i, 8) is None  # strided: gathered
+    # a join's index is contiguous within a vector when the vector fits in a row
+    k = Var("k", 0, 511)
+    assert access_stride((k // 16) * 32 + k % 16, k, 8) == 1
+    assert access_stride((k // 4) * 32 + k % 4, k, 8) is None
+
+
+def test_only_arithmetic_bodies_run_as_vector_functions():
+    def uf(body: str) -> UserFun:
+        return UserFun("f", ("a", "b"), (SCALAR, SCALAR), SCALAR, body, lambda a, b: a)
+
+    assert lane_safe(uf("a * b + 1.0f")) and lane_safe(uf("fma(a, b, a)"))
+    assert not lane_safe(uf("a > b ? a : b"))  # a vector comparison is an int vector
+    assert not lane_safe(uf("a * 2.0"))  # a double literal
+    assert not lane_safe(uf("dot(a, b)"))  # dot sums the lanes
+
+
+def test_a_vector_width_is_given_with_the_sizes_or_named_when_missing():
+    p = problem(MM)
+    with pytest.raises(SizeError) as e:
+        p.build("A=G0 B=V", {"M": 16, "N": 16, "K": 16})
+    assert "missing vB" in str(e.value)
+    assert p.build("A=G0 B=V", {"M": 16, "N": 16, "K": 16, "vB": 4}).source
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("path,mapping,sizes", [
+    (MM, "A=G0 B=V", {"M": 16, "N": 32, "K": 8, "vB": 8}),  # gathers of Bt, vector store
+    (MM, "A=V B=G0", None),  # (rejected: parallel inside lanes)
+    (MM, "A=S B=V", {"M": 16, "N": 8, "K": 8, "vB": 4}),
+    (BOX, "A=G0 B=V", {"H": 16, "W": 32, "vB": 8}),  # padding: edge lanes gathered
+    (BOX, "A=S B=V", {"H": 16, "W": 48, "vB": 16}),
+    (os.path.join(EX, "col_sums.lift"), "A=V", {"H": 8, "W": 32, "vA": 8}),
+    (TRANSPOSED, "A=G0 B=V", {"H": 8, "W": 32, "vB": 8}),  # read in vectors, scattered
+    (os.path.join(EX, "row_sums.lift"), "A=V", {"H": 16, "W": 8, "vA": 4}),  # gathers
+    (LISTING1, "A=W0 B=L0 C=V D=S E=L0", {"I": 4, "J": 8, "K": 32, "vC": 4}),
+    (os.path.join(EX, "blur_separable.lift"), "A=G0 B=V C=G0 D=V",
+     {"H": 16, "W": 18, "vB": 16, "vD": 2}),
+])
+def test_kernels_in_lanes_match_the_reference(path, mapping, sizes):
+    p = problem(path)
+    if sizes is None:
+        assert p.check(mapping)
+        return
+    assert p.check(mapping) == []
+    r = p.run(mapping, sizes)
+    assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-5, r
+
+
+@pytest.mark.opencl
+def test_a_body_with_a_comparison_runs_lane_by_lane():
+    p = problem(RELU)
+    k = p.build("A=G0 B=V", {"H": 8, "W": 32, "vB": 8})
+    assert "(float8)(uf_relu(a0.s0)" in k.source  # the scalar function, lane by lane
+    r = k.run()
+    assert r.ok and r.max_abs_error == 0, r
