@@ -41,11 +41,11 @@ from codegen.emit import c_type, user_fun_source
 from codegen.errors import UnvectorizableError
 from codegen.stmt import Barrier, Decl, Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
-from ir.nodes import UserFun
+from ir.nodes import Map, Node, UserFun, walk
 from ir.sym import Expr, Rel, Var, sym
 from ir.types import ScalarType, Type, VectorType
 
-__all__ = ["LANE_NAMES", "access_stride", "vectorise_loops"]
+__all__ = ["LANE_NAMES", "access_stride", "lane_defaults", "vectorise_loops"]
 
 LANE_NAMES = "0123456789abcdef"  # OpenCL's .sN component names
 # OpenCL C builtins that take and return vectors lane by lane (gentype)
@@ -323,6 +323,17 @@ def _affine(vz: _Vectoriser, r: Rel) -> bool:
     base = vz.at(e, 0)
     step = vz.at(e, 1) - base
     return step.is_const and all(vz.at(e, k) - base == step * k for k in range(2, vz.w))
+
+
+def lane_defaults(program: Node) -> dict[str, int]:
+    """Width 1 (no lanes) for each strip-mined parallel map's width variable: a parallel
+    map whose function is a ``mapVec`` (``mapper.apply``); a width not given is that."""
+    out = {}
+    for n in walk(program):
+        if isinstance(n, Map) and n.is_parallel and isinstance(n.f, Map) \
+                and n.f.width is not None and n.f.width.is_var:
+            out[n.f.width.name] = 1
+    return out
 
 
 def vectorise_loops(stmts: list, fns: Functions) -> list[Buf]:

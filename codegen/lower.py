@@ -42,7 +42,7 @@ from codegen.errors import (
     UnvectorizableError,
 )
 from codegen.intensity import hot_loop_features
-from codegen.lanes import Functions, vectorise_loops
+from codegen.lanes import Functions, lane_defaults, vectorise_loops
 from codegen.launch import FREE_GROUP_MOST, configure, fit_private_local_size
 from codegen.memory import Buf, dtype_of, has_tuple, natural_view, size_of, size_of_sym
 from codegen.program import Buffer, CompiledProgram, Kernel
@@ -135,6 +135,9 @@ def build(program: Node, sizes: Mapping[str, int], info: TypeInfo | None = None)
     """
     if not isinstance(program, Lambda):
         raise UnsupportedError("lower() takes a program: a lambda with typed inputs")
+    defaults = lane_defaults(program)
+    if defaults.keys() - sizes.keys():
+        sizes = {**defaults, **sizes}
     b = Builder(program, sizes, info)
     env: dict = {}
     b.inputs = []

@@ -1,7 +1,11 @@
 """Applying a mapping: free maps become mapSeq/mapVec/mapLcl/mapWrg/mapGlb, fused maps merge.
 
 A map given code V becomes ``mapVec(vX)`` (X its label): its vector width ``vX`` is a new
-size of the mapped program, a tuning parameter (:func:`vector_width_name`).
+size of the mapped program, a tuning parameter (:func:`vector_width_names`). A parallel map
+that can also run in lanes (``mapper.lanes_probe.parallel_lanes``) is strip-mined:
+``mapGlb(0)(f)`` becomes ``join o mapGlb(0)(mapVec(vX)(f)) o split(vX)``, each of its
+iterations ``vX`` of the original's in vector lanes; ``vX`` = 1 (the default where no value
+is given) is the map as it was.
 
 Fusion of a perfectly nested map with its parent (code 1) follows CC'22 4.1:
 ``p(m(f))`` becomes ``split(n) o p'(f) o join`` where ``p'`` keeps p's code and
@@ -19,6 +23,7 @@ from ir.sym import Expr, Var
 from ir.typecheck import typecheck
 from ir.types import ArrayType
 from mapper.encoding import FUSED, SEQ, VEC
+from mapper.lanes_probe import parallel_lanes
 from mapper.errors import MappingError
 from mapper.nesting import MapNestingTree, _direct_map
 
@@ -42,6 +47,7 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
                                "in its parent map")
     by_uid = {tree.maps[m].uid: code for m, code in codes.items() if code != FUSED}
     widths = vector_width_names(program, codes, tree)
+    strip = {tree.maps[m].uid: widths[m] for m in parallel_lanes(tree, codes)}
 
     def set_kind(n: Node):
         if isinstance(n, Map) and n.uid in by_uid:
@@ -51,6 +57,11 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
             if code == VEC:
                 name = widths[tree.label_of(n)]
                 return replace(n, kind="mapVec", dim=None, width=Var(name, 1, None))
+            if n.uid in strip:
+                w = Var(strip[n.uid], 1, None)
+                lanes = Map(rebuild(n.f, set_kind), "mapVec", None, None, width=w)
+                return compose(join(), replace(n, f=lanes, kind=_KIND[code // 10],
+                                               dim=code % 10), split(w))
             return replace(n, kind=_KIND[code // 10], dim=code % 10)
         return None
 
@@ -65,19 +76,30 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
 
 def vector_width_names(program: Node, codes: AbcMapping[str, int],
                        tree: MapNestingTree | None = None) -> dict[str, str]:
-    """The size that holds each V map's vector width (label -> name): ``v`` + the label
-    (``vB``), with ``_`` appended while the program already uses the name."""
+    """The size that holds the vector width of each map in lanes (label -> name): V maps
+    and strip-mined parallel maps (:func:`default_widths`); ``v`` + the label (``vB``),
+    with ``_`` appended while the program already uses the name."""
     tree = tree or MapNestingTree(program)
+    lanes = set(parallel_lanes(tree, codes))
     taken = _size_names(program) | frozenset().union(
         *(c.rel.free_vars() for c in tree.info.constraints))
     out = {}
     for m, code in codes.items():
-        if code == VEC:
+        if code == VEC or m in lanes:
             name = f"v{m}"
             while name in taken:
                 name += "_"
             out[m] = name
     return out
+
+
+def default_widths(program: Node, codes: AbcMapping[str, int],
+                   tree: MapNestingTree | None = None) -> dict[str, int]:
+    """The widths a build takes where none is given: 1 (no lanes) for each strip-mined
+    parallel map's (a V map's width must be given: it asks for lanes)."""
+    tree = tree or MapNestingTree(program)
+    names = vector_width_names(program, codes, tree)
+    return {names[m]: 1 for m in parallel_lanes(tree, codes)}
 
 
 def _size_names(program: Node) -> frozenset[str]:

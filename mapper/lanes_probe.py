@@ -21,21 +21,23 @@ lower at them, no map is judged (:func:`lane_verdicts` says so) and the lowering
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from codegen.errors import LoweringError
 from codegen.lanes import access_stride
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from ir.errors import LiftmapError
-from ir.nodes import Lambda, Node, walk
+from ir.nodes import Lambda, Map, Node, rebuild, walk
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
 from mapper.encoding import SEQ
+from mapper.nesting import MapNestingTree
 
-# probe values: tuning-like sizes (divisors, strides, steps) get a small one, the others
-# distinct multiples of 8 (so vector widths divide them), never 1
-_DIVISOR = (4, 2, 8)
-_LENGTHS = (40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 136, 144, 152, 160)
+# probe values: tuning-like sizes (divisors, strides, steps) get small distinct powers of two
+# (so that nested splits do not collapse to one iteration), the others distinct multiples
+# of 16 (so every divisor divides them), never 1
+_LENGTHS = tuple(16 * k for k in range(3, 19))
 
 
 @dataclass(frozen=True)
@@ -68,18 +70,16 @@ def probe_sizes(program: Node, info: TypeInfo) -> dict[str, int] | None:
     for c in info.constraints:
         names |= set(c.rel.free_vars())
     names = {n for n in names if not n.startswith("_")}
-    small = _divisor_vars(info)
-    ordered = sorted(names)
-    for d in _DIVISOR:
+    small = sorted(_divisor_vars(info) & names)
+    others = sorted(names - set(small))
+    powers = [4 << k for k in range(len(small))]
+    tries = [dict(zip(small, powers)), dict(zip(small, reversed(powers))),
+             {n: 4 for n in small}, {n: 2 for n in small}]
+    for divs in tries:
         for spread in (True, False):
-            sizes = {}
-            k = 0
-            for n in ordered:
-                if n in small:
-                    sizes[n] = d
-                else:
-                    sizes[n] = _LENGTHS[k % len(_LENGTHS)] if spread else 64
-                    k += 1
+            sizes = dict(divs)
+            for k, n in enumerate(others):
+                sizes[n] = _LENGTHS[k % len(_LENGTHS)] if spread else 64
             try:
                 typecheck(program, sizes)
             except LiftmapError:
@@ -120,7 +120,6 @@ def lane_verdicts(program: Node, labels: list[str], info: TypeInfo,
     ``maps`` (label -> map node) lets maps whose body computes vectors be judged without
     sizes."""
     from codegen.lower import build
-    from mapper.apply import apply_mapping
 
     typed: dict[str, LaneVerdict] = {}
     for m, node in (maps or {}).items():
@@ -134,8 +133,7 @@ def lane_verdicts(program: Node, labels: list[str], info: TypeInfo,
         return typed, ("no probe sizes meet the program's constraints: maps are judged when "
                        "lowered")
     try:
-        low = apply_mapping(program, {m: SEQ for m in labels})
-        b = build(low, sizes)
+        b = build(_all_sequential(program, maps), sizes)
     except (LoweringError, LiftmapError, ArithmeticError) as e:
         return typed, (f"the program does not lower at probe sizes ({e}): maps are judged "
                        "when lowered")
@@ -147,6 +145,52 @@ def lane_verdicts(program: Node, labels: list[str], info: TypeInfo,
             continue
         out[lp.label] = _judge(lp)
     return out, ""
+
+
+def _all_sequential(program: Node, maps: dict[str, Node] | None) -> Node:
+    """``program`` with its computing maps (``maps``: label -> node; every labelled map
+    where not given) sequential."""
+    uids = {n.uid for n in (maps or {}).values() if isinstance(n, Map)}
+
+    def fn(n: Node):
+        if isinstance(n, Map) and n.kind == "map" and (n.uid in uids or (
+                not uids and n.label)):
+            return replace(n, kind="mapSeq")
+        return None
+
+    return rebuild(program, fn)
+
+
+def lanes_ok(tree: MapNestingTree, m: str) -> bool:
+    """Map ``m`` passed the lane check (judged once per tree, cached on it)."""
+    verdicts = tree.__dict__.get("_lane_verdicts")
+    if verdicts is None:
+        verdicts, _ = lane_verdicts(tree.program, tree.labels, tree.info,
+                                    {x: tree.maps[x].node for x in tree.labels})
+        tree.__dict__["_lane_verdicts"] = verdicts
+    v = verdicts.get(m)
+    return v is not None and v.ok
+
+
+def parallel_lanes(tree: MapNestingTree, codes: Mapping[str, int]) -> list[str]:
+    """The parallel maps of ``codes`` that also run in lanes when given a width (strip-mined:
+    each iteration of the parallel map runs ``w`` of its iterations in vector lanes): a map
+    that passed the lane check, with only sequential maps inside, alone in its kernel with
+    the maps around and inside it (a sibling in the kernel that reads what it writes, or
+    writes what it reads, would pair its iterations with other work-items')."""
+    out = []
+    for m, code in codes.items():
+        if code < 10 or m not in tree.maps:
+            continue
+        inner = tree.nested(m)
+        if any(codes.get(x) != SEQ for x in inner):
+            continue
+        chain = {m, *inner, *tree.outer(m)}
+        if not set(tree.kernel_members(m)) <= chain:
+            continue
+        if lanes_ok(tree, m):
+            out.append(m)
+    return out
 
 
 def _judge(lp: Loop) -> LaneVerdict:

@@ -20,7 +20,7 @@ from ir import nodes
 from ir.computes import computes
 from mapper.encoding import SEQ, VEC
 from mapper.errors import ConfigurationError
-from mapper.lanes_probe import lane_verdicts
+from mapper.lanes_probe import lanes_ok
 from mapper.nesting import MapNestingTree, _Spaces
 from mapper.rule_names import RuleKind, RuleName
 from mapper.text import show_constraint
@@ -877,11 +877,8 @@ def vector_lanes(t: MapNestingTree) -> Iterator[Constraint]:
     """(V) A map runs in vector lanes only where its body computes scalars and some access
     of it is contiguous across iterations (``mapper.lanes_probe``: CC'22 Section 4's check
     of the index differences across the lanes)."""
-    verdicts = t.__dict__.get("_lane_verdicts")
-    if verdicts is None:
-        verdicts, _ = lane_verdicts(t.program, t.labels, t.info,
-                                    {m: t.maps[m].node for m in t.labels})
-        t.__dict__["_lane_verdicts"] = verdicts
+    lanes_ok(t, t.labels[0])  # judges every map once, cached on the tree
+    verdicts = t.__dict__["_lane_verdicts"]
     for m in t.concrete():
         v = verdicts.get(m)
         if v is not None and not v.ok:

@@ -250,6 +250,9 @@ def infer_tuning(
         if isinstance(n, Map) and n.width is not None and n.width.is_var \
                 and n.width.name in uses:
             uses[n.width.name].append(("lanes", None))
+        if isinstance(n, Map) and n.is_parallel and isinstance(n.f, Map) \
+                and n.f.width is not None and n.f.width.is_var and n.f.width.name in uses:
+            uses[n.f.width.name].append(("strip", None))  # width 1: the map as written
     ranges = _declared_ranges(program)
     for v in free:
         if v in domains:
@@ -259,7 +262,9 @@ def infer_tuning(
         kinds = uses[v]
         lengths = [n for k, n in kinds if k == "split" and n]
         tiled = sorted({n for k, n in kinds if k == "tile" and n})
-        if any(k == "lanes" for k, _ in kinds):
+        if any(k == "strip" for k, _ in kinds):  # a strip-mined parallel map
+            dom, why = VECTOR_WIDTHS, "mapVec width: 1 (no lanes) or an OpenCL vector width"
+        elif any(k == "lanes" for k, _ in kinds):
             dom, why = LANE_WIDTHS, "mapVec width: the OpenCL vector widths 2 to 16"
         elif any(k == "vector" for k, _ in kinds):
             dom, why = VECTOR_WIDTHS, "asVector width: powers of two up to 16"

@@ -275,6 +275,11 @@ EXAMPLE_SIZES: dict[str, tuple[dict[str, int], int]] = {
     "blur_separable": ({"H": 6, "W": 7}, 6 * 5 * 3 * 2 + 4 * 5 * 3 * 2),
     "blur_laplacian": ({"H": 6, "W": 7}, 4 * 5 * 9 * 2 + 2 * 3 * 9 * 2),
     "harris": ({"H": 7, "W": 8}, 2 * 5 * 6 * 9 * 2 + 3 * 4 * (3 * 9 * 2 + 8)),
+    # programs written plainly: one add per element summed, a multiply-add per product
+    "matmul_plain": ({"M": 3, "N": 4, "K": 5}, 2 * 3 * 4 * 5),
+    "row_sums": ({"H": 3, "W": 5}, 3 * 5),
+    "col_sums": ({"H": 3, "W": 5}, 3 * 5),
+    "box_blur3x3": ({"H": 4, "W": 5}, 4 * 5 * 9 * 2),
     "conv2_layers": ({"H": 6, "W": 6, "C": 2, "M": 3, "N": 2},
                      4 * 4 * 3 * 9 * 2 * 2 + 2 * 2 * 2 * 9 * 3 * 2),
 }

@@ -113,7 +113,7 @@ def test_listing3_tuning_and_launch_limits():
 
 def test_joint_space():
     js = JointSpace(cc22_listing3(), {"N": 64})
-    assert len(js.mappings) == 45
+    assert len(js.mappings) == 37
     assert js.count() == sum(js.counts()) > 13
     for m, cfg in js.sample(10, seed=3):
         low_sizes = {"N": 64, **cfg}
