@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping as AbcMapping
 
 from ir.builders import compose, join, split
-from ir.nodes import Lambda, Map, Node, rebuild, replace
+from ir.nodes import FunDecl, Lambda, Map, Node, rebuild, replace
 from ir.sym import Expr, Var
 from ir.typecheck import typecheck
 from ir.types import ArrayType
 from mapper.encoding import FUSED, SEQ, VEC
-from mapper.lanes_probe import parallel_lanes
 from mapper.errors import MappingError
+from mapper.lanes_probe import parallel_lanes
 from mapper.nesting import MapNestingTree, _direct_map
 
 _KIND = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
@@ -59,9 +59,11 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
                 return replace(n, kind="mapVec", dim=None, width=Var(name, 1, None))
             if n.uid in strip:
                 w = Var(strip[n.uid], 1, None)
-                lanes = Map(rebuild(n.f, set_kind), "mapVec", None, None, width=w)
-                return compose(join(), replace(n, f=lanes, kind=_KIND[code // 10],
-                                               dim=code % 10), split(w))
+                inner = rebuild(n.f, set_kind)
+                assert isinstance(inner, FunDecl)  # a map's function rebuilt is one
+                lanes = Map(inner, "mapVec", None, None, width=w)
+                outer = replace(n, f=lanes, kind=_KIND[code // 10], dim=code % 10)
+                return compose(join(), outer, split(w))
             return replace(n, kind=_KIND[code // 10], dim=code % 10)
         return None
 
