@@ -63,6 +63,7 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
                 assert isinstance(inner, FunDecl)  # a map's function rebuilt is one
                 lanes = Map(inner, "mapVec", None, None, width=w)
                 outer = replace(n, f=lanes, kind=_KIND[code // 10], dim=code % 10)
+                assert isinstance(outer, Map)
                 return compose(join(), outer, split(w))
             return replace(n, kind=_KIND[code // 10], dim=code % 10)
         return None
