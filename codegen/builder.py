@@ -744,4 +744,6 @@ class Builder:
         mt = self.map_types(r)
         with self.loop("seq", None, arr.n, "r", "reduce", n_sym=mt[0].size if mt else None) \
                 as lp:
+            if r.width is not None and isinstance(acc, vw.Mem):
+                lp.width, lp.reduce_acc = self.ival(r.width), acc
             self.apply_into(r.f, [acc, arr.get(lp.var)], env, acc)

@@ -41,7 +41,7 @@ from codegen.emit import c_type, user_fun_source
 from codegen.errors import UnvectorizableError
 from codegen.stmt import Barrier, Decl, Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
-from ir.nodes import Map, Node, UserFun, walk
+from ir.nodes import Map, Node, Reduce, UserFun, walk
 from ir.sym import Expr, Rel, Var, sym
 from ir.types import ScalarType, Type, VectorType
 
@@ -113,6 +113,29 @@ def lane_safe(uf: UserFun) -> bool:
     return True
 
 
+_OPS = {"+": 0.0, "max": float("-inf"), "fmax": float("-inf"), "min": float("inf"),
+        "fmin": float("inf")}
+
+
+def reduction_identity(uf: UserFun) -> float | None:
+    """The identity of ``uf`` when it is an associative and commutative operator of its two
+    parameters (``a + b``, ``max``/``fmax``, ``min``/``fmin``, either order): the value a
+    vector accumulator's lanes start from; None otherwise."""
+    if uf.arity != 2:
+        return None
+    a, b = uf.param_names
+    body = re.sub(r"\s+", "", uf.c_body).removeprefix("return").rstrip(";")
+    while body.startswith("(") and body.endswith(")"):
+        body = body[1:-1]
+    for x, y in ((a, b), (b, a)):
+        if body == f"{x}+{y}":
+            return _OPS["+"]
+        for op in ("max", "fmax", "min", "fmin"):
+            if body == f"{op}({x},{y})":
+                return _OPS[op]
+    return None
+
+
 def access_stride(idx: Expr, var: Expr, width: int) -> int | None:
     """How the index ``idx`` moves across ``width`` lanes of the loop variable ``var``
     (``var = width*q + lane``): 0 when it does not depend on ``var``, 1 when lane k reads
@@ -137,6 +160,7 @@ class _Vectoriser:
         n = loop.n
         self.q = vw.register_var(Var(fns.fresh(f"{loop.name}_v"), 0, max(n // self.w, 1) - 1))
         self.lane_private: set[int] = set()
+        self.update: tuple | None = None  # a reduction's update: (store, k, V, vector op)
 
     # ------------------------------------------------------------------ per lane
     def at(self, e: Expr, lane: int) -> Expr:
@@ -246,6 +270,12 @@ class _Vectoriser:
             elif isinstance(s, Decl):
                 s.parent = parent
                 out.append(s)
+            elif isinstance(s, Store) and self.update is not None and s is self.update[0]:
+                _, k, vacc, vname = self.update
+                assert isinstance(s.value, Call)  # checked by reduction()
+                value = self.vec(s.value.args[1 - k])
+                args = (vacc, value) if k == 0 else (value, vacc)
+                out.append(Store(vacc, Call(vname, args, vacc.type), parent))
             elif isinstance(s, Store):
                 for x in self.store(s):
                     x.parent = parent
@@ -295,6 +325,53 @@ class _Vectoriser:
                              conds=tuple(self.rel_at(c, k) for c in s.conds)))
         return out
 
+    def reduction(self) -> list:
+        """A reduction in lanes: the accumulator ``A`` becomes a vector ``V`` of partial
+        results (its lanes start from the operator's identity), each update
+        ``A = op(A, x)`` a vector update ``V = op(V, x)``, and after the loop
+        ``A = op(A, V.sk)`` for every lane k: the statements replacing the loop."""
+        lp = self.loop
+        acc = lp.reduce_acc
+        stores = [s for s in walk_stmts(lp.body) if isinstance(s, Store)]
+        updates = [s for s in stores if isinstance(s.dest, Mem) and s.dest.buf is acc.buf]
+        op = updates[0].value if len(updates) == 1 else None
+        uf = self.fns.fun_of.get(op.fname) if isinstance(op, Call) else None
+        ident = reduction_identity(uf) if uf is not None else None
+        if op is None or ident is None or updates[0].conds or not isinstance(op, Call) \
+                or not isinstance(acc.type, ScalarType) \
+                or any(s is not updates[0] and any(m.buf is acc.buf for m in leaves_of(s.value))
+                       for s in stores):
+            raise UnvectorizableError(
+                f"{lp.what}: only a reduction by an associative operator (a + b, max, min) "
+                "of the accumulator and a value runs in lanes")
+        k = next((j for j, a in enumerate(op.args)
+                  if isinstance(a, Mem) and a.buf is acc.buf and a.idx == acc.idx), None)
+        if k is None or any(m.buf is acc.buf for m in leaves_of(op.args[1 - k])):
+            raise UnvectorizableError(
+                f"{lp.what}: its update does not combine the accumulator with a value")
+        vt = self.vtype(acc.type)
+        vbuf = Buf(self.fns.fresh(f"lanes_{acc.buf.cname}"), "private", c_type(vt), 1, "acc",
+                   scalar=True, alloc_loops=())
+        self.new_bufs.append(vbuf)
+        vacc = Mem(vbuf, sym(0), vt)
+        self.lane_private.add(id(vbuf))
+        vname = self.fns.vector(op.fname, (vt, vt), vt)
+        self.update = (updates[0], k, vacc, vname)
+        body = self.stmts(lp.body, lp)
+        n_sym = lp.n_sym // self.w if lp.n_sym is not None else None
+        out = Loop("seq", None, self.q, lp.n // self.w, lp.label,
+                   f"{lp.what}, {self.w} lanes at a time", lp.is_map, body, lp.parent,
+                   n_sym=n_sym)
+        for s in body:
+            s.parent = out
+        before = [Decl(vbuf, parent=lp.parent), Store(vacc, Const(ident, vt), lp.parent)]
+        after = []
+        for j in range(self.w):
+            lane = Call(f".s{LANE_NAMES[j]}", (vacc,), acc.type)
+            after.append(Store(acc, Call(op.fname, (acc, lane) if k == 0 else (lane, acc),
+                                         acc.type), lp.parent))
+        return [*before, out, *after]
+
     def run(self) -> Loop:
         lp = self.loop
         for s in walk_stmts(lp.body):
@@ -326,10 +403,13 @@ def _affine(vz: _Vectoriser, r: Rel) -> bool:
 
 
 def lane_defaults(program: Node) -> dict[str, int]:
-    """Width 1 (no lanes) for each strip-mined parallel map's width variable: a parallel
-    map whose function is a ``mapVec`` (``mapper.apply``); a width not given is that."""
+    """Width 1 (no lanes) for each strip-mined parallel map's width variable (a parallel
+    map whose function is a ``mapVec``) and each reduction's (``mapper.apply``); a width
+    not given is that."""
     out = {}
     for n in walk(program):
+        if isinstance(n, Reduce) and n.width is not None and n.width.is_var:
+            out[n.width.name] = 1
         if isinstance(n, Map) and n.is_parallel and isinstance(n.f, Map) \
                 and n.f.width is not None and n.f.width.is_var:
             out[n.f.width.name] = 1
@@ -342,17 +422,27 @@ def vectorise_loops(stmts: list, fns: Functions) -> list[Buf]:
     new_bufs: list[Buf] = []
 
     def visit(lst: list) -> None:
-        for k, s in enumerate(lst):
+        k = 0
+        while k < len(lst):
+            s = lst[k]
             if not isinstance(s, Loop):
+                k += 1
                 continue
             if s.kind == "seq" and s.width > 1:
                 if s.n % s.width:
                     raise UnvectorizableError(
                         f"{s.what}: {s.n} iterations are not a multiple of the vector width "
                         f"{s.width}")
+                if s.reduce_acc is not None:
+                    visit(s.body)  # (no loop in lanes inside: the reduce's f has no map)
+                    repl = _Vectoriser(s, fns, new_bufs).reduction()
+                    lst[k:k + 1] = repl
+                    k += len(repl)
+                    continue
                 lst[k] = _Vectoriser(s, fns, new_bufs).run()
             else:
                 visit(s.body)
+            k += 1
 
     visit(stmts)
     return new_bufs

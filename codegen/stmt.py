@@ -37,7 +37,8 @@ class Loop:
     parent: Loop | None = None
     threads: int | None = None
     n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
-    width: int = 1  # a mapVec loop's vector width
+    width: int = 1  # a mapVec loop's vector width, or a reduction's in lanes
+    reduce_acc: Mem | None = None  # a reduction's accumulator (its loop in lanes)
 
     @property
     def par_dim(self) -> int:

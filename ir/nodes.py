@@ -232,10 +232,15 @@ class Map(FunDecl):
 class Reduce(FunDecl):
     """``reduce(f)`` applied to ``(init, array)``; ``f`` is ``(acc, x) -> acc'``.
 
-    The result is ``[T]1``."""
+    The result is ``[T]1``. ``width``, where given (a reduction whose ``f`` is an
+    associative and commutative operator of the accumulator and a value,
+    ``mapper.apply``), runs the reduction ``width`` elements at a time in vector lanes,
+    with a vector accumulator and a horizontal step at the end (LIFT's
+    partialReduceVectorize); 1 is the scalar reduction."""
 
     f: FunDecl
     kind: str = "reduce"
+    width: Expr | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("reduce", "reduceSeq"):

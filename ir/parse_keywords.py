@@ -1,7 +1,7 @@
 """The keyword forms of the text syntax's terms, and its reserved words.
 
 Keywords: ``id join transpose asScalar zip split reorderStride asVector slide slideStrict pad
-get reduce reduceSeq toGlobal toLocal toPrivate vectorize value`` and the map forms
+get reduce reduceSeq reduceVec toGlobal toLocal toPrivate vectorize value`` and the map forms
 (``map``, ``mapA``, ``mapSeq``, ``mapGlb(d)``, ...); the ND macros (``mapND``, ``zipND``,
 ``joinND``, ``slideND``, ``slideStrictND``, ``padND``) are expanded with ``ir.builders``.
 """
@@ -122,6 +122,10 @@ class KeywordForms(TypeReader):
         i = self.int_tok("the tuple index")
         self.expect(")")
         return nodes.Get(i)
+
+    def kw_reduce_vec(self, t: Token) -> nodes.FunDecl:
+        width = self.sizes_in_parens(t, 1)[0]
+        return nodes.Reduce(self.fun_arg(t), "reduceSeq", width=width)
 
     def kw_funarg(self, t: Token) -> nodes.FunDecl:
         f = self.fun_arg(t)
@@ -246,7 +250,8 @@ KEYWORDS = {
     "id": _K.kw_nullary, "zip": _K.kw_zip,
     "split": _K.kw_sized, "reorderStride": _K.kw_sized, "asVector": _K.kw_sized,
     "slide": _K.kw_slide, "slideStrict": _K.kw_slide, "pad": _K.kw_pad, "get": _K.kw_get,
-    "reduce": _K.kw_funarg, "reduceSeq": _K.kw_funarg, "toGlobal": _K.kw_funarg,
+    "reduce": _K.kw_funarg, "reduceSeq": _K.kw_funarg, "reduceVec": _K.kw_reduce_vec,
+    "toGlobal": _K.kw_funarg,
     "toLocal": _K.kw_funarg, "toPrivate": _K.kw_funarg, "vectorize": _K.kw_vectorize,
     "value": _K.kw_value, "mapND": _K.kw_mapND, "zipND": _K.kw_zipND, "joinND": _K.kw_joinND,
     "slideND": _K.kw_slideND, "slideStrictND": _K.kw_slideND, "padND": _K.kw_padND,

@@ -340,6 +340,8 @@ class _Printer:
         return [head, _parens([self.fun(f.f, _FTOP)])]
 
     def fun_reduce(self, f: nodes.Reduce, ctx: int):
+        if f.width is not None:
+            return [f"reduceVec({f.width})", _parens([self.fun(f.f, _FTOP)])]
         return [f.kind, _parens([self.fun(f.f, _FTOP)])]
 
     def fun_to_mem(self, f: nodes.ToMem, ctx: int):

@@ -277,6 +277,9 @@ class _Checker:
         init, arr = args
         if not isinstance(arr, ArrayType):
             raise self.error(f"reduce expects an array as its second argument, got {arr}", call)
+        if f.width is not None:  # a reduction in vector lanes: no scalar tail
+            self.divides(arr.size, f.width, f"vector width {f.width}", "reduce lanes",
+                         f"{f.kind}({f.width})", call)
         acc = self.apply(f.f, [init, arr.elem], call, env)
         if not self.compatible(acc, init):
             raise self.error(

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping as AbcMapping
 
 from ir.builders import compose, join, split
-from ir.nodes import FunDecl, Lambda, Map, Node, rebuild, replace
+from codegen.lanes import reduction_identity
+from ir.nodes import FunCall, FunDecl, Lambda, Map, Node, Param, Reduce, UserFun, rebuild, replace, walk
 from ir.sym import Expr, Var
 from ir.typecheck import typecheck
-from ir.types import ArrayType
+from ir.types import ArrayType, ScalarType, TupleType, VectorType
 from mapper.encoding import FUSED, SEQ, VEC
 from mapper.errors import MappingError
 from mapper.lanes_probe import parallel_lanes
@@ -48,8 +49,11 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
     by_uid = {tree.maps[m].uid: code for m, code in codes.items() if code != FUSED}
     widths = vector_width_names(program, codes, tree)
     strip = {tree.maps[m].uid: widths[m] for m in parallel_lanes(tree, codes)}
+    reductions = reduction_widths(program, tree)
 
     def set_kind(n: Node):
+        if isinstance(n, Reduce) and id(n) in reductions:
+            return replace(n, width=Var(reductions[id(n)], 1, None))
         if isinstance(n, Map) and n.uid in by_uid:
             code = by_uid[n.uid]
             if code == SEQ:
@@ -84,9 +88,9 @@ def vector_width_names(program: Node, codes: AbcMapping[str, int],
     with ``_`` appended while the program already uses the name."""
     tree = tree or MapNestingTree(program)
     lanes = set(parallel_lanes(tree, codes))
+    out = {}
     taken = _size_names(program) | frozenset().union(
         *(c.rel.free_vars() for c in tree.info.constraints))
-    out = {}
     for m, code in codes.items():
         if code == VEC or m in lanes:
             name = f"v{m}"
@@ -96,13 +100,77 @@ def vector_width_names(program: Node, codes: AbcMapping[str, int],
     return out
 
 
+def width_names(program: Node, codes: AbcMapping[str, int],
+                tree: MapNestingTree | None = None) -> frozenset[str]:
+    """Every size the mapping adds: its maps' and its reductions' vector widths."""
+    tree = tree or MapNestingTree(program)
+    return frozenset(vector_width_names(program, codes, tree).values()) \
+        | frozenset(reduction_widths(program, tree).values())
+
+
 def default_widths(program: Node, codes: AbcMapping[str, int],
                    tree: MapNestingTree | None = None) -> dict[str, int]:
     """The widths a build takes where none is given: 1 (no lanes) for each strip-mined
-    parallel map's (a V map's width must be given: it asks for lanes)."""
+    parallel map's and each reduction's (a V map's width must be given: it asks for
+    lanes)."""
     tree = tree or MapNestingTree(program)
     names = vector_width_names(program, codes, tree)
-    return {names[m]: 1 for m in parallel_lanes(tree, codes)}
+    out = {names[m]: 1 for m in parallel_lanes(tree, codes)}
+    out.update({name: 1 for name in reduction_widths(program, tree).values()})
+    return out
+
+
+def reduction_widths(program: Node, tree: MapNestingTree) -> dict[int, str]:
+    """The reductions that can run in vector lanes (``id`` of the node -> the name of its
+    width, ``rv1``, ``rv2``... in program order): ``reduce(\\acc x -> op(acc, e))`` with
+    ``op`` associative and commutative (``codegen.lanes.reduction_identity``: ``a + b``,
+    max, min) on floats, ``e`` not reading ``acc``, no map inside, and scalar elements
+    (a reduction of vectors, as the convolution's, already has its lanes)."""
+    cache = tree.__dict__.setdefault("_reduction_widths", None)
+    if cache is not None:
+        return cache
+    taken = _size_names(program) | frozenset().union(
+        *(c.rel.free_vars() for c in tree.info.constraints))
+    out: dict[int, str] = {}
+    for n in walk(program):
+        if not isinstance(n, Reduce) or n.width is not None or not _lane_reduction(n, tree):
+            continue
+        name = f"rv{len(out) + 1}"
+        while name in taken:
+            name += "_"
+        out[id(n)] = name
+    tree.__dict__["_reduction_widths"] = out
+    return out
+
+
+def _lane_reduction(r: Reduce, tree: MapNestingTree) -> bool:
+    f = r.f
+    if not isinstance(f, Lambda) or len(f.params) != 2 or not isinstance(f.body, FunCall):
+        return False
+    uf, args = f.body.f, f.body.args
+    if not isinstance(uf, UserFun) or len(args) != 2 or reduction_identity(uf) is None:
+        return False
+    if any(t != ScalarType("float") for t in (*uf.in_types, uf.out_type)):
+        return False
+    acc = f.params[0].name
+    k = next((j for j, a in enumerate(args) if isinstance(a, Param) and a.name == acc), None)
+    if k is None or _mentions(args[1 - k], acc) or any(isinstance(x, Map) for x in walk(f)):
+        return False
+    types = tree.info.map_types.get(id(r))
+    return types is not None and isinstance(types[0], ArrayType) \
+        and not _has_vector_or_array(types[0].elem)
+
+
+def _mentions(e: Node, name: str) -> bool:
+    return any(isinstance(x, Param) and x.name == name for x in walk(e))
+
+
+def _has_vector_or_array(t) -> bool:
+    if isinstance(t, (VectorType, ArrayType)):
+        return True
+    if isinstance(t, TupleType):
+        return any(_has_vector_or_array(e) for e in t.elems)
+    return False
 
 
 def _size_names(program: Node) -> frozenset[str]:

@@ -23,7 +23,7 @@ from codegen.program import CompiledProgram, Kernel, Outcome
 from codegen.target import PRESETS, Device
 from constraints.model import Constraint
 from ir.errors import LiftmapError
-from mapper.apply import default_widths, vector_width_names
+from mapper.apply import default_widths, width_names
 from mapper.data import check_inputs, random_inputs, reduction_tolerance, reference_result
 from mapper.encoding import MapCodes
 from mapper.errors import ConfigurationError, DeviceUseError, InputError
@@ -278,7 +278,7 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
     m = p.mapping(mapping)
     sizes = {**default_widths(prog, m, p.tree), **sizes}
     check_sizes(prog, sizes, complete=True, flag="sizes",
-                extra=frozenset(vector_width_names(prog, m, p.tree).values()))
+                extra=width_names(prog, m, p.tree))
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int)
                               or flops < 0):
         raise ConfigurationError(f"flops must be a non-negative integer, got {flops!r}")

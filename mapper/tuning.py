@@ -23,7 +23,7 @@ from constraints.expr import FALSE, And, BinOp, Call, Cmp, Const, Neg, Param, Pr
 from constraints.predicates import CMP_OPS
 from constraints.space import SearchSpace
 from ir.errors import LiftmapError
-from ir.nodes import AsVector, FunCall, Map, Node, Slide, Split, walk
+from ir.nodes import AsVector, FunCall, Map, Node, Reduce, Slide, Split, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, Type, VectorType, shape_of
@@ -253,6 +253,9 @@ def infer_tuning(
         if isinstance(n, Map) and n.is_parallel and isinstance(n.f, Map) \
                 and n.f.width is not None and n.f.width.is_var and n.f.width.name in uses:
             uses[n.f.width.name].append(("strip", None))  # width 1: the map as written
+        if isinstance(n, Reduce) and n.width is not None and n.width.is_var \
+                and n.width.name in uses:
+            uses[n.width.name].append(("strip", None))  # width 1: the scalar reduction
     ranges = _declared_ranges(program)
     for v in free:
         if v in domains:
@@ -263,9 +266,9 @@ def infer_tuning(
         lengths = [n for k, n in kinds if k == "split" and n]
         tiled = sorted({n for k, n in kinds if k == "tile" and n})
         if any(k == "strip" for k, _ in kinds):  # a strip-mined parallel map
-            dom, why = VECTOR_WIDTHS, "mapVec width: 1 (no lanes) or an OpenCL vector width"
+            dom, why = VECTOR_WIDTHS, "lanes width: 1 (none) or an OpenCL vector width"
         elif any(k == "lanes" for k, _ in kinds):
-            dom, why = LANE_WIDTHS, "mapVec width: the OpenCL vector widths 2 to 16"
+            dom, why = LANE_WIDTHS, "lanes width: the OpenCL vector widths 2 to 16"
         elif any(k == "vector" for k, _ in kinds):
             dom, why = VECTOR_WIDTHS, "asVector width: powers of two up to 16"
         elif lengths:
@@ -289,8 +292,26 @@ def infer_tuning(
             problem.predicates.append((FALSE, c.origin))
             continue
         problem.predicates.append((to_predicate(rel), c.origin))
+    _lane_nesting(problem, program, sizes)
     _resource_constraints(problem, device, info)
     return problem
+
+
+def _lane_nesting(problem: TuningProblem, program: Node, sizes: Mapping[str, int]) -> None:
+    """One level of lanes: a reduction inside a map in lanes (mapVec) keeps its width 1
+    (``codegen.lanes`` vectorises one loop of a nest)."""
+    for n in walk(program):
+        if not (isinstance(n, Map) and n.width is not None):
+            continue
+        for r in walk(n.f):
+            if isinstance(r, Reduce) and r.width is not None:
+                rel = ((n.width - 1) * (r.width - 1)).eq(0).subs(sizes)
+                if rel.is_trivially_true:
+                    continue
+                problem.predicates.append(
+                    (FALSE if rel.is_trivially_false else to_predicate(rel),
+                     f"one level of lanes: {n.kind_text()} or the reduction inside it "
+                     f"({r.width}) has width 1"))
 
 
 def _applications(program: Node, info: TypeInfo):

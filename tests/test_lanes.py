@@ -136,3 +136,45 @@ def test_a_body_with_a_comparison_runs_lane_by_lane():
     assert "(float8)(uf_relu(a0.s0)" in k.source  # the scalar function, lane by lane
     r = k.run()
     assert r.ok and r.max_abs_error == 0, r
+
+
+def test_a_reduction_by_an_associative_operator_gets_a_lane_width():
+    from codegen.lanes import reduction_identity
+
+    def uf(body: str) -> UserFun:
+        return UserFun("f", ("a", "b"), (SCALAR, SCALAR), SCALAR, body, lambda a, b: a)
+
+    assert reduction_identity(uf("a + b")) == 0.0 and reduction_identity(uf("(b+a)")) == 0.0
+    assert reduction_identity(uf("fmax(a, b)")) == float("-inf")
+    assert reduction_identity(uf("min(b, a)")) == float("inf")
+    assert reduction_identity(uf("a - b")) is None and reduction_identity(uf("a * b")) is None
+    p = problem(MM)
+    tp = infer_tuning(p.lower("A=G1 B=G0"), {"M": 64, "N": 64, "K": 64})
+    assert tp.params["rv1"].domain == (1, 2, 4, 8, 16) and tp.params["vB"].domain[0] == 1
+    # one level of lanes: the columns in lanes or the reduction in lanes, not both
+    assert all(c["rv1"] == 1 or c["vB"] == 1 for c in tp.space)
+    # the convolution's reduction of vectors (asVector) has its lanes already
+    blocked = problem(os.path.join(EX, "matmul_blocked.lift"))
+    low = blocked.lower("I=G1 J=G0 R1=S R2=S Z1=S Z2=F S1=S S2=F")
+    assert "rv" not in " ".join(infer_tuning(low, {"M": 8, "N": 8, "K": 16, "bm": 2,
+                                                   "bn": 2, "v": 4}).params)
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("path,mapping,sizes", [
+    (os.path.join(EX, "row_sums.lift"), "A=G0", {"H": 8, "W": 64, "rv1": 8}),
+    (MM, "A=G1 B=G0", {"M": 8, "N": 8, "K": 32, "rv1": 16}),
+    (MM, "A=S B=V", {"M": 4, "N": 8, "K": 16, "vB": 4, "rv1": 1}),
+    (r"""
+userfun mx(a: float, b: float) : float = fmax(a, b)
+X : [[float]W]H
+map(\row -> reduce(\acc x -> mx(x, acc))(-1000.0f, row)) $ X
+""", "A=G0", {"H": 8, "W": 32, "rv1": 4}),
+])
+def test_reductions_in_lanes_match_the_reference(path, mapping, sizes):
+    p = problem(path)
+    k = p.build(mapping, sizes)
+    if sizes.get("rv1", 1) > 1:
+        assert f"{sizes['rv1']} lanes at a time" in k.source
+    r = k.run()
+    assert r.ok, r

@@ -131,7 +131,7 @@ def cmd_space(args) -> int:
 def cmd_run(args) -> int:
     from codegen.errors import LoweringError
     from mapper.api import problem
-    from mapper.apply import default_widths, vector_width_names
+    from mapper.apply import default_widths, width_names
     from mapper.kernel import is_description
     from mapper.rules import rule_kind
 
@@ -139,9 +139,9 @@ def cmd_run(args) -> int:
     sizes = parse_sizes(args.sizes)
     p = problem(prog, fusion=args.fusion, heuristics=args.heuristics, device=args.device)
     mapping = p.mapping(args.mapping)
-    widths = vector_width_names(prog, mapping, p.tree)
+    widths = width_names(prog, mapping, p.tree)
     check_sizes(prog, {**default_widths(prog, mapping, p.tree), **sizes}, args.file,
-                complete=True, extra=frozenset(widths.values()))
+                complete=True, extra=widths)
     if args.repeats < 1:
         raise CliError(f"--repeats must be 1 or more, got {args.repeats}")
     if not args.timeout > 0:

@@ -36,7 +36,7 @@ from typing import Any
 from ir.errors import LiftmapError
 
 # how mapper.tuning names the domain of a vector width: asVector's, mapVec's (code V)
-VECTOR_WHYS = ("asVector width", "mapVec width")
+VECTOR_WHYS = ("asVector width", "lanes width")
 
 
 def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, float]:
