@@ -332,6 +332,7 @@ class _Vectoriser:
         ``A = op(A, V.sk)`` for every lane k: the statements replacing the loop."""
         lp = self.loop
         acc = lp.reduce_acc
+        assert acc is not None  # only reductions come here
         stores = [s for s in walk_stmts(lp.body) if isinstance(s, Store)]
         updates = [s for s in stores if isinstance(s.dest, Mem) and s.dest.buf is acc.buf]
         op = updates[0].value if len(updates) == 1 else None

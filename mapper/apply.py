@@ -17,9 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping as AbcMapping
 
-from ir.builders import compose, join, split
 from codegen.lanes import reduction_identity
-from ir.nodes import FunCall, FunDecl, Lambda, Map, Node, Param, Reduce, UserFun, rebuild, replace, walk
+from ir.builders import compose, join, split
+from ir.nodes import (
+    FunCall,
+    FunDecl,
+    Lambda,
+    Map,
+    Node,
+    Param,
+    Reduce,
+    UserFun,
+    rebuild,
+    replace,
+    walk,
+)
 from ir.sym import Expr, Var
 from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType
