@@ -38,6 +38,9 @@ class Buf:
     # ``count`` in the program's symbolic sizes (None: not known symbolically); the
     # resource constraints of the tuning space are built from it (codegen.resources)
     sym_count: Expr | None = None
+    # a buffer in vector lanes (codegen.lanes): its width in the program's symbolic sizes
+    # (the tuning parameter), which the resources multiply its scalar count by
+    lanes: Expr | None = None
 
     @property
     def cname(self) -> str:

@@ -708,7 +708,7 @@ class Builder:
         with self.loop(kind, m.dim, arr.n, base, what, label, is_map=True,
                        n_sym=mt[0].size if mt else None) as lp:
             if m.width is not None:
-                lp.width = self.ival(m.width)
+                lp.width, lp.width_sym = self.ival(m.width), m.width
             outer = [f"{x.label}={x.what.split()[0]}" for x in self.loops[:-1]
                      if x.is_map and x.label]
             inside = f" in {', '.join(reversed(outer))}" if outer else ""
@@ -746,4 +746,5 @@ class Builder:
                 as lp:
             if r.width is not None and isinstance(acc, vw.Mem):
                 lp.width, lp.reduce_acc = self.ival(r.width), acc
+                lp.width_sym = r.width
             self.apply_into(r.f, [acc, arr.get(lp.var)], env, acc)

@@ -135,7 +135,7 @@ def build(program: Node, sizes: Mapping[str, int], info: TypeInfo | None = None)
     """
     if not isinstance(program, Lambda):
         raise UnsupportedError("lower() takes a program: a lambda with typed inputs")
-    defaults = lane_defaults(program)
+    defaults = lane_defaults(program, sizes)
     if defaults.keys() - sizes.keys():
         sizes = {**defaults, **sizes}
     b = Builder(program, sizes, info)
@@ -250,7 +250,9 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         issues.extend(bar.analyze(stmts, cfg, b.map_of, synced))
         # after the analyses, which see a mapVec as its sequential loop: vector lanes
         try:
-            kbufs += vectorise_loops(stmts, Functions(b.funs, b.fun_of, b.fresh))
+            # (its new buffers are single vector registers, as hoisted indices are, not
+            # private arrays: the private budget does not count them)
+            vectorise_loops(stmts, Functions(b.funs, b.fun_of, b.fresh))
         except UnvectorizableError as e:
             issues.append(e)
             continue

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from codegen.device_description import Device
 from codegen.launch import LaunchConfig
+from codegen.buffers import ITEM_BYTES
 from codegen.memory import Buf
 from codegen.stmt import Loop
 from ir.sym import Cst, Expr, Rel, smax, smin
@@ -57,6 +58,9 @@ def _bytes(bufs: Sequence[Buf]) -> tuple[Expr, bool, str]:
             n, exact = Cst(b.count), False
         else:
             n = b.sym_count
+        if b.lanes is not None:  # item is one lane's scalar; the width is a size
+            item = ITEM_BYTES[b.dtype.rstrip("0123456789")]
+            n = n * b.lanes
         total = total + n * item
         parts.append(f"{b.name} {n}x{item}")
     return total, exact, " + ".join(parts)

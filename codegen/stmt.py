@@ -39,6 +39,7 @@ class Loop:
     n_sym: Expr | None = None  # ``n`` as the program's symbolic sizes give it (resources)
     width: int = 1  # a mapVec loop's vector width, or a reduction's in lanes
     reduce_acc: Mem | None = None  # a reduction's accumulator (its loop in lanes)
+    width_sym: Expr | None = None  # ``width`` in the program's sizes (a tuning parameter)
 
     @property
     def par_dim(self) -> int:

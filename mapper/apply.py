@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping as AbcMapping
 
-from codegen.lanes import reduction_identity
+from codegen.lanes import DEFAULT_LANES, reduction_identity
 from ir.builders import compose, join, split
 from ir.nodes import (
     FunCall,
@@ -32,6 +32,7 @@ from ir.nodes import (
     replace,
     walk,
 )
+from ir.errors import LiftmapError
 from ir.sym import Expr, Var
 from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType
@@ -121,14 +122,26 @@ def width_names(program: Node, codes: AbcMapping[str, int],
 
 
 def default_widths(program: Node, codes: AbcMapping[str, int],
-                   tree: MapNestingTree | None = None) -> dict[str, int]:
-    """The widths a build takes where none is given: 1 (no lanes) for each strip-mined
-    parallel map's and each reduction's (a V map's width must be given: it asks for
-    lanes)."""
+                   tree: MapNestingTree | None = None,
+                   sizes: AbcMapping[str, int] | None = None) -> dict[str, int]:
+    """The widths a build takes where none is given (``codegen.lanes.lane_defaults``): 1
+    (no lanes) for each strip-mined parallel map and each reduction, and for a V map the
+    widest of 8, 4, 2 that divides its length at ``sizes``."""
     tree = tree or MapNestingTree(program)
     names = vector_width_names(program, codes, tree)
     out = {names[m]: 1 for m in parallel_lanes(tree, codes)}
     out.update({name: 1 for name in reduction_widths(program, tree).values()})
+    if sizes is not None:
+        for m, code in codes.items():
+            if code != VEC or names[m] in sizes:
+                continue
+            t = tree.info.map_types.get(id(tree.maps[m].node), (None,))[0]
+            try:
+                length = t.size.evaluate(sizes) if isinstance(t, ArrayType) else None
+            except LiftmapError:
+                length = None
+            if length:
+                out[names[m]] = next((w for w in DEFAULT_LANES if length % w == 0), 1)
     return out
 
 

@@ -276,7 +276,7 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
         raise InputError("a program that is built declares its inputs (e.g. X : [float]N)")
     sizes = {k: int(v) if isinstance(v, (int, np.integer)) else v for k, v in sizes.items()}
     m = p.mapping(mapping)
-    sizes = {**default_widths(prog, m, p.tree), **sizes}
+    sizes = {**default_widths(prog, m, p.tree, sizes), **sizes}
     check_sizes(prog, sizes, complete=True, flag="sizes",
                 extra=width_names(prog, m, p.tree))
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int)

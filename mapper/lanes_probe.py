@@ -21,6 +21,7 @@ lower at them, no map is judged (:func:`lane_verdicts` says so) and the lowering
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -37,7 +38,8 @@ from mapper.nesting import MapNestingTree
 # probe values: tuning-like sizes (divisors, strides, steps) get small distinct powers of two
 # (so that nested splits do not collapse to one iteration), the others distinct multiples
 # of 16 (so every divisor divides them), never 1
-_LENGTHS = tuple(16 * k for k in range(3, 19))
+_LENGTHS = tuple(64 * k for k in range(3, 19))
+_DIVISORS = (2, 4, 8, 16, 32)
 
 
 @dataclass(frozen=True)
@@ -72,21 +74,34 @@ def probe_sizes(program: Node, info: TypeInfo) -> dict[str, int] | None:
     names = {n for n in names if not n.startswith("_")}
     small = sorted(_divisor_vars(info) & names)
     others = sorted(names - set(small))
-    powers = [4 << k for k in range(len(small))]
-    tries = [dict(zip(small, powers)), dict(zip(small, reversed(powers))),
-             {n: 4 for n in small}, {n: 2 for n in small}]
-    for divs in tries:
-        for spread in (True, False):
-            sizes = dict(divs)
-            for k, n in enumerate(others):
-                sizes[n] = _LENGTHS[k % len(_LENGTHS)] if spread else 64
+    checked = [c for c in info.constraints if c.rel.free_vars() <= names]
+
+    def meets(sizes: dict[str, int]) -> bool:
+        try:
+            return all(c.rel.subs(sizes).is_trivially_true for c in checked)
+        except (LiftmapError, ArithmeticError):  # e.g. a length that does not divide
+            return False
+
+    def combos():
+        if len(small) <= 4:  # every assignment, the most distinct values first
+            yield from sorted(itertools.product(_DIVISORS, repeat=len(small)),
+                              key=lambda c: (-len(set(c)), -sum(c)))
+        else:
+            powers = [4 << k for k in range(len(small))]
+            yield from (powers, powers[::-1], [4] * len(small), [2] * len(small))
+
+    for spread in (True, False):
+        base = {n: (_LENGTHS[k % len(_LENGTHS)] if spread else 256)
+                for k, n in enumerate(others)}
+        for combo in combos():
+            sizes = {**base, **dict(zip(small, combo))}
+            if not meets(sizes):
+                continue
             try:
                 typecheck(program, sizes)
             except LiftmapError:
                 continue
-            if all(c.rel.subs(sizes).is_trivially_true for c in info.constraints
-                   if c.rel.free_vars() <= sizes.keys()):
-                return sizes
+            return sizes
     return None
 
 
@@ -199,6 +214,11 @@ def _judge(lp: Loop) -> LaneVerdict:
     for s in walk_stmts(lp.body):
         if not isinstance(s, Store):
             continue
+        d = s.dest
+        if id(d.buf) not in private and access_stride(d.idx, lp.var, 4) == 0:
+            return LaneVerdict(lp.label, False,
+                               f"each of its iterations rewrites {d.buf.space} buffer "
+                               f"{d.buf.name} in place: its lanes would share it")
         for leaf in (s.dest, *leaves_of(s.value)):
             if not isinstance(leaf.type, ScalarType):
                 return LaneVerdict(lp.label, False,

@@ -35,10 +35,11 @@ Map codes (CC'22 Table 2); any form is accepted where a code is asked for:
   short  code   name       what the map becomes
   S      0      mapSeq     a sequential loop in one thread
   F      1      fused      fused with the map around it (perfectly nested)
+  V      2      mapVec     the vector lanes of one thread, w iterations at a time
   L0-L2  10-12  mapLcl(d)  work-items of a work-group, dimension d
   W0-W2  20-22  mapWrg(d)  work-groups, dimension d
   G0-G2  30-32  mapGlb(d)  global work-items, dimension d
-In predicates level(A) is code/10: seq (mapSeq or fused) < mapLcl < mapWrg
+In predicates level(A) is code/10: seq (mapSeq, fused or mapVec) < mapLcl < mapWrg
 < mapGlb; dim(A) is code%10; A < mapWrg(0) compares the codes themselves;
 "none of A, B is mapWrg(0)": A != mapWrg(0) and B != mapWrg(0); "any of A, B in
 {mapLcl(0), mapGlb(0)}": A or B (or both) is one of them."""

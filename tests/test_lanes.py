@@ -97,12 +97,14 @@ def test_only_arithmetic_bodies_run_as_vector_functions():
     assert not lane_safe(uf("dot(a, b)"))  # dot sums the lanes
 
 
-def test_a_vector_width_is_given_with_the_sizes_or_named_when_missing():
+def test_a_vector_width_not_given_is_the_widest_of_8_4_2_dividing_the_map():
     p = problem(MM)
-    with pytest.raises(SizeError) as e:
-        p.build("A=G0 B=V", {"M": 16, "N": 16, "K": 16})
-    assert "missing vB" in str(e.value)
-    assert p.build("A=G0 B=V", {"M": 16, "N": 16, "K": 16, "vB": 4}).source
+    assert "4 lanes at a time" in p.build("A=G0 B=V", {"M": 16, "N": 12, "K": 16}).source
+    assert "8 lanes at a time" in p.build("A=G0 B=V", {"M": 16, "N": 24, "K": 16}).source
+    assert "2 lanes at a time" in p.build("A=G0 B=V", {"M": 16, "N": 24, "K": 16,
+                                                       "vB": 2}).source
+    with pytest.raises(SizeError):
+        p.build("A=G0 B=V", {"M": 16, "N": 24, "K": 16, "vB": 2, "vA": 2})  # not a size
 
 
 @pytest.mark.opencl

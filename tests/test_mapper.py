@@ -27,6 +27,7 @@ from mapper import (
     lower_mapping,
     problem,
 )
+from mapper.apply import default_widths
 from mapper.encoding import code_name, parse_code
 
 # CC'22 Table 1 (V = vectorised sequential loop, a mapSeq here; see test_vectorisation)
@@ -260,8 +261,9 @@ def test_random_programs_evaluate_under_every_mapping():
         X = np.arange(s["N"], dtype=np.float32)
         ref = evaluate(p, {"X": X}, s)
         for m in enumerate_mappings(p, fusion="free", order="random", seed=seed, limit=6):
-            np.testing.assert_allclose(evaluate(lower_mapping(p, m, fusion="free"), {"X": X}, s),
-                                       ref, rtol=1e-6)
+            low = lower_mapping(p, m, fusion="free")
+            sw = {**default_widths(p, m, sizes=s), **s}  # lanes: the mapping's new sizes
+            np.testing.assert_allclose(evaluate(low, {"X": X}, sw), ref, rtol=1e-6)
 
 
 def test_map_codes_and_tuning_values_are_read_only_mappings_equal_to_their_dicts():

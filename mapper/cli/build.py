@@ -140,7 +140,7 @@ def cmd_run(args) -> int:
     p = problem(prog, fusion=args.fusion, heuristics=args.heuristics, device=args.device)
     mapping = p.mapping(args.mapping)
     widths = width_names(prog, mapping, p.tree)
-    check_sizes(prog, {**default_widths(prog, mapping, p.tree), **sizes}, args.file,
+    check_sizes(prog, {**default_widths(prog, mapping, p.tree, sizes), **sizes}, args.file,
                 complete=True, extra=widths)
     if args.repeats < 1:
         raise CliError(f"--repeats must be 1 or more, got {args.repeats}")
