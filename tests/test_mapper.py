@@ -262,7 +262,8 @@ def test_random_programs_evaluate_under_every_mapping():
         ref = evaluate(p, {"X": X}, s)
         for m in enumerate_mappings(p, fusion="free", order="random", seed=seed, limit=6):
             low = lower_mapping(p, m, fusion="free")
-            sw = {**default_widths(p, m, sizes=s), **s}  # lanes: the mapping's new sizes
+            pr = problem(p, fusion="free")
+            sw = {**default_widths(pr.program, m, pr.tree, s), **s}  # the mapping's widths
             np.testing.assert_allclose(evaluate(low, {"X": X}, sw), ref, rtol=1e-6)
 
 
