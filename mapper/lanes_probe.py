@@ -130,10 +130,11 @@ def _has_vector(t: Type) -> bool:
 
 
 def lane_verdicts(program: Node, labels: list[str], info: TypeInfo,
-                  maps: dict[str, Node] | None = None) -> tuple[dict[str, LaneVerdict], str]:
+                  maps: dict[str, Node] | None = None,
+                  roots: dict[str, str] | None = None) -> tuple[dict[str, LaneVerdict], str]:
     """Map label -> verdict for the maps that can be judged, and a note on the rest.
     ``maps`` (label -> map node) lets maps whose body computes vectors be judged without
-    sizes."""
+    sizes, ``roots`` (label -> the outermost map of its nest) the maps of their nests."""
     from codegen.lower import build
 
     typed: dict[str, LaneVerdict] = {}
@@ -141,6 +142,14 @@ def lane_verdicts(program: Node, labels: list[str], info: TypeInfo,
         vt = vector_typed(node, info)
         if vt is not None:
             typed[m] = LaneVerdict(m, False, f"its body already computes vectors ({vt})")
+    # a nest that spells its own vectors (asVector) keeps them: the program chose its
+    # vectorisation there, and lanes elsewhere in it would only widen the search
+    for m in maps or {}:
+        r = (roots or {}).get(m)
+        spelled = [x for x in typed if (roots or {}).get(x) == r]
+        if m not in typed and r is not None and spelled:
+            typed[m] = LaneVerdict(m, False, f"its nest already computes vectors (map "
+                                             f"{spelled[0]}): the program chose its lanes")
     if not isinstance(program, Lambda):
         return typed, "the program declares no inputs: maps are judged when lowered"
     sizes = probe_sizes(program, info)
@@ -181,7 +190,8 @@ def lanes_ok(tree: MapNestingTree, m: str) -> bool:
     verdicts = tree.__dict__.get("_lane_verdicts")
     if verdicts is None:
         verdicts, _ = lane_verdicts(tree.program, tree.labels, tree.info,
-                                    {x: tree.maps[x].node for x in tree.labels})
+                                    {x: tree.maps[x].node for x in tree.labels},
+                                    {x: tree.root_of(x) for x in tree.labels})
         tree.__dict__["_lane_verdicts"] = verdicts
     v = verdicts.get(m)
     return v is not None and v.ok
