@@ -42,7 +42,7 @@ from codegen.errors import UnvectorizableError
 from codegen.stmt import Barrier, Decl, Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
 from ir.errors import LiftmapError
-from ir.nodes import Map, Node, Reduce, UserFun, walk
+from ir.nodes import Map, Node, Reduce, Split, UserFun, walk
 from ir.sym import Expr, Rel, Var, sym
 from ir.types import ScalarType, Type, VectorType
 
@@ -395,6 +395,65 @@ class _Vectoriser:
             s.parent = out
         return out
 
+    def jam(self, out: Loop) -> list:
+        """Unroll-and-jam of the vectorised loop ``out`` (a register block): where its body
+        is declarations, statements, one loop ``R`` and statements, the ``n`` vectors run
+        together inside ``R``, each with its own copy of the values the body declares
+        (``float8 acc[n]``, registers once the printer unrolls the small loops over them).
+        The iterations of a map are independent, so only the order of independent work
+        changes. Returns the statements replacing ``out`` (``[out]`` where the body has
+        another shape)."""
+        body = out.body
+        big = [k for k, s in enumerate(body) if isinstance(s, Loop) and s.n > 1]
+        if out.n < 2 or len(big) != 1 or body[big[0]].kind != "seq":
+            return [out]
+        k = big[0]
+        rloop = body[k]
+        decls = [s for s in body[:k] if isinstance(s, Decl)]
+        every = [s for s in walk_stmts(body) if isinstance(s, (Decl, Barrier))]
+        if {id(s) for s in every} != {id(d) for d in decls}:
+            return [out]
+        old = {id(d.buf): d.buf.count for d in decls}
+        stores = [s for s in walk_stmts(body) if isinstance(s, Store)]
+        if any(isinstance(m, VecMem) and id(m.buf) in old
+               for s in stores for m in (s.dest, *leaves_of(s.value))):
+            return [out]
+        q = out.var
+
+        def moved(v: Leaf) -> Leaf:
+            if isinstance(v, Mem) and id(v.buf) in old:
+                return Mem(v.buf, v.idx + q * old[id(v.buf)], v.type)
+            if isinstance(v, Call):
+                return Call(v.fname, tuple(moved(a) for a in v.args), v.type)
+            if isinstance(v, Sel):
+                return Sel(v.conds, moved(v.then), moved(v.other))
+            return v
+
+        for s in stores:
+            s.dest = moved(s.dest)  # type: ignore[assignment]  # a Mem stays a Mem
+            s.value = moved(s.value)
+        for d in decls:
+            d.buf.count *= out.n
+            d.buf.scalar = False
+            if d.buf.sym_count is not None and out.n_sym is not None:
+                d.buf.sym_count = d.buf.sym_count * out.n_sym
+        parent = out.parent
+        pre = [s for s in body[:k] if not isinstance(s, Decl)]
+        post = body[k + 1:]
+
+        def block(stmts: list, where: Loop | None) -> Loop:
+            lp = Loop("seq", None, q, out.n, out.label, f"{out.what} (register block)",
+                      False, stmts, where, n_sym=out.n_sym)
+            for x in stmts:
+                x.parent = lp
+            return lp
+
+        rloop.body = [block(rloop.body, rloop)]
+        rloop.parent = parent
+        for d in decls:
+            d.parent = parent
+        return [*decls, block(pre, parent), rloop, block(post, parent)]
+
 
 def _affine(vz: _Vectoriser, r: Rel) -> bool:
     """``r``'s sides differ by an affine function of the loop variable over one vector."""
@@ -429,6 +488,9 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
         if isinstance(n, Map) and n.width is not None and n.width.is_var \
                 and id(n) not in strip and (sizes is None or n.width.name not in sizes):
             missing.append(n)
+        if isinstance(n, Split) and n.chunk.free_vars() & out.keys():
+            for v in n.chunk.free_vars() - out.keys():  # a strip's vectors per iteration
+                out[v] = 1
     if missing and sizes is not None:
         from ir.typecheck import typecheck
 
@@ -468,7 +530,11 @@ def vectorise_loops(stmts: list, fns: Functions) -> list[Buf]:
                     lst[k:k + 1] = repl
                     k += len(repl)
                     continue
-                lst[k] = _Vectoriser(s, fns, new_bufs).run()
+                vz = _Vectoriser(s, fns, new_bufs)
+                repl = vz.jam(vz.run())
+                lst[k:k + 1] = repl
+                k += len(repl)
+                continue
             else:
                 visit(s.body)
             k += 1

@@ -3,9 +3,11 @@
 A map given code V becomes ``mapVec(vX)`` (X its label): its vector width ``vX`` is a new
 size of the mapped program, a tuning parameter (:func:`vector_width_names`). A parallel map
 that can also run in lanes (``mapper.lanes_probe.parallel_lanes``) is strip-mined:
-``mapGlb(0)(f)`` becomes ``join o mapGlb(0)(mapVec(vX)(f)) o split(vX)``, each of its
-iterations ``vX`` of the original's in vector lanes; ``vX`` = 1 (the default where no value
-is given) is the map as it was.
+``mapGlb(0)(f)`` becomes ``join o mapGlb(0)(mapVec(vX)(f)) o split(vX*uX)``, each of its
+iterations ``uX`` vectors of ``vX`` of the original's iterations (a register block: the
+lowering runs the ``uX`` vectors together inside the loop of their body,
+``codegen.lanes``); ``vX`` = ``uX`` = 1 (the default where no value is given) is the map as
+it was.
 
 Fusion of a perfectly nested map with its parent (code 1) follows CC'22 4.1:
 ``p(m(f))`` becomes ``split(n) o p'(f) o join`` where ``p'`` keeps p's code and
@@ -62,6 +64,7 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
     by_uid = {tree.maps[m].uid: code for m, code in codes.items() if code != FUSED}
     widths = vector_width_names(program, codes, tree)
     strip = {tree.maps[m].uid: widths[m] for m in parallel_lanes(tree, codes)}
+    unrolls = unroll_names(program, codes, tree)
     reductions = reduction_widths(program, tree)
 
     def set_kind(n: Node):
@@ -76,12 +79,13 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
                 return replace(n, kind="mapVec", dim=None, width=Var(name, 1, None))
             if n.uid in strip:
                 w = Var(strip[n.uid], 1, None)
+                u = Var(unrolls[tree.label_of(n)], 1, None)
                 inner = rebuild(n.f, set_kind)
                 assert isinstance(inner, FunDecl)  # a map's function rebuilt is one
                 lanes = Map(inner, "mapVec", None, None, width=w)
                 outer = replace(n, f=lanes, kind=_KIND[code // 10], dim=code % 10)
                 assert isinstance(outer, Map)
-                return compose(join(), outer, split(w))
+                return compose(join(), outer, split(w * u))
             return replace(n, kind=_KIND[code // 10], dim=code % 10)
         return None
 
@@ -113,12 +117,30 @@ def vector_width_names(program: Node, codes: AbcMapping[str, int],
     return out
 
 
+def unroll_names(program: Node, codes: AbcMapping[str, int],
+                 tree: MapNestingTree | None = None) -> dict[str, str]:
+    """The size that holds each strip-mined parallel map's vectors per iteration (label ->
+    name): ``u`` + the label (``uB``), ``_`` appended while the program uses the name."""
+    tree = tree or MapNestingTree(program)
+    taken = _size_names(program) | frozenset().union(
+        *(c.rel.free_vars() for c in tree.info.constraints))
+    out = {}
+    for m in parallel_lanes(tree, codes):
+        name = f"u{m}"
+        while name in taken:
+            name += "_"
+        out[m] = name
+    return out
+
+
 def width_names(program: Node, codes: AbcMapping[str, int],
                 tree: MapNestingTree | None = None) -> frozenset[str]:
-    """Every size the mapping adds: its maps' and its reductions' vector widths."""
+    """Every size the mapping adds: its maps' and its reductions' vector widths and its
+    strip-mined maps' vectors per iteration."""
     tree = tree or MapNestingTree(program)
     return frozenset(vector_width_names(program, codes, tree).values()) \
-        | frozenset(reduction_widths(program, tree).values())
+        | frozenset(reduction_widths(program, tree).values()) \
+        | frozenset(unroll_names(program, codes, tree).values())
 
 
 def default_widths(program: Node, codes: AbcMapping[str, int],
@@ -130,6 +152,7 @@ def default_widths(program: Node, codes: AbcMapping[str, int],
     tree = tree or MapNestingTree(program)
     names = vector_width_names(program, codes, tree)
     out = {names[m]: 1 for m in parallel_lanes(tree, codes)}
+    out.update({name: 1 for name in unroll_names(program, codes, tree).values()})
     out.update({name: 1 for name in reduction_widths(program, tree).values()})
     if sizes is not None:
         for m, code in codes.items():

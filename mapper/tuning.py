@@ -256,6 +256,12 @@ def infer_tuning(
         if isinstance(n, Reduce) and n.width is not None and n.width.is_var \
                 and n.width.name in uses:
             uses[n.width.name].append(("strip", None))  # width 1: the scalar reduction
+    strips = {v for v, ks in uses.items() if any(k == "strip" for k, _ in ks)}
+    for n in walk(program):
+        if isinstance(n, Split) and n.chunk.free_vars() & strips:
+            for v in n.chunk.free_vars() - strips:
+                if v in uses:
+                    uses[v].append(("unroll", None))  # a strip's vectors per iteration
     ranges = _declared_ranges(program)
     for v in free:
         if v in domains:
@@ -265,7 +271,9 @@ def infer_tuning(
         kinds = uses[v]
         lengths = [n for k, n in kinds if k == "split" and n]
         tiled = sorted({n for k, n in kinds if k == "tile" and n})
-        if any(k == "strip" for k, _ in kinds):  # a strip-mined parallel map
+        if any(k == "unroll" for k, _ in kinds):
+            dom, why = VECTOR_WIDTHS, "vectors per work-item (a register block): 1 to 16"
+        elif any(k == "strip" for k, _ in kinds):  # a strip-mined parallel map
             dom, why = VECTOR_WIDTHS, "lanes width: 1 (none) or an OpenCL vector width"
         elif any(k == "lanes" for k, _ in kinds):
             dom, why = LANE_WIDTHS, "lanes width: the OpenCL vector widths 2 to 16"

@@ -376,5 +376,5 @@ def test_fuzz_1000_cases_no_traceback_no_hang():
 
 def test_enumerate_table_reads_at_80_columns(capsys):
     rc, out, _ = run(capsys, "enumerate", f"{EX}/gpgpu20_conv_partial.lift", "--limit", "3")
-    assert rc == 0 and "…" not in out and "│ V " in out and "codes: S mapSeq" in out
+    assert rc == 0 and "…" not in out and "│ G0 " in out and "codes: S mapSeq" in out
     assert max(len(line) for line in out.splitlines()) <= 80

@@ -180,3 +180,19 @@ def test_reductions_in_lanes_match_the_reference(path, mapping, sizes):
         assert f"{sizes['rv1']} lanes at a time" in k.source
     r = k.run()
     assert r.ok, r
+
+
+@pytest.mark.opencl
+def test_a_strip_mined_map_runs_a_register_block_of_vectors_inside_its_reduction():
+    p = problem(os.path.join(EX, "col_sums.lift"))
+    tp = infer_tuning(p.lower("A=G0"), {"H": 16, "W": 256})
+    assert tp.params["uA"].domain == (1, 2, 4, 8, 16)
+    k = p.build("A=G0", {"H": 16, "W": 256, "vA": 8, "uA": 4})
+    src = k.source
+    assert "float8 acc[4];" in src and "(register block)" in src
+    # the reduction's loop holds the four vectors: one pass over the rows
+    loop = src[src.index("for (int r"):]
+    assert loop.count("vload8(") == 4 and loop.index("acc[3]") < loop.index("}")
+    r = k.run()
+    assert r.ok and r.max_abs_error == 0, r
+    assert p.run("A=G0", {"H": 16, "W": 256}).ok  # no widths given: the map as written
