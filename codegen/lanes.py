@@ -44,7 +44,7 @@ from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
 from ir.errors import LiftmapError
 from ir.nodes import Map, Node, Reduce, Split, UserFun, walk
 from ir.sym import Expr, Rel, Var, sym
-from ir.types import ScalarType, Type, VectorType
+from ir.types import ArrayType, ScalarType, Type, VectorType
 
 __all__ = ["DEFAULT_LANES", "LANE_NAMES", "access_stride", "lane_defaults", "reduction_identity",
            "vectorise_loops"]
@@ -498,7 +498,7 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
         for m in missing:
             arr = info.map_types.get(id(m), (None,))[0]
             try:
-                length = arr.size.evaluate(sizes) if arr is not None else None
+                length = arr.size.evaluate(sizes) if isinstance(arr, ArrayType) else None
             except LiftmapError:
                 length = None
             if length:

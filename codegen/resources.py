@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from codegen.buffers import ITEM_BYTES
 from codegen.device_description import Device
 from codegen.launch import LaunchConfig
-from codegen.buffers import ITEM_BYTES
 from codegen.memory import Buf
 from codegen.stmt import Loop
 from ir.sym import Cst, Expr, Rel, smax, smin

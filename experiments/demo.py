@@ -19,8 +19,8 @@ Candidates run in worker processes with a time limit. The exit status is 1 if an
 candidate computed a wrong result, crashed or did not compile (a bug), if a candidate the
 demo must run (every valid mapping of Listing 3 and Table 1, the paper's hand mapping of
 the convolution, the hand-written kernel, the plain blur as written) did not end ``ok``
-(a timeout included), or if a search found no candidate that runs ok: a refusal of those is a failure of the main
-job, not a typed outcome to accept. Candidates the search stopped early (the early cut:
+(a timeout included), or if a search found no candidate that runs ok: a refusal of those
+is a failure of the main job, not a typed outcome to accept. Candidates the search stopped early (the early cut:
 several times slower than its best) or the lowering refused are counted, not failures.
 """
 
@@ -306,9 +306,10 @@ def _plain(console: Console, judge, refused: list[str], quick: bool) -> None:
                   f"{med * 1e3:.3f}" if med else "",
                   f"{win.gflops:.2f}" if win and win.gflops else "")
     console.print(t)
-    if final is not None and r.time_s and (win.median_s if win else final.time_s):
-        ratio = r.time_s / (win.median_s if win else final.time_s)
-        console.print(f"the search's kernel runs {ratio:.1f}x as fast as the scalar mapping")
+    found = (win.median_s if win else final.time_s) if final is not None else None
+    if found and r.time_s:
+        console.print(f"the search's kernel runs {r.time_s / found:.1f}x as fast as the scalar "
+                      "mapping")
 
 
 def _verdict(console: Console, bad: Counter, refused: list[str], slow: list[str],
@@ -321,8 +322,8 @@ def _verdict(console: Console, bad: Counter, refused: list[str], slow: list[str]
                       "to finish, not a wrong result): " + "; ".join(escape(x) for x in slow))
     if not problems and not refused:
         console.print(took + "[green]the required candidates (Listing 3, Table 1, the plain "
-                      "blur, the hand-mapped convolution) ran ok; every other candidate computed the right "
-                      "result or was refused with a typed reason[/green]")
+                      "blur, the hand-mapped convolution) ran ok; every other candidate "
+                      "computed the right result or was refused with a typed reason[/green]")
         return 0
     if problems:
         console.print(took + f"[red]{problems} valid candidate(s) failed (a bug)[/red]")

@@ -21,6 +21,7 @@ from collections.abc import Mapping as AbcMapping
 
 from codegen.lanes import DEFAULT_LANES, reduction_identity
 from ir.builders import compose, join, split
+from ir.errors import LiftmapError
 from ir.nodes import (
     FunCall,
     FunDecl,
@@ -34,7 +35,6 @@ from ir.nodes import (
     replace,
     walk,
 )
-from ir.errors import LiftmapError
 from ir.sym import Expr, Var
 from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType

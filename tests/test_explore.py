@@ -677,10 +677,11 @@ def test_explore_random_time_budget_is_kept(tmp_path, conv_task):
 @pytest.mark.opencl
 def test_the_model_strategy_explores_a_program_with_nothing_to_tune() -> None:
     """Every size given (a stencil pipeline at a fixed image size): the only tuning left is
-    the vector widths of the maps and reductions in lanes (1: none), and the model's local search moves maps (it used to ask the empty tuning
-    problem for its space and end in a traceback)."""
+    the vector widths of the maps and reductions in lanes (1: none), and the model's local
+    search moves maps (it used to ask the empty tuning problem for its space and end in a
+    traceback)."""
     res = explore(os.path.join(ROOT, "examples", "blur_laplacian.lift"), {"H": 18, "W": 18},
                   budget=20, retime=0)  # past the initial design: the fitted model's climb
     assert res.counts["ok"] >= 16 and res.stopped_by == "budget", res.counts
-    widths = {f"v{m}" for m in "ABCDEFGH"} | {f"rv{k}" for k in range(1, 9)}
+    widths = {f"{p}{m}" for p in "vu" for m in "ABCDEFGH"} | {f"rv{k}" for k in range(1, 9)}
     assert all(set(r.tuning) <= widths for r in res.records)
