@@ -20,8 +20,9 @@ candidate computed a wrong result, crashed or did not compile (a bug), if a cand
 demo must run (every valid mapping of Listing 3 and Table 1, the paper's hand mapping of
 the convolution, the hand-written kernel, the plain blur as written) did not end ``ok``
 (a timeout included), or if a search found no candidate that runs ok: a refusal of those
-is a failure of the main job, not a typed outcome to accept. Candidates the search stopped early (the early cut:
-several times slower than its best) or the lowering refused are counted, not failures.
+is a failure of the main job, not a typed outcome to accept. Candidates the search stopped
+early (the early cut: several times slower than its best) or the lowering refused are
+counted, not failures.
 """
 
 from __future__ import annotations
