@@ -105,16 +105,8 @@ def vector_width_names(program: Node, codes: AbcMapping[str, int],
     with ``_`` appended while the program already uses the name."""
     tree = tree or MapNestingTree(program)
     lanes = set(parallel_lanes(tree, codes))
-    out = {}
-    taken = _size_names(program) | frozenset().union(
-        *(c.rel.free_vars() for c in tree.info.constraints))
-    for m, code in codes.items():
-        if code == VEC or m in lanes:
-            name = f"v{m}"
-            while name in taken:
-                name += "_"
-            out[m] = name
-    return out
+    return _fresh_names(program, tree, "v", [m for m, code in codes.items()
+                                             if code == VEC or m in lanes])
 
 
 def unroll_names(program: Node, codes: AbcMapping[str, int],
@@ -122,11 +114,17 @@ def unroll_names(program: Node, codes: AbcMapping[str, int],
     """The size that holds each strip-mined parallel map's vectors per iteration (label ->
     name): ``u`` + the label (``uB``), ``_`` appended while the program uses the name."""
     tree = tree or MapNestingTree(program)
+    return _fresh_names(program, tree, "u", parallel_lanes(tree, codes))
+
+
+def _fresh_names(program: Node, tree: MapNestingTree, prefix: str,
+                 labels: list[str]) -> dict[str, str]:
+    """label -> ``prefix`` + label, with ``_`` appended while the program uses the name."""
     taken = _size_names(program) | frozenset().union(
         *(c.rel.free_vars() for c in tree.info.constraints))
     out = {}
-    for m in parallel_lanes(tree, codes):
-        name = f"u{m}"
+    for m in labels:
+        name = prefix + m
         while name in taken:
             name += "_"
         out[m] = name
