@@ -196,3 +196,26 @@ def test_a_strip_mined_map_runs_a_register_block_of_vectors_inside_its_reduction
     r = k.run()
     assert r.ok and r.max_abs_error == 0, r
     assert p.run("A=G0", {"H": 16, "W": 256}).ok  # no widths given: the map as written
+
+
+@pytest.mark.slow
+@pytest.mark.oclgrind
+@pytest.mark.parametrize("path,mapping,sizes", [
+    (os.path.join(EX, "row_sums.lift"), "A=G0", {"H": 4, "W": 32, "rv1": 8}),
+    (os.path.join(EX, "col_sums.lift"), "A=G0", {"H": 4, "W": 64, "vA": 8, "uA": 4}),
+    (BOX, "A=W0 B=L0", {"H": 8, "W": 32, "vB": 8, "uB": 2}),  # padding at the edges
+    (BOX, "A=G0 B=V", {"H": 8, "W": 16, "vB": 8}),
+    (TRANSPOSED, "A=G0 B=V", {"H": 4, "W": 16, "vB": 8}),  # scattered
+    (MM, "A=G1 B=G0", {"M": 4, "N": 16, "K": 16, "vB": 4, "uB": 2}),  # gathered
+])
+def test_kernels_in_lanes_are_clean_under_oclgrind(path, mapping, sizes):
+    from codegen.oclgrind import check_with_oclgrind, oclgrind_available
+    from mapper.candidates import lower_candidate
+    from mapper.witness import random_inputs
+
+    if not oclgrind_available():
+        pytest.fail("oclgrind is not installed (setup.sh installs it as root)")
+    p = problem(path)
+    report = check_with_oclgrind(lower_candidate(p.program, mapping, sizes),
+                                 random_inputs(p.program, sizes), timeout_s=120)
+    assert report.clean, (report.issues, report.error)
