@@ -402,10 +402,10 @@ class _Vectoriser:
         (``float8 acc[n]``, registers once the printer unrolls the small loops over them).
         The iterations of a map are independent, so only the order of independent work
         changes. Returns the statements replacing ``out`` (``[out]`` where the body has
-        another shape)."""
+        another shape or more than :data:`JAM_MAX` vectors)."""
         body = out.body
         big = [k for k, s in enumerate(body) if isinstance(s, Loop) and s.n > 1]
-        if out.n < 2 or len(big) != 1 or body[big[0]].kind != "seq":
+        if not 2 <= out.n <= JAM_MAX or len(big) != 1 or body[big[0]].kind != "seq":
             return [out]
         k = big[0]
         rloop = body[k]
@@ -465,7 +465,10 @@ def _affine(vz: _Vectoriser, r: Rel) -> bool:
     return step.is_const and all(vz.at(e, k) - base == step * k for k in range(2, vz.w))
 
 
-DEFAULT_LANES = (8, 4, 2)  # a V map's width where none is given: the widest dividing it
+DEFAULT_LANES = (8, 4, 2)
+# the most vectors jammed into one loop: a register block (16 accumulators fill half of
+# AVX-512's vector registers, all of AVX2's); a longer map in lanes keeps its own loop
+JAM_MAX = 16  # a V map's width where none is given: the widest dividing it
 
 
 def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict[str, int]:
