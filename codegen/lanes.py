@@ -154,11 +154,10 @@ def access_stride(idx: Expr, var: Expr, width: int) -> int | None:
 class _Vectoriser:
     """Rewrites one mapVec loop (see the module docstring)."""
 
-    def __init__(self, loop: Loop, fns: Functions, new_bufs: list[Buf]):
+    def __init__(self, loop: Loop, fns: Functions):
         self.loop = loop
         self.w = loop.width
         self.fns = fns
-        self.new_bufs = new_bufs
         n = loop.n
         self.q = vw.register_var(Var(fns.fresh(f"{loop.name}_v"), 0, max(n // self.w, 1) - 1))
         self.lane_private: set[int] = set()
@@ -238,8 +237,6 @@ class _Vectoriser:
         if isinstance(v, Sel):
             if all(self.loop.name not in c.free_vars() for c in v.conds):
                 return Sel(v.conds, self.vec(v.then), self.vec(v.other))
-            if any(id(m.buf) in self.lane_private for m in leaves_of(v)):
-                return self.gather(v)  # (cannot happen: padding reads memory)
             edges = tuple(self.rel_at(c, k) for c in v.conds for k in (0, self.w - 1))
             if all(_affine(self, c) for c in v.conds):
                 return Sel(edges, self.vec(v.then), self.gather(v))
@@ -319,7 +316,6 @@ class _Vectoriser:
         vt = value.type
         tmp = Buf(self.fns.fresh(f"lanes_{d.buf.cname}"), "private", c_type(vt), 1, "temp",
                   scalar=True, alloc_loops=(), sym_count=sym(1), lanes=self.loop.width_sym)
-        self.new_bufs.append(tmp)
         out: list = [Decl(tmp), Store(Mem(tmp, sym(0), vt), value)]
         for k in range(self.w):
             lane = Call(f".s{LANE_NAMES[k]}", (Mem(tmp, sym(0), vt),), d.type)
@@ -355,7 +351,6 @@ class _Vectoriser:
         vt = self.vtype(acc.type)
         vbuf = Buf(self.fns.fresh(f"lanes_{acc.buf.cname}"), "private", c_type(vt), 1, "acc",
                    scalar=True, alloc_loops=(), sym_count=sym(1), lanes=lp.width_sym)
-        self.new_bufs.append(vbuf)
         vacc = Mem(vbuf, sym(0), vt)
         self.lane_private.add(id(vbuf))
         vname = self.fns.vector(op.fname, (vt, vt), vt)
@@ -510,10 +505,10 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
     return out
 
 
-def vectorise_loops(stmts: list, fns: Functions) -> list[Buf]:
-    """Rewrites, in place, every loop of ``stmts`` with a width (a mapVec; see the module
-    docstring); returns the private buffers it added."""
-    new_bufs: list[Buf] = []
+def vectorise_loops(stmts: list, fns: Functions) -> None:
+    """Rewrites, in place, every loop of ``stmts`` with a width (a mapVec or a reduction;
+    see the module docstring). The vector registers it declares are not private arrays:
+    the private budget does not count them."""
 
     def visit(lst: list) -> None:
         k = 0
@@ -529,11 +524,11 @@ def vectorise_loops(stmts: list, fns: Functions) -> list[Buf]:
                         f"{s.width}")
                 if s.reduce_acc is not None:
                     visit(s.body)  # (no loop in lanes inside: the reduce's f has no map)
-                    repl = _Vectoriser(s, fns, new_bufs).reduction()
+                    repl = _Vectoriser(s, fns).reduction()
                     lst[k:k + 1] = repl
                     k += len(repl)
                     continue
-                vz = _Vectoriser(s, fns, new_bufs)
+                vz = _Vectoriser(s, fns)
                 repl = vz.jam(vz.run())
                 lst[k:k + 1] = repl
                 k += len(repl)
@@ -543,4 +538,3 @@ def vectorise_loops(stmts: list, fns: Functions) -> list[Buf]:
             k += 1
 
     visit(stmts)
-    return new_bufs

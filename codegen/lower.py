@@ -250,8 +250,6 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         issues.extend(bar.analyze(stmts, cfg, b.map_of, synced))
         # after the analyses, which see a mapVec as its sequential loop: vector lanes
         try:
-            # (its new buffers are single vector registers, as hoisted indices are, not
-            # private arrays: the private budget does not count them)
             vectorise_loops(stmts, Functions(b.funs, b.fun_of, b.fresh))
         except UnvectorizableError as e:
             issues.append(e)
