@@ -42,7 +42,7 @@ from codegen.errors import UnvectorizableError
 from codegen.stmt import Barrier, Decl, Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
 from ir.errors import LiftmapError
-from ir.nodes import Map, Node, Reduce, Split, UserFun, walk
+from ir.nodes import FunCall, Map, Node, Reduce, Split, UserFun, walk
 from ir.sym import Expr, Rel, Var, sym
 from ir.types import ArrayType, ScalarType, Type, VectorType
 
@@ -390,64 +390,69 @@ class _Vectoriser:
             s.parent = out
         return out
 
-    def jam(self, out: Loop) -> list:
-        """Unroll-and-jam of the vectorised loop ``out`` (a register block): where its body
-        is declarations, statements, one loop ``R`` and statements, the ``n`` vectors run
-        together inside ``R``, each with its own copy of the values the body declares
-        (``float8 acc[n]``, registers once the printer unrolls the small loops over them).
-        The iterations of a map are independent, so only the order of independent work
-        changes. Returns the statements replacing ``out`` (``[out]`` where the body has
-        another shape or more than :data:`JAM_MAX` vectors)."""
-        body = out.body
-        big = [k for k, s in enumerate(body) if isinstance(s, Loop) and s.n > 1]
-        if not 2 <= out.n <= JAM_MAX or len(big) != 1 or body[big[0]].kind != "seq":
-            return [out]
-        k = big[0]
-        rloop = body[k]
-        decls = [s for s in body[:k] if isinstance(s, Decl)]
-        every = [s for s in walk_stmts(body) if isinstance(s, (Decl, Barrier))]
-        if {id(s) for s in every} != {id(d) for d in decls}:
-            return [out]
-        old = {id(d.buf): d.buf.count for d in decls}
-        stores = [s for s in walk_stmts(body) if isinstance(s, Store)]
-        if any(isinstance(m, VecMem) and id(m.buf) in old
-               for s in stores for m in (s.dest, *leaves_of(s.value))):
-            return [out]
-        q = out.var
 
-        def moved(v: Leaf) -> Leaf:
-            if isinstance(v, Mem) and id(v.buf) in old:
-                return Mem(v.buf, v.idx + q * old[id(v.buf)], v.type)
-            if isinstance(v, Call):
-                return Call(v.fname, tuple(moved(a) for a in v.args), v.type)
-            if isinstance(v, Sel):
-                return Sel(v.conds, moved(v.then), moved(v.other))
-            return v
+def jam(out: Loop) -> list:
+    """Unroll-and-jam of the map loop ``out`` (its iterations a register block): where
+    its body is declarations, statements, one loop ``R`` and statements, the ``n``
+    iterations (vectors, after :class:`_Vectoriser`) run together inside ``R``, each with
+    its own copy of the values the body declares (``float8 acc[n]``, registers once the
+    printer unrolls the small loops over them). A body already jammed (a block inside)
+    jams again: ``R`` then holds an ``n`` x ``m`` block (2-D register blocking). The
+    iterations of a map are independent, so only the order of independent work changes.
+    Returns the statements replacing ``out`` (``[out]`` where the body has another shape
+    or the block would hold more than :data:`JAM_MAX` iterations)."""
+    body = out.body
+    big = [k for k, s in enumerate(body) if isinstance(s, Loop) and s.n > 1 and not s.block]
+    inner = max((s.block for s in body if isinstance(s, Loop)), default=0) or 1
+    if not 2 <= out.n or out.n * inner > JAM_MAX or len(big) != 1 \
+            or body[big[0]].kind != "seq":
+        return [out]
+    k = big[0]
+    rloop = body[k]
+    decls = [s for s in body[:k] if isinstance(s, Decl)]
+    every = [s for s in walk_stmts(body) if isinstance(s, (Decl, Barrier))]
+    if {id(s) for s in every} != {id(d) for d in decls}:
+        return [out]
+    old = {id(d.buf): d.buf.count for d in decls}
+    stores = [s for s in walk_stmts(body) if isinstance(s, Store)]
+    if any(isinstance(m, VecMem) and id(m.buf) in old
+           for s in stores for m in (s.dest, *leaves_of(s.value))):
+        return [out]
+    q = out.var
 
-        for s in stores:
-            s.dest = moved(s.dest)  # type: ignore[assignment]  # a Mem stays a Mem
-            s.value = moved(s.value)
-        for d in decls:
-            d.buf.count *= out.n
-            d.buf.scalar = False
-            if d.buf.sym_count is not None and out.n_sym is not None:
-                d.buf.sym_count = d.buf.sym_count * out.n_sym
-        parent = out.parent
-        pre = [s for s in body[:k] if not isinstance(s, Decl)]
-        post = body[k + 1:]
+    def moved(v: Leaf) -> Leaf:
+        if isinstance(v, Mem) and id(v.buf) in old:
+            return Mem(v.buf, v.idx + q * old[id(v.buf)], v.type)
+        if isinstance(v, Call):
+            return Call(v.fname, tuple(moved(a) for a in v.args), v.type)
+        if isinstance(v, Sel):
+            return Sel(v.conds, moved(v.then), moved(v.other))
+        return v
 
-        def block(stmts: list, where: Loop | None) -> Loop:
-            lp = Loop("seq", None, q, out.n, out.label, f"{out.what} (register block)",
-                      False, stmts, where, n_sym=out.n_sym)
-            for x in stmts:
-                x.parent = lp
-            return lp
+    for s in stores:
+        s.dest = moved(s.dest)  # type: ignore[assignment]  # a Mem stays a Mem
+        s.value = moved(s.value)
+    for d in decls:
+        d.buf.count *= out.n
+        d.buf.scalar = False
+        if d.buf.sym_count is not None and out.n_sym is not None:
+            d.buf.sym_count = d.buf.sym_count * out.n_sym
+    parent = out.parent
+    pre = [s for s in body[:k] if not isinstance(s, Decl)]
+    post = body[k + 1:]
 
-        rloop.body = [block(rloop.body, rloop)]
-        rloop.parent = parent
-        for d in decls:
-            d.parent = parent
-        return [*decls, block(pre, parent), rloop, block(post, parent)]
+    def block(stmts: list, where: Loop | None) -> Loop:
+        lp = Loop("seq", None, q, out.n, out.label, f"{out.what} (register block)",
+                  False, stmts, where, n_sym=out.n_sym, block=out.n * inner)
+        for x in stmts:
+            x.parent = lp
+        return lp
+
+    rloop.body = [block(rloop.body, rloop)]
+    rloop.parent = parent
+    for d in decls:
+        d.parent = parent
+    return [*decls, block(pre, parent), rloop, block(post, parent)]
 
 
 def _affine(vz: _Vectoriser, r: Rel) -> bool:
@@ -475,6 +480,7 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
     out: dict[str, int] = {}
     missing: list[Map] = []
     strip: set[int] = set()
+    rows = row_block_sizes(program)
     for n in walk(program):
         if isinstance(n, Reduce) and n.width is not None and n.width.is_var:
             out[n.width.name] = 1
@@ -486,6 +492,8 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
         if isinstance(n, Map) and n.width is not None and n.width.is_var \
                 and id(n) not in strip and (sizes is None or n.width.name not in sizes):
             missing.append(n)
+        if isinstance(n, Split) and n.chunk.is_var and n.chunk.name in rows:
+            out[n.chunk.name] = 1  # a row block's rows per iteration
         if isinstance(n, Split) and n.chunk.free_vars() & out.keys():
             for v in n.chunk.free_vars() - out.keys():  # a strip's vectors per iteration
                 out[v] = 1
@@ -505,6 +513,20 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
     return out
 
 
+def row_block_sizes(program: Node) -> set[str]:
+    """The sizes that give a row-blocked map its rows per iteration (``mapper.apply``'s
+    ``split(uA)`` feeding a parallel map whose body holds a map in one lane, ``mapVec(1)``)."""
+    out = set()
+    for n in walk(program):
+        if isinstance(n, FunCall) and isinstance(n.f, Map) and n.f.is_parallel \
+                and len(n.args) == 1 and isinstance(n.args[0], FunCall) \
+                and isinstance(n.args[0].f, Split) and n.args[0].f.chunk.is_var \
+                and any(isinstance(x, Map) and x.kind == "mapVec" and x.width is not None
+                        and x.width.is_const and x.width.as_int() == 1 for x in walk(n.f.f)):
+            out.add(n.args[0].f.chunk.name)
+    return out
+
+
 def vectorise_loops(stmts: list, fns: Functions) -> None:
     """Rewrites, in place, every loop of ``stmts`` with a width (a mapVec or a reduction;
     see the module docstring). The vector registers it declares are not private arrays:
@@ -517,6 +539,12 @@ def vectorise_loops(stmts: list, fns: Functions) -> None:
             if not isinstance(s, Loop):
                 k += 1
                 continue
+            if s.kind == "seq" and s.is_map and s.width_sym is not None and s.width == 1:
+                visit(s.body)  # a map in one lane: its iterations a register block
+                repl = jam(s)
+                lst[k:k + 1] = repl
+                k += len(repl)
+                continue
             if s.kind == "seq" and s.width > 1:
                 if s.n % s.width:
                     raise UnvectorizableError(
@@ -528,8 +556,9 @@ def vectorise_loops(stmts: list, fns: Functions) -> None:
                     lst[k:k + 1] = repl
                     k += len(repl)
                     continue
+                visit(s.body)  # register blocks inside jam first
                 vz = _Vectoriser(s, fns)
-                repl = vz.jam(vz.run())
+                repl = jam(vz.run())
                 lst[k:k + 1] = repl
                 k += len(repl)
                 continue

@@ -40,6 +40,7 @@ class Loop:
     width: int = 1  # a mapVec loop's vector width, or a reduction's in lanes
     reduce_acc: Mem | None = None  # a reduction's accumulator (its loop in lanes)
     width_sym: Expr | None = None  # ``width`` in the program's sizes (a tuning parameter)
+    block: int = 0  # a register block's loop (``codegen.lanes.jam``): the vectors it holds
 
     @property
     def par_dim(self) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping as AbcMapping
 
 from codegen.lanes import DEFAULT_LANES, reduction_identity
-from ir.builders import compose, join, split
+from ir.builders import compose, fresh, join, split, transpose
 from ir.errors import LiftmapError
 from ir.nodes import (
     FunCall,
@@ -35,12 +35,12 @@ from ir.nodes import (
     replace,
     walk,
 )
-from ir.sym import Expr, Var
+from ir.sym import Expr, Var, sym
 from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType
 from mapper.encoding import FUSED, SEQ, VEC
 from mapper.errors import MappingError
-from mapper.lanes_probe import parallel_lanes
+from mapper.lanes_probe import parallel_lanes, row_blocks
 from mapper.nesting import MapNestingTree, _direct_map
 
 _KIND = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
@@ -66,6 +66,10 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
     strip = {tree.maps[m].uid: widths[m] for m in parallel_lanes(tree, codes)}
     unrolls = unroll_names(program, codes, tree)
     reductions = reduction_widths(program, tree)
+    rows = {tree.maps[m].uid: unrolls[m] for m in row_blocks(tree, codes)}
+    if rows:
+        program = rebuild(program, lambda n: _row_block(n, rows[n.uid])
+                          if isinstance(n, Map) and n.uid in rows else None)
 
     def set_kind(n: Node):
         if isinstance(n, Reduce) and id(n) in reductions:
@@ -98,6 +102,30 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
     return out
 
 
+def _row_block(a: Map, size: str) -> Node:
+    """``mapA(\\x -> mapB(g) $ Y)`` as ``join o mapA(\\xs -> transpose(mapB(\\y ->
+    mapVec(1)(\\x -> g(y)) $ xs) $ Y)) o split(size)``: each iteration of ``A`` takes
+    ``size`` rows ``xs``, and ``B``'s body runs them together (``mapVec(1)``: a map in one
+    lane, whose iterations the lowering jams into the loop of their body, a register block
+    of ``size`` x ``B``'s own; ``codegen.lanes.jam``). Only ``row_blocks`` maps come here."""
+    f = a.f
+    assert isinstance(f, Lambda) and isinstance(f.body, FunCall) \
+        and isinstance(f.body.f, Map)  # row_blocks checked the shape
+    x, b, ys = f.params[0], f.body.f, f.body.args[0]
+    g = b.f
+    if isinstance(g, Lambda) and len(g.params) == 1:
+        y, gbody = g.params[0], g.body
+    else:
+        y = fresh("y")
+        gbody = FunCall(g, (y,))
+    xs = fresh("rows")
+    rowmap = Map(Lambda((x,), gbody), "mapVec", None, None, width=sym(1))
+    inner = replace(b, f=Lambda((y,), FunCall(rowmap, (xs,))))
+    outer = replace(a, f=Lambda((xs,), FunCall(transpose(), (FunCall(inner, (ys,)),))))
+    assert isinstance(outer, Map)
+    return compose(join(), outer, split(Var(size, 1, None)))
+
+
 def vector_width_names(program: Node, codes: AbcMapping[str, int],
                        tree: MapNestingTree | None = None) -> dict[str, str]:
     """The size that holds the vector width of each map in lanes (label -> name): V maps
@@ -111,10 +139,12 @@ def vector_width_names(program: Node, codes: AbcMapping[str, int],
 
 def unroll_names(program: Node, codes: AbcMapping[str, int],
                  tree: MapNestingTree | None = None) -> dict[str, str]:
-    """The size that holds each strip-mined parallel map's vectors per iteration (label ->
-    name): ``u`` + the label (``uB``), ``_`` appended while the program uses the name."""
+    """The size that holds each strip-mined parallel map's vectors per iteration and each
+    row-blocked map's rows per iteration (label -> name): ``u`` + the label (``uB``), ``_``
+    appended while the program uses the name."""
     tree = tree or MapNestingTree(program)
-    return _fresh_names(program, tree, "u", parallel_lanes(tree, codes))
+    return _fresh_names(program, tree, "u", [*parallel_lanes(tree, codes),
+                                             *row_blocks(tree, codes)])
 
 
 def _fresh_names(program: Node, tree: MapNestingTree, prefix: str,

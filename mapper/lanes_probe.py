@@ -29,7 +29,7 @@ from codegen.errors import LoweringError
 from codegen.lanes import access_stride
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from ir.errors import LiftmapError
-from ir.nodes import Lambda, Map, Node, rebuild, walk
+from ir.nodes import FunCall, Lambda, Map, Node, Param, rebuild, walk
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
 from mapper.encoding import SEQ
@@ -215,6 +215,32 @@ def parallel_lanes(tree: MapNestingTree, codes: Mapping[str, int]) -> list[str]:
             continue
         if lanes_ok(tree, m):
             out.append(m)
+    return out
+
+
+def row_blocks(tree: MapNestingTree, codes: Mapping[str, int]) -> dict[str, str]:
+    """The parallel maps of ``codes`` that also take a block of rows per iteration (2-D
+    register blocking; ``mapper.apply``), each with the map inside it (label -> label): a
+    map ``A`` whose function is ``\\x -> mapB(g) $ Y`` with ``Y`` free of ``x`` (so its
+    iterations can run ``B``'s loop together: ``map_x(map_y(g))`` is
+    ``transpose(map_y(map_x(g)))``) and ``B`` strip-mined (:func:`parallel_lanes`)."""
+    strips = set(parallel_lanes(tree, codes))
+    out = {}
+    for m, code in codes.items():
+        if code < 10 or m not in tree.maps:
+            continue
+        f = tree.maps[m].node.f
+        if not isinstance(f, Lambda) or len(f.params) != 1 \
+                or not isinstance(f.body, FunCall) or not isinstance(f.body.f, Map) \
+                or len(f.body.args) != 1:
+            continue
+        inner, arg = f.body.f, f.body.args[0]
+        label = next((c for c in tree.maps[m].children if tree.maps[c].uid == inner.uid),
+                     None)
+        x = f.params[0].name
+        if label in strips and not any(isinstance(n, Param) and n.name == x
+                                       for n in walk(arg)):
+            out[m] = label
     return out
 
 

@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from codegen.lanes import row_block_sizes
 from codegen.target import DEFAULT_DEVICE, Device
 from constraints.expr import FALSE, And, BinOp, Call, Cmp, Const, Neg, Param, Pred, Term
 from constraints.predicates import CMP_OPS
@@ -256,6 +257,8 @@ def infer_tuning(
         if isinstance(n, Reduce) and n.width is not None and n.width.is_var \
                 and n.width.name in uses:
             uses[n.width.name].append(("strip", None))  # width 1: the scalar reduction
+    for v in row_block_sizes(program) & uses.keys():
+        uses[v].append(("rows", None))  # a row block: rows per work-item
     strips = {v for v, ks in uses.items() if any(k == "strip" for k, _ in ks)}
     for n in walk(program):
         if isinstance(n, Split) and n.chunk.free_vars() & strips:
@@ -271,7 +274,9 @@ def infer_tuning(
         kinds = uses[v]
         lengths = [n for k, n in kinds if k == "split" and n]
         tiled = sorted({n for k, n in kinds if k == "tile" and n})
-        if any(k == "unroll" for k, _ in kinds):
+        if any(k == "rows" for k, _ in kinds):
+            dom, why = VECTOR_WIDTHS, "rows per work-item (a register block): 1 to 16"
+        elif any(k == "unroll" for k, _ in kinds):
             dom, why = VECTOR_WIDTHS, "vectors per work-item (a register block): 1 to 16"
         elif any(k == "strip" for k, _ in kinds):  # a strip-mined parallel map
             dom, why = VECTOR_WIDTHS, "lanes width: 1 (none) or an OpenCL vector width"

@@ -198,6 +198,51 @@ def test_a_strip_mined_map_runs_a_register_block_of_vectors_inside_its_reduction
     assert p.run("A=G0", {"H": 16, "W": 256}).ok  # no widths given: the map as written
 
 
+def test_a_parallel_map_around_a_strip_mined_map_takes_a_block_of_rows():
+    from mapper.lanes_probe import row_blocks
+    from mapper.nesting import MapNestingTree
+
+    p = problem(MM)
+    tree = MapNestingTree(p.program)
+    assert row_blocks(tree, {"A": 31, "B": 30}) == {"A": "B"}
+    assert row_blocks(tree, {"A": 0, "B": 30}) == {}  # A sequential: no rows to share out
+    assert row_blocks(tree, {"A": 30, "B": 0}) == {}  # B not strip-mined
+    # B's array depends on A's element: B's loop cannot run A's rows together
+    own = problem(r"""
+X : [[float]W]H
+map(\row -> map(\x -> mult(x, x)) $ row) $ X
+""")
+    assert row_blocks(MapNestingTree(own.program), {"A": 31, "B": 30}) == {}
+    tp = infer_tuning(p.lower("A=G1 B=G0"), {"M": 64, "N": 64, "K": 64})
+    assert tp.params["uA"].domain == (1, 2, 4, 8, 16)
+    assert tp.params["uA"].why.startswith("rows per work-item")
+    # a V mapping's split is not a row block: its domain stays the divisors
+    l3 = infer_tuning(problem(os.path.join(EX, "cc22_listing3.lift")).lower(
+        "A=G0 B=V C=S D=V"), {"N": 1024})
+    assert max(l3.params["s0"].domain) > 16
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("sizes,acc,block", [
+    ({"uA": 4, "uB": 4, "vB": 1, "rv1": 16}, "float16 lanes_acc[16];", 16),  # 4 x 4 x 16
+    ({"uA": 2, "uB": 2, "vB": 1, "rv1": 1}, "float acc[4];", 4),  # scalars
+    ({"uA": 2, "uB": 2, "vB": 4, "rv1": 1}, "float4 acc[4];", 4),  # the columns in lanes
+    # 8 x 4 > JAM_MAX: the rows are jammed, the columns keep their loop
+    ({"uA": 8, "uB": 4, "vB": 1, "rv1": 4}, "float4 lanes_acc[8];", 8),
+])
+def test_a_plain_matmul_runs_a_two_dimensional_register_block(sizes, acc, block):
+    p = problem(MM)
+    k = p.build("A=G1 B=G0", {"M": 16, "N": 32, "K": 32, **sizes})
+    src = k.source
+    assert acc in src, src
+    # the reduction's loop holds every update of the block: one pass over K
+    loop = src[src.index("for (int r"):]
+    body = loop[:loop.index("\n      }")]
+    assert body.count("uf_add") >= block, body
+    r = k.run()
+    assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-4, r
+
+
 @pytest.mark.slow
 @pytest.mark.oclgrind
 @pytest.mark.parametrize("path,mapping,sizes", [
@@ -207,6 +252,7 @@ def test_a_strip_mined_map_runs_a_register_block_of_vectors_inside_its_reduction
     (BOX, "A=G0 B=V", {"H": 8, "W": 16, "vB": 8}),
     (TRANSPOSED, "A=G0 B=V", {"H": 4, "W": 16, "vB": 8}),  # scattered
     (MM, "A=G1 B=G0", {"M": 4, "N": 16, "K": 16, "vB": 4, "uB": 2}),  # gathered
+    (MM, "A=G1 B=G0", {"M": 8, "N": 16, "K": 32, "uA": 4, "uB": 2, "rv1": 8}),  # 2-D block
 ])
 def test_kernels_in_lanes_are_clean_under_oclgrind(path, mapping, sizes):
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
