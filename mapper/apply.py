@@ -121,6 +121,7 @@ def _row_block(a: Map, size: str) -> Node:
     xs = fresh("rows")
     rowmap = Map(Lambda((x,), gbody), "mapVec", None, None, width=sym(1))
     inner = replace(b, f=Lambda((y,), FunCall(rowmap, (xs,))))
+    assert isinstance(inner, Map)
     outer = replace(a, f=Lambda((xs,), FunCall(transpose(), (FunCall(inner, (ys,)),))))
     assert isinstance(outer, Map)
     return compose(join(), outer, split(Var(size, 1, None)))
