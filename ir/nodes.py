@@ -10,7 +10,6 @@ identity handed out at creation and kept by rewrites) but compares its label.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -20,11 +19,21 @@ from ir.errors import InvalidNodeError, NotAFunctionError
 from ir.sym import Expr, sym
 from ir.types import Type
 
-_uids = itertools.count(1)
+_last_uid = 0
 
 
 def _next_uid() -> int:
-    return next(_uids)
+    global _last_uid
+    _last_uid += 1
+    return _last_uid
+
+
+def _unpickled_map(f, kind, dim, label, uid, width) -> Map:
+    """A map from a pickle (another process): later maps made here get larger uids, so a
+    map built in a worker never takes the uid of one the program brought with it."""
+    global _last_uid
+    _last_uid = max(_last_uid, uid)
+    return Map(f, kind, dim, label, uid, width)
 
 
 class Node:
@@ -217,6 +226,10 @@ class Map(FunDecl):
                 f"map label {self.label!r} must start with an upper-case letter, continue with "
                 "letters, digits or '_', and not start with Seq, Vec, Glb, Wrg or Lcl"
             )
+
+    def __reduce__(self):
+        return (_unpickled_map, (self.f, self.kind, self.dim, self.label, self.uid,
+                                 self.width))
 
     @property
     def is_parallel(self) -> bool:

@@ -40,7 +40,7 @@ from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType
 from mapper.encoding import FUSED, SEQ, VEC
 from mapper.errors import MappingError
-from mapper.lanes_probe import parallel_lanes, row_blocks
+from mapper.lanes_probe import parallel_lanes, peel_layout, row_blocks
 from mapper.nesting import MapNestingTree, _direct_map
 
 _KIND = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
@@ -104,14 +104,17 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
 
 def _row_block(a: Map, size: str) -> Node:
     """``mapA(\\x -> mapB(g) $ Y)`` as ``join o mapA(\\xs -> transpose(mapB(\\y ->
-    mapVec(1)(\\x -> g(y)) $ xs) $ Y)) o split(size)``: each iteration of ``A`` takes
+    mapVec(1)(\\x -> g(y)) $ xs) $ Y)) o split(size)`` (layout functions applied to
+    ``B``'s result, ``join(mapB(g) $ Y)``, apply to each row after the transpose, as
+    ``map(join)``): each iteration of ``A`` takes
     ``size`` rows ``xs``, and ``B``'s body runs them together (``mapVec(1)``: a map in one
     lane, whose iterations the lowering jams into the loop of their body, a register block
     of ``size`` x ``B``'s own; ``codegen.lanes.jam``). Only ``row_blocks`` maps come here."""
     f = a.f
-    assert isinstance(f, Lambda) and isinstance(f.body, FunCall) \
-        and isinstance(f.body.f, Map)  # row_blocks checked the shape
-    x, b, ys = f.params[0], f.body.f, f.body.args[0]
+    assert isinstance(f, Lambda)  # row_blocks checked the shape
+    call, layout = peel_layout(f.body)
+    assert isinstance(call, FunCall) and isinstance(call.f, Map)
+    x, b, ys = f.params[0], call.f, call.args[0]
     g = b.f
     if isinstance(g, Lambda) and len(g.params) == 1:
         y, gbody = g.params[0], g.body
@@ -122,7 +125,10 @@ def _row_block(a: Map, size: str) -> Node:
     rowmap = Map(Lambda((x,), gbody), "mapVec", None, None, width=sym(1))
     inner = replace(b, f=Lambda((y,), FunCall(rowmap, (xs,))))
     assert isinstance(inner, Map)
-    outer = replace(a, f=Lambda((xs,), FunCall(transpose(), (FunCall(inner, (ys,)),))))
+    rows: Node = FunCall(transpose(), (FunCall(inner, (ys,)),))
+    if layout:  # each row's layout as the map gave it: map(join) o transpose
+        rows = FunCall(Map(compose(*layout)), (rows,))
+    outer = replace(a, f=Lambda((xs,), rows))
     assert isinstance(outer, Map)
     return compose(join(), outer, split(Var(size, 1, None)))
 

@@ -29,7 +29,19 @@ from codegen.errors import LoweringError
 from codegen.lanes import access_stride
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from ir.errors import LiftmapError
-from ir.nodes import FunCall, Lambda, Map, Node, Param, rebuild, walk
+from ir.nodes import (
+    FunCall,
+    FunDecl,
+    Join,
+    Lambda,
+    Map,
+    Node,
+    Param,
+    Split,
+    Transpose,
+    rebuild,
+    walk,
+)
 from ir.typecheck import TypeInfo, typecheck
 from ir.types import ArrayType, ScalarType, TupleType, Type, VectorType
 from mapper.encoding import SEQ
@@ -230,11 +242,12 @@ def row_blocks(tree: MapNestingTree, codes: Mapping[str, int]) -> dict[str, str]
         if code < 10 or m not in tree.maps:
             continue
         f = tree.maps[m].node.f
-        if not isinstance(f, Lambda) or len(f.params) != 1 \
-                or not isinstance(f.body, FunCall) or not isinstance(f.body.f, Map) \
-                or len(f.body.args) != 1:
+        if not isinstance(f, Lambda) or len(f.params) != 1:
             continue
-        inner, arg = f.body.f, f.body.args[0]
+        call, _ = peel_layout(f.body)
+        if not isinstance(call, FunCall) or not isinstance(call.f, Map) or len(call.args) != 1:
+            continue
+        inner, arg = call.f, call.args[0]
         label = next((c for c in tree.maps[m].children if tree.maps[c].uid == inner.uid),
                      None)
         x = f.params[0].name
@@ -242,6 +255,33 @@ def row_blocks(tree: MapNestingTree, codes: Mapping[str, int]) -> dict[str, str]
                                        for n in walk(arg)):
             out[m] = label
     return out
+
+
+def peel_layout(e: Node) -> tuple[Node, list[FunDecl]]:
+    """``e`` without the layout functions (join, split, transpose) applied last, and those
+    functions, outermost first: ``join(mapK(g) $ Y)`` is ``mapK(g) $ Y`` and ``[join]``."""
+    fs: list[FunDecl] = []
+    while isinstance(e, FunCall) and len(e.args) == 1:
+        f, arg = e.f, e.args[0]
+        if isinstance(f, LAYOUT):
+            fs.append(f)
+            e = arg
+            continue
+        # a composition applied, (join o mapK(g)) $ Y: \p -> join(mapK(g)(p)) applied to Y
+        if not isinstance(f, Lambda) or len(f.params) != 1:
+            break
+        inner, more = peel_layout(f.body)
+        p = f.params[0].name
+        if not (isinstance(inner, FunCall) and len(inner.args) == 1
+                and isinstance(inner.args[0], Param) and inner.args[0].name == p
+                and not any(isinstance(n, Param) and n.name == p for n in walk(inner.f))):
+            break
+        fs += more
+        e = FunCall(inner.f, (arg,))
+    return e, fs
+
+
+LAYOUT = (Join, Split, Transpose)
 
 
 def _judge(lp: Loop) -> LaneVerdict:

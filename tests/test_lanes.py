@@ -265,3 +265,28 @@ def test_kernels_in_lanes_are_clean_under_oclgrind(path, mapping, sizes):
     report = check_with_oclgrind(lower_candidate(p.program, mapping, sizes),
                                  random_inputs(p.program, sizes), timeout_s=120)
     assert report.clean, (report.issues, report.error)
+
+
+def test_maps_made_in_a_worker_never_take_a_uid_the_program_brought():
+    # a worker unpickles the program, then the mapping builds new maps (a row block's
+    # mapVec(1)): a uid taken twice made the mapping re-map its own new map (a crash)
+    import pickle
+    import subprocess
+    import sys
+
+    from ir.nodes import Map, replace, walk
+
+    p = problem(MM)
+    prog = p.program
+    big = max(n.uid for n in walk(prog) if isinstance(n, Map)) + 10_000
+    prog = replace(prog, body=replace(prog.body, f=replace(prog.body.f, uid=big)))
+    code = ("import pickle, sys\n"
+            "from ir.nodes import Map, walk\n"
+            "from mapper.candidates import lower_candidate\n"
+            "prog = pickle.loads(sys.stdin.buffer.read())\n"
+            "lower_candidate(prog, 'A=G1 B=G0', dict(M=8, N=8, K=8, uA=2, uB=2, vB=2, rv1=1))\n"
+            "print(sorted(n.uid for n in walk(prog) if isinstance(n, Map))[-1])\n"
+            "print(Map(prog).uid)\n")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(prog),
+                         capture_output=True, cwd=ROOT, check=True).stdout.split()
+    assert int(out[1]) > int(out[0]) == big
