@@ -5,7 +5,8 @@
     python -m experiments.bench_plain --scale 16 --budget 20s --rounds 1   # a smoke run
 
 Each program of ``examples/`` written without ``split``, ``asVector`` or a register block
-(a matmul, row and column sums, a 3x3 box blur, the separable blur) is explored by
+(a matmul, row and column sums, a matrix-vector product, a transpose, a 3x3 box blur,
+the separable blur) is explored by
 ``mapper.explore`` with no option but the budget, as ``mapper explore FILE --sizes ...``
 runs it. The run's answer (its end-of-run re-timed winner) is then built again and timed,
 interleaved round by round, against the library a user would pick: numpy (OpenBLAS) for
@@ -20,6 +21,7 @@ this command (``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE``) to time OpenBLAS
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -51,6 +53,16 @@ def _cols(inputs: dict) -> Callable[[], object]:
     return lambda: x.sum(axis=0)
 
 
+def _matvec(inputs: dict) -> Callable[[], object]:
+    a, x = inputs["A"], inputs["x"]
+    return lambda: a @ x
+
+
+def _transpose(inputs: dict) -> Callable[[], object]:
+    x = inputs["X"]
+    return lambda: np.ascontiguousarray(x.T)
+
+
 def _box(inputs: dict) -> Callable[[], object] | None:
     try:
         import cv2
@@ -71,6 +83,21 @@ def _sep(inputs: dict) -> Callable[[], object] | None:
     return lambda: cv2.sepFilter2D(x, -1, k, k)
 
 
+def _pipeline(name: str) -> Callable[[dict], Callable[[], object] | None]:
+    def fn(inputs: dict) -> Callable[[], object] | None:
+        from experiments.bench_tiling import opencv_fn
+
+        try:
+            import cv2
+        except ImportError:
+            return None
+        cv2.setNumThreads(2)
+        weights = {k: v for k, v in inputs.items() if k != "inputData"}
+        return opencv_fn(name, inputs["inputData"], weights)
+
+    return fn
+
+
 # name -> (file, full sizes, sizes divided by --scale, baseline, its name, bound)
 PROGRAMS: dict[str, tuple] = {
     "matmul_plain": ("matmul_plain.lift", {"M": 1024, "N": 1024, "K": 1024}, ("M", "N", "K"),
@@ -79,10 +106,20 @@ PROGRAMS: dict[str, tuple] = {
                  "memory"),
     "col_sums": ("col_sums.lift", {"H": 4096, "W": 4096}, ("H", "W"), _cols, "numpy sum",
                  "memory"),
+    "matvec": ("matvec.lift", {"M": 4096, "K": 4096}, ("M", "K"), _matvec, "numpy sgemv",
+               "memory"),
+    "transpose": ("transpose.lift", {"H": 4096, "W": 4096}, ("H", "W"), _transpose,
+                  "numpy transpose copy", "memory"),
     "box_blur3x3": ("box_blur3x3.lift", {"H": 2048, "W": 2048}, ("H", "W"), _box,
                     "OpenCV blur", "memory"),
     "blur_separable": ("blur_separable.lift", {"H": 2048, "W": 2050}, ("H", "W"), _sep,
                        "OpenCV sepFilter2D", "memory"),
+    # stencil pipelines (2048 x 2048 outputs): mapper explore's default probes the unfused
+    # program and its fusions through tiling, as it does here
+    "blur_laplacian": ("blur_laplacian.lift", {"H": 2052, "W": 2052}, ("H", "W"),
+                       _pipeline("blur_laplacian"), "OpenCV filter2D x2", "memory"),
+    "harris": ("harris.lift", {"H": 2052, "W": 2052}, ("H", "W"), _pipeline("harris"),
+               "OpenCV Harris (filter2D, boxFilter, numpy)", "memory"),
 }
 
 
@@ -101,31 +138,54 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def bench(name: str, budget: str, scale: int, rounds: int, repeats: int) -> dict:
+    from ir.flops import FlopsError, count_flops
     from ir.nodes import Lambda
+    from ir.syntax import parse_file
+    from ir.tiling import tiling_variants
     from mapper.api import problem
     from mapper.data import random_inputs
-    from mapper.explore import explore
+    from mapper.explore import Task
+    from mapper.explore.variants import explore_variants
 
     fname, full, scaled, base_fn, base_name, bound = PROGRAMS[name]
     sizes = {k: (v // scale if k in scaled else v) for k, v in full.items()}
     if name == "blur_separable":
         sizes["W"] = sizes["H"] + 2
+    elif name in ("blur_laplacian", "harris"):
+        sizes = {"H": full["H"] // scale + 4, "W": full["W"] // scale + 4}
     path = os.path.join(EX, fname)
+    prog = parse_file(path)
+    # what `mapper explore FILE --sizes ...` runs: the program, and for a stencil pipeline
+    # its fusions through tiling too (--tiling auto), GFLOP/s of the unfused program's work
+    programs = tiling_variants(prog, "auto")
+    flops = None
+    if len(programs) > 1:
+        try:
+            flops = count_flops(prog, sizes)
+        except FlopsError:
+            flops = None
+    tasks = {v: Task.from_program(q, sizes, flops=flops, name=f"{fname}:{v}")
+             for v, q in programs.items()}
     t0 = time.time()
-    res = explore(path, sizes, budget=budget, store=None)
+    vr = explore_variants(tasks, budget=budget)
+    res = vr.results
     win = res.final_retimed
     rec = res.final
     row: dict = {"program": name, "sizes": sizes, "budget": budget,
-                 "explore_s": round(time.time() - t0, 1), "evaluated": res.evaluated}
+                 "explore_s": round(time.time() - t0, 1), "evaluated": res.evaluated,
+                 "variant": vr.chosen}
     if rec is None:
         row["error"] = "the search found no kernel that runs"
         return row
-    row["answer"] = f"{rec.mapping}" + (f"; {rec.tuning}" if len(rec.tuning) else "")
+    row["answer"] = (f"{vr.chosen + ': ' if len(tasks) > 1 else ''}{rec.mapping}"
+                     + (f"; {rec.tuning}" if len(rec.tuning) else ""))
     row["run_retimed_ms"] = round(win.median_s * 1e3, 4) if win else None
-    p = problem(path)
+    p = problem(programs[vr.chosen])
     kernel = p.build(rec.mapping, {**sizes, **dict(rec.tuning)})
-    assert isinstance(p.program, Lambda)  # a .lift file declares its inputs
-    inputs = random_inputs(p.program, sizes, seed=0)
+    if flops is not None:
+        kernel = dataclasses.replace(kernel, flops=flops)
+    assert isinstance(prog, Lambda)  # a .lift file declares its inputs
+    inputs = random_inputs(prog, sizes, seed=0)
     runs: dict[str, Callable[[], Sequence[float]]] = {}
 
     def found() -> Sequence[float]:

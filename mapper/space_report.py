@@ -50,9 +50,12 @@ def space_document(path: str, sizes: dict[str, int], domains: dict,
         source.attach(e)
         raise
     if not tp.params:
+        hint = "" if mapping else (
+            "; a mapping adds parameters of its own (vector lanes, register blocks): give "
+            "one with --mapping to see them")
         raise SpaceBuildError("nothing", f"every size of {path} is given, so there is "
                               "nothing to tune: leave out the sizes to tune (mapper show "
-                              "--sizes checks a complete set)")
+                              f"--sizes checks a complete set){hint}")
     sp = tp.space
     n = sp.count()
     recomputed = None
