@@ -379,7 +379,11 @@ class Runner:
 def compare(output: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-4,
             atol: float = 1e-4) -> tuple[bool, float, str]:
     """``(matches, max abs error, explanation)``: ``|out - ref| <= atol + rtol * |ref|``
-    everywhere, no NaN; shapes must agree up to a reshape of the same size."""
+    where both are finite; where the reference is not finite, the output must be the same
+    value (NaN where it is NaN, an infinity of the same sign where it is one); a non-finite
+    output where the reference is finite is a mismatch. The max abs error is over the
+    finite pairs, ``inf`` when a non-finite value differs. Shapes must agree up to a reshape
+    of the same size. Never warns (numpy's floating-point warnings are silenced)."""
     out = np.asarray(output)
     ref = np.asarray(reference)
     if isinstance(reference, tuple) or ref.dtype == object:
@@ -387,12 +391,16 @@ def compare(output: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-4,
     if out.size != ref.size:
         return (False, float("inf"),
                 f"output has {out.size} elements {out.shape}, reference {ref.size} {ref.shape}")
-    out = out.reshape(ref.shape).astype(np.float64)
-    ref = ref.astype(np.float64)
-    diff = np.abs(out - ref)
-    nan = ~np.isfinite(out) & np.isfinite(ref)
-    err = float(np.nanmax(np.where(nan, np.inf, diff))) if diff.size else 0.0
-    bad = nan | ~(diff <= atol + rtol * np.abs(ref))
+    with np.errstate(all="ignore"):
+        out = out.reshape(ref.shape).astype(np.float64)
+        ref = ref.astype(np.float64)
+        finite = np.isfinite(out) & np.isfinite(ref)
+        same = (np.isnan(out) & np.isnan(ref)) | (np.isinf(ref) & (out == ref))
+        diff = np.where(finite, np.abs(out - ref), 0.0)
+        unfinite = ~finite & ~same  # a non-finite value on one side only, or two different
+        close = diff <= atol + rtol * np.where(finite, np.abs(ref), 0.0)
+    bad = unfinite | (finite & ~close)
+    err = float(np.inf if unfinite.any() else diff.max()) if diff.size else 0.0
     if not bad.any():
         return True, err, ""
     n = int(bad.sum())
@@ -400,6 +408,7 @@ def compare(output: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-4,
     what = (f"{n} of {out.size} elements differ (first at {first}: got {out[first]:.6g}, "
             f"expected {ref[first]:.6g}); max abs error {err:.3g} > tolerance "
             f"atol={atol:g} + rtol={rtol:g}*|ref|")
-    if nan.any():
-        what += f"; {int(nan.sum())} elements not finite (unwritten?)"
+    if unfinite.any():
+        what += (f"; {int(unfinite.sum())} elements not finite on one side only, or "
+                 f"different non-finite values (unwritten?)")
     return False, err, what

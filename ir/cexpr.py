@@ -182,7 +182,8 @@ class CExprReader(TokenCursor):
             return str(int(t.text))
         if t.kind == "float":
             self.next()
-            return repr(float(t.text.rstrip("fF")))
+            v = float(t.text.rstrip("fF"))
+            return "np.inf" if v == np.inf else repr(v)  # 1e999f: C's value is +inf
         if t.kind == "op" and t.text == "(":
             self.next()
             self.c_depth += 1

@@ -117,8 +117,15 @@ class Interpreter:
         ranks = [a.ndim - b for a in arrs]
         if max(ranks) > 0:  # vectors mixed with scalars: lanes on the last axis
             arrs = [a[..., None] if r == 0 else a for a, r in zip(arrs, ranks)]
-        out = f.py(*arrs)
-        return np.asarray(out, dtype=np.result_type(*arrs) if arrs else self.dtype)
+        out = np.asarray(f.py(*arrs))
+        dtype = np.result_type(*arrs) if arrs else self.dtype
+        want = _scalar_of(f.out_type) if isinstance(f.out_type, (ScalarType, VectorType)) else ""
+        if want == "int" and dtype.kind != "i":
+            # C converts the returned value to the declared int: truncation toward zero
+            dtype = DTYPES["int"]
+        elif want == "float" and dtype.kind != "f":
+            dtype = DTYPES["float"]  # and an int value to the declared float
+        return np.asarray(out, dtype=dtype)
 
     def apply_vectorize(self, f: nodes.Vectorize, args: list, env: dict, b: int):
         return self.apply_user_fun(f.f, args, env, b)
@@ -295,9 +302,16 @@ def evaluate(
 
     Sizes are taken from the input shapes; tuning parameters and other sizes not
     visible in the shapes come from ``sizes``. Returns a numpy array (or a tuple of
-    arrays for an array of tuples).
+    arrays for an array of tuples). A user function's result is converted to its declared
+    type as C converts a returned value (a float returned as ``int`` truncates toward
+    zero); NaN and infinities are values, computed without warnings.
     """
-    inputs = dict(inputs or {})
+    with np.errstate(all="ignore"):  # NaN and infinities are values here, as in C
+        return _evaluate(program, dict(inputs or {}), sizes, dtype, check_types)
+
+
+def _evaluate(program: nodes.Node, inputs: dict, sizes: Mapping[str, int] | None, dtype,
+              check_types: bool):
     if isinstance(program, nodes.Lambda):
         env_sizes = bind_sizes(program, inputs, sizes or {})
         if check_types:

@@ -10,6 +10,7 @@ Wadler/Lindig pretty printer: groups are laid out flat when they fit the width.
 
 from __future__ import annotations
 
+import math
 import re
 
 from ir import nodes
@@ -160,7 +161,9 @@ def _size_atom_text(e: Expr) -> str:
 
 
 def _fmt_float(v) -> str:
-    return repr(float(v))
+    """The literal's text; an infinity (read from ``1e999f``) as ``1e999``, which parses back."""
+    v = float(v)
+    return ("1e999" if v > 0 else "-1e999") if math.isinf(v) else repr(v)
 
 
 def _literal_text(e: nodes.Literal) -> str:

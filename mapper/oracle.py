@@ -127,14 +127,13 @@ def candidates(p: Any, *, full: int, admitted: int, near1: int, near2: int, samp
 def _reference(prog: Lambda, sizes: Mapping[str, int], seed: int) -> tuple[dict, Any, dict]:
     """Random inputs, the interpreter's result and the comparison tolerance at ``sizes``."""
     from ir.interp import evaluate
-    from mapper.data import random_inputs
+    from mapper.data import random_inputs, reduction_tolerance
 
     inputs = random_inputs(prog, sizes, seed)
     arrays = {p.name for p in prog.params if type(p.type).__name__ == "ArrayType"}
     ref_in = {k: (v if k in arrays else v[0]) for k, v in inputs.items()}
     ref = evaluate(prog, ref_in, sizes)
-    tol = {"rtol": 1e-4, "atol": max(1e-4, 1e-5 * float(np.abs(np.asarray(ref)).max()))}
-    return inputs, ref, tol
+    return inputs, ref, reduction_tolerance(ref)
 
 
 def _eval_point(pool: Any, prog: Lambda, maps: list[dict], sizes: Mapping[str, int],
@@ -154,6 +153,7 @@ def oclgrind_agrees(prog: Lambda, mapping: dict, sizes: Mapping[str, int], seed:
     device is then the device compiler's (PoCL 3.1 miscompiles a work-item reading back,
     through ``get_local_id(d)``, what it wrote through the equal ``get_global_id(d)``)."""
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
+    from codegen.runner import compare
     from mapper.candidates import lower_candidate
 
     if not oclgrind_available():
@@ -165,7 +165,7 @@ def oclgrind_agrees(prog: Lambda, mapping: dict, sizes: Mapping[str, int], seed:
     except Exception:  # noqa: BLE001  (no verdict from Oclgrind: the device's stands)
         return False
     return (rep.clean and rep.output is not None
-            and np.allclose(np.asarray(rep.output).reshape(np.shape(ref)), ref, **tol))
+            and compare(np.asarray(rep.output), ref, **tol)[0])
 
 
 def oracle_program(pool: Any, prog: Lambda, sizes_pts: Sequence[Mapping[str, int]], *,

@@ -1,0 +1,119 @@
+"""Verdicts that are never false and bad inputs that end in one clear line (issue 48):
+non-finite values compared as the reference has them, a user function's result converted
+to its declared type in the reference as in C, out-of-range float literals, API inputs
+checked at the boundary, and the command line's misleading or silent cases."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from codegen.runner import compare
+from ir.interp import evaluate
+from ir.parser import parse
+from mapper.data import reduction_tolerance
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+MAPPER = os.path.join(os.path.dirname(sys.executable), "mapper")
+
+
+def mapper(*argv: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
+    """``mapper ARGV`` in a child process (stderr as a user sees it)."""
+    return subprocess.run([MAPPER, *argv], capture_output=True, text=True, timeout=120,
+                          cwd=cwd)
+
+
+# ------------------------------------------------------------------ non-finite values
+
+
+@pytest.mark.parametrize("out, ref", [
+    ([np.nan, 1.0], [np.nan, 1.0]),
+    ([np.inf, -np.inf], [np.inf, -np.inf]),
+    ([np.nan, np.inf, 2.0], [np.nan, np.inf, 2.00001]),
+])
+def test_the_same_non_finite_values_match(out, ref):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning either
+        ok, err, why = compare(np.array(out, np.float32), np.array(ref))
+    assert ok and why == "" and np.isfinite(err)
+
+
+@pytest.mark.parametrize("out, ref", [
+    ([np.nan], [1.0]),        # an unwritten element
+    ([1.0], [np.nan]),
+    ([np.inf], [-np.inf]),
+    ([np.nan], [np.inf]),
+    ([np.inf], [1e30]),
+])
+def test_a_non_finite_value_on_one_side_or_a_different_one_is_a_mismatch(out, ref):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok, err, why = compare(np.array(out), np.array(ref))
+    assert not ok and err == np.inf and "not finite" in why
+
+
+def test_the_tolerance_scale_ignores_infinities():
+    assert reduction_tolerance(np.array([np.inf, 2e5, np.nan])) == {"rtol": 1e-4, "atol": 2.0}
+    assert reduction_tolerance(np.array([np.nan])) == {"rtol": 1e-4, "atol": 1e-4}
+
+
+def test_the_reference_computes_nan_and_inf_without_warnings():
+    p = parse("userfun f(x: float) : float = sqrt(x - 2.0f) + x / 0.0f\n"
+              "X : [float]N\nmapA(f) $ X")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = evaluate(p, {"X": np.array([1.0, 3.0, -3.0], np.float32)})
+    assert np.isnan(out[0]) and out[1] == np.inf and np.isnan(out[2])
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("body", ["sqrt(x - 2.0f)", "x / 0.0f", "x * 1e40f", "x + 1e999f"])
+def test_nan_and_inf_results_are_right_on_the_device(tmp_path, body):
+    prog = tmp_path / "p.lift"
+    prog.write_text(f"userfun f(x: float) : float = {body}\nX : [float]N\nmapA(f) $ X\n")
+    r = mapper("run", str(prog), "--mapping", "A=G0", "--sizes", "N=64")
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
+    assert "Warning" not in r.stderr and "Error" not in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------ the declared type
+
+
+@pytest.mark.parametrize("text, x, want", [
+    ("userfun f(x: float) : int = x\nX : [float]N\nmapA(f) $ X",
+     np.array([0.9, -1.7, 2.5], np.float32), np.array([0, -1, 2], np.int32)),
+    ("userfun f(x: int) : float = x / 2\nX : [int]N\nmapA(f) $ X",
+     np.array([3, -3, 4], np.int32), np.array([1.0, -1.0, 2.0], np.float32)),
+    ("userfun f(x: float) : int = x > 0.5f\nX : [float]N\nmapA(f) $ X",
+     np.array([0.9, 0.1], np.float32), np.array([1, 0], np.int32)),
+])
+def test_a_user_function_returns_its_declared_type_as_in_c(text, x, want):
+    out = evaluate(parse(text), {"X": x})
+    assert out.dtype == want.dtype and np.array_equal(out, want)
+
+
+@pytest.mark.opencl
+def test_a_float_returned_as_int_truncates_on_the_device_and_in_the_reference(tmp_path):
+    prog = tmp_path / "p.lift"
+    prog.write_text("userfun f(x: float) : int = x * 3.0f\nX : [float]N\nmapA(f) $ X\n")
+    r = mapper("run", str(prog), "--mapping", "A=G0", "--sizes", "N=64")
+    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ literals
+
+
+def test_an_overflowing_float_literal_is_infinity_and_prints_back():
+    from ir.printer import print_program
+
+    text = "userfun f(x: float) : float = x + 1e999f\nX : [float]N\nmapA(f) $ X"
+    out = evaluate(parse(text), {"X": np.array([1.0], np.float32)})
+    assert out[0] == np.inf
+    p = parse("X : [float]N\nmapA(\\x -> add(x, -1e999f)) $ X")
+    again = parse(print_program(p))
+    assert evaluate(again, {"X": np.array([1.0], np.float32)})[0] == -np.inf
