@@ -71,3 +71,14 @@ def test_without_flop_counts_the_curve_follows_the_kernel_time(store):
     solver = next(v for k, v in progress_curves(rows, "time_ms").items()
                   if k.startswith("solver"))
     assert [round(v, 1) for _, v, _ in solver] == [1000.0, 333.3, 200.0]
+
+
+def test_mapper_plot_to_an_existing_file_is_one_line(store, tmp_path, capsys):
+    f = tmp_path / "README.md"
+    f.write_text("keep me\n")
+    assert main(["plot", store.path, "--out", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "is a file, not a folder" in err
+    assert len(err.strip().splitlines()) == 1 and f.read_text() == "keep me\n"
+    assert main(["plot", store.path, "--out", str(f / "sub")]) == 2
+    assert "cannot make the folder" in capsys.readouterr().err

@@ -124,12 +124,20 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
 def plot_store(store: ResultStore, out_dir: str | os.PathLike, *,
                title: str | None = None) -> list[str]:
     """Writes the three PNGs of the module docstring into ``out_dir``; returns their paths.
-    Raises ``PlotError`` when the store holds no candidate."""
+    Raises ``PlotError`` when the store holds no candidate or ``out_dir`` cannot be a
+    folder (an existing file)."""
     rows = store.records()
     if not rows:
         raise PlotError(f"store {store.path} holds no candidate yet; run mapper explore first")
     plt = pyplot()
-    os.makedirs(out_dir, exist_ok=True)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise PlotError(f"{os.fspath(out_dir)} is a file, not a folder: give --out a folder "
+                        f"for the PNGs (a new name, or an existing folder)")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise PlotError(f"cannot make the folder {os.fspath(out_dir)} for the PNGs "
+                        f"({e.strerror}): give --out a folder you can write") from None
     ctx = store.context()
     head = title or (ctx.describe() if ctx else store.path)
     paths = []
