@@ -15,6 +15,7 @@ from mapper.api import (
 from mapper.apply import apply_mapping
 from mapper.encoding import CODES, MapCodes, code_name, parse_code, short_code
 from mapper.errors import (
+    ArgumentError,
     ConfigurationError,
     ContradictoryFixedError,
     DeviceUseError,
@@ -35,5 +36,5 @@ __all__ = [
     "ContradictoryFixedError",
     "InvalidMappingError", "MapperError", "MappingError", "NoMapsError", "MapNestingTree",
     "label_maps", "CompiledKernel", "RunResult", "ConfigurationError", "DeviceUseError",
-    "InputError", "SizeError",
+    "InputError", "SizeError", "ArgumentError",
 ]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from numbers import Integral
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from constraints import bruteforce, cp_backend, z3_backend
@@ -21,11 +22,13 @@ from ir.source_map import SourceMap, parse_mapped
 from mapper.apply import apply_mapping
 from mapper.encoding import CODES, FUSED, MapCodes, code_name, parse_code
 from mapper.errors import (
+    ArgumentError,
     ConfigurationError,
     ContradictoryFixedError,
     InvalidMappingError,
     MapperError,
     MappingError,
+    value_text,
 )
 from mapper.nesting import MapNestingTree, label_maps
 from mapper.rule_names import RuleKind, RuleName
@@ -46,6 +49,9 @@ def _program(expr) -> tuple[Node, SourceMap | None]:
     of the text (None for a node)."""
     if isinstance(expr, (str, os.PathLike)):
         return parse_mapped(expr)
+    if not isinstance(expr, Node):
+        raise ArgumentError(f"problem() takes a program: a .lift path, the program's text, a "
+                            f"program node or a MappingProblem; got {value_text(expr)}")
     return expr, None
 
 
@@ -103,6 +109,11 @@ class MappingProblem:
         """Validate and normalise a mapping given as text, dict or MapCodes."""
         if isinstance(m, str):
             m = MapCodes.parse(m)
+        elif not isinstance(m, (MapCodes, AbcMapping)) or not all(
+                isinstance(k, str) for k in m):
+            raise ArgumentError(f"a mapping is its text ('A=G0 B=S'), a dict from map labels "
+                                f"to codes ({{'A': 'G0', 'B': 'S'}}) or a MapCodes; got "
+                                f"{value_text(m)}")
         elif not isinstance(m, MapCodes):
             m = MapCodes({k: parse_code(str(v)) if not isinstance(v, int) else v
                          for k, v in dict(m).items()})
@@ -244,13 +255,18 @@ def enumerate_mappings(
     """
     if order not in ("solver", "random"):
         raise ConfigurationError(f"order must be 'solver' or 'random', got {order!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, Integral)
+                              or limit < 0):
+        raise ConfigurationError(f"limit must be a non-negative integer or None, got {limit!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, Integral)):
+        raise ConfigurationError(f"seed must be an integer or None, got {seed!r}")
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     f = _fixed(p, fixed)
     solver = _backend(backend)
     sols = solver.iter_solutions(p.model, fixed=f or None)
     if order == "random":
         sols = list(sols)
-        random.Random(seed).shuffle(sols)
+        random.Random(None if seed is None else int(seed)).shuffle(sols)
     n = 0
     for s in sols:
         if limit is not None and n >= limit:

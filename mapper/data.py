@@ -10,7 +10,7 @@ import numpy as np
 
 from codegen.program import DTYPES
 from ir.nodes import Lambda
-from mapper.errors import InputError
+from mapper.errors import InputError, value_text
 
 
 def random_inputs(program: Lambda, sizes: Mapping[str, int], seed: int = 0) -> dict:
@@ -52,6 +52,9 @@ def check_inputs(program: Lambda, sizes: Mapping[str, int],
     """``inputs`` as arrays of the program's declared shapes and element types (a scalar
     input as a 1-element array); ``InputError`` names what is missing, unknown or of the
     wrong shape."""
+    if not isinstance(inputs, Mapping) or not all(isinstance(k, str) for k in inputs):
+        raise InputError(f"inputs must be a dict from the program's input names to arrays "
+                         f"(or None for random ones); got {value_text(inputs)}")
     names = [p.name for p in program.params]
     unknown = sorted(set(inputs) - set(names))
     missing = [n for n in names if n not in inputs]

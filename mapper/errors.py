@@ -14,12 +14,23 @@ def library_errors() -> tuple[type[BaseException], ...]:
             PermissionError)
 
 
+def value_text(x: object) -> str:
+    """``int 42``: the type and a short text of a value, for messages."""
+    text = repr(x)
+    return f"{type(x).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
 class MapperError(LiftmapError):
     """Base of mapper errors."""
 
 
 class NoMapsError(MapperError):
     """The expression has no map to parallelise."""
+
+
+class ArgumentError(MapperError, TypeError):
+    """An argument of the library's API is not of a kind it accepts (``problem(None)``, a
+    list where a mapping or sizes are expected); the message says what it expects."""
 
 
 class MappingError(MapperError, ValueError):

@@ -27,7 +27,7 @@ from mapper.apply import default_widths, width_names
 from mapper.data import check_inputs, random_inputs, reduction_tolerance, reference_result
 from mapper.encoding import MapCodes
 from mapper.errors import ConfigurationError, DeviceUseError, InputError
-from mapper.sizes import check_sizes
+from mapper.sizes import check_sizes, sizes_argument
 
 if TYPE_CHECKING:
     from codegen.worker import WorkerPool
@@ -274,7 +274,8 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
     prog = p.program
     if not isinstance(prog, Lambda):
         raise InputError("a program that is built declares its inputs (e.g. X : [float]N)")
-    sizes = {k: int(v) if isinstance(v, (int, np.integer)) else v for k, v in sizes.items()}
+    sizes = {k: int(v) if isinstance(v, (int, np.integer)) else v
+             for k, v in sizes_argument(sizes).items()}
     m = p.mapping(mapping)
     sizes = {**default_widths(prog, m, p.tree, sizes), **sizes}
     check_sizes(prog, sizes, complete=True, flag="sizes",

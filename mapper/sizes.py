@@ -10,7 +10,7 @@ from numbers import Integral
 from ir.nodes import Node, walk
 from ir.sym import Expr
 from ir.types import Type
-from mapper.errors import SizeError
+from mapper.errors import ArgumentError, SizeError, value_text
 
 MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
 
@@ -41,6 +41,15 @@ def parse_sizes(text: str | None, minimum: int = 1) -> dict[str, int]:
                            f"{minimum}..{MAX_SIZE}")
         out[k] = int(v)
     return out
+
+
+def sizes_argument(sizes: object, what: str = "sizes") -> dict:
+    """``sizes`` as a dict when it maps size names to values; else ``ArgumentError`` saying
+    what is expected (the values are checked where they are used: ``check_sizes``)."""
+    if not isinstance(sizes, Mapping) or not all(isinstance(k, str) for k in sizes):
+        raise ArgumentError(f"{what} must be a dict from size names to integers, such as "
+                            f"{{'N': 4096}}; got {value_text(sizes)}")
+    return dict(sizes)
 
 
 def size_names(prog: Node) -> frozenset[str]:

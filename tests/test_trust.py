@@ -117,3 +117,56 @@ def test_an_overflowing_float_literal_is_infinity_and_prints_back():
     p = parse("X : [float]N\nmapA(\\x -> add(x, -1e999f)) $ X")
     again = parse(print_program(p))
     assert evaluate(again, {"X": np.array([1.0], np.float32)})[0] == -np.inf
+
+
+# ------------------------------------------------------------------ the API's boundary
+
+L3 = os.path.join(ROOT, "examples", "cc22_listing3.lift")
+L3_MAPPING = "A=W0 B=L0 C=L0 D=S"
+L3_SIZES = {"N": 4096, "s0": 64, "s1": 4}
+
+
+@pytest.mark.parametrize("expr", [None, 42, b"X : [float]N", 1.5])
+def test_problem_of_something_else_than_a_program_says_what_it_takes(expr):
+    from mapper import problem
+    from mapper.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="problem\\(\\) takes a program.*; got"):
+        problem(expr)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda p: p.build(L3_MAPPING, None), "ArgumentError", "sizes must be a dict"),
+    (lambda p: p.build(L3_MAPPING, [("H", 4)]), "ArgumentError", "sizes must be a dict"),
+    (lambda p: p.build(None, L3_SIZES), "ArgumentError", "a mapping is its text"),
+    (lambda p: p.build(["A=G0", "B=S"], L3_SIZES), "ArgumentError", "got list"),
+    (lambda p: p.run(L3_MAPPING, None), "ArgumentError", "sizes must be a dict"),
+    (lambda p: p.run(None, L3_SIZES), "ArgumentError", "a mapping is its text"),
+    (lambda p: p.run(L3_MAPPING, L3_SIZES, 42), "InputError", "inputs must be a dict"),
+    (lambda p: p.check(None), "ArgumentError", "a mapping is its text"),
+    (lambda p: p.explain(42), "ArgumentError", "a mapping is its text"),
+    (lambda p: p.count(fixed=42), "ArgumentError", "a mapping is its text"),
+    (lambda p: list(p.enumerate(fixed=["A=G0"])), "ArgumentError", "a mapping is its text"),
+    (lambda p: list(p.enumerate(limit="3")), "ConfigurationError", "limit must be"),
+    (lambda p: list(p.enumerate(limit=-1)), "ConfigurationError", "limit must be"),
+    (lambda p: list(p.enumerate(order="random", seed="x")), "ConfigurationError",
+     "seed must be"),
+])
+def test_api_arguments_are_checked_at_the_boundary(call, error, message):
+    from ir.errors import LiftmapError
+    from mapper import errors, problem
+
+    p = problem(L3)
+    with pytest.raises(LiftmapError, match=message) as e:
+        call(p)
+    assert type(e.value) is getattr(errors, error)
+
+
+def test_api_arguments_of_the_right_kind_still_work():
+    import numpy as np
+
+    from mapper import problem
+
+    p = problem(L3)
+    assert len(list(p.enumerate(limit=np.int64(2), order="random", seed=np.int32(1)))) == 2
+    assert p.build({"A": "W0", "B": "L0", "C": "L0", "D": "S"}, L3_SIZES).source
