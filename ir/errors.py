@@ -141,6 +141,10 @@ class InterpreterError(IRError):
     """The reference interpreter cannot evaluate the program with the inputs given."""
 
 
+class ProgramFileError(IRError):
+    """A program given as a path names no file, or a folder (the message says which)."""
+
+
 class ParseError(IRError):
     """Text syntax error, with line and column (and ``path``, the file, when parsed from
     one: ``ir.parser.parse_file``)."""

@@ -20,7 +20,7 @@ from typing import TypeVar
 from ir.builders import USER_FUNS, fresh
 from ir.cexpr import CExprReader, compile_py
 from ir.cwords import OPENCL_RESERVED
-from ir.errors import NotUTF8Error, ParseError
+from ir.errors import NotUTF8Error, ParseError, ProgramFileError
 from ir.lexer import MAX_NESTING, Token, nested
 from ir.nodes import ExprNode, FunCall, FunDecl, Lambda, Literal, Map, Node, Param, UserFun
 from ir.parse_keywords import KEYWORDS, MAP_RE, MAP_WORDS, WORDS, KeywordForms, is_reserved
@@ -471,8 +471,16 @@ def parse(text: str, *, userfuns: Mapping[str, UserFun] | None = None,
 
 def read_source(path: str | os.PathLike) -> str:
     """The text of a program file; ``NotUTF8Error`` (naming the file, the first bad byte,
-    its line and column) if it is not UTF-8. A UTF-8 byte order mark is dropped."""
-    data = Path(path).read_bytes()
+    its line and column) if it is not UTF-8, ``ProgramFileError`` if it names no file or a
+    folder. A UTF-8 byte order mark is dropped."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ProgramFileError(f"No such file: {os.fspath(path)} (give the path of a .lift "
+                               f"program, or the program's text)") from None
+    except IsADirectoryError:
+        raise ProgramFileError(f"{os.fspath(path)} is a folder, not a program file: give the "
+                               f"path of a .lift program") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -11,6 +11,7 @@ is found at the same place in the parsed program.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from ir.errors import IRTypeError, Location
@@ -56,12 +57,19 @@ class SourceMap:
         return e.location is not None
 
 
+# one word of path characters: a path (a program declares its inputs, ``X : [float]N``)
+_PATH_RE = re.compile(r"[\w./~+-]+")
+
+
 def parse_mapped(source: str | os.PathLike) -> tuple[Node, SourceMap]:
-    """The program in ``source`` (a ``.lift`` path, or program text when it is a string
-    holding a newline or not ending in ``.lift``) and its source map."""
+    """The program in ``source`` and its source map. ``source`` is a path (an
+    ``os.PathLike``; a one-line string ending in ``.lift``, naming a file or a folder, or
+    made of path characters alone, such as ``nope``: no program is one word) or program
+    text. A path that names no file raises ``ProgramFileError``."""
     spans: dict[int, tuple[int, int]] = {}
-    if isinstance(source, os.PathLike) or ("\n" not in source
-                                           and source.strip().endswith(".lift")):
+    if isinstance(source, os.PathLike) or ("\n" not in source and (
+            source.strip().endswith(".lift") or _PATH_RE.fullmatch(source.strip())
+            or os.path.exists(source))):
         path = os.fspath(source)
         program = parse_file(path, spans=spans)
         text, where = read_source(path), path

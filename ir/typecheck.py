@@ -28,6 +28,11 @@ from ir.visitor import Dispatch
 _T = TypeVar("_T", bound=Type)
 
 
+def _operand(e: Expr) -> str:
+    """``e`` as an operand of ``%`` in a message: parenthesised unless a number or a name."""
+    return str(e) if e.is_const or e.is_var else f"({e})"
+
+
 @dataclass(frozen=True)
 class AlgConstraint:
     """A constraint the types impose, with its origin."""
@@ -107,11 +112,15 @@ class _Checker:
     def simp(self, e: Expr) -> Expr:
         return assume_divisible(e, self.facts) if self.facts else e
 
-    def add(self, rel: Rel, kind: str, origin: str, node: nodes.Node) -> None:
+    def add(self, rel: Rel, kind: str, origin: str, node: nodes.Node,
+            shown: str | None = None) -> None:
+        """Records ``rel`` (a ``kind`` constraint from ``origin``), or raises when it fails;
+        ``shown``: ``rel`` as written, before simplification (``4 % 3 == 0``, not
+        ``1 == 0``), in the message of a relation that can never hold."""
         if rel.is_trivially_true:
             return
         if rel.is_trivially_false:
-            raise self.error(f"{origin} needs {rel}, which can never hold", node,
+            raise self.error(f"{origin} needs {shown or rel}, which can never hold", node,
                              ConstraintViolation)
         key = (rel, kind)
         if key in self._seen:
@@ -293,7 +302,8 @@ class _Checker:
         """``m`` (``what``) is positive and divides the length ``n``: a ``kind`` constraint
         from ``origin``, and a fact that simplifies the sizes after it."""
         self.positive(m, what, call)
-        self.add((n % m).eq(0), kind, f"{origin} at {self.where(call)}", call)
+        self.add((n % m).eq(0), kind, f"{origin} at {self.where(call)}", call,
+                 f"{_operand(n)} % {_operand(m)} == 0")
         self.facts.append((n, m))
 
     # ------------------------------------------------------ layout primitives
@@ -320,7 +330,8 @@ class _Checker:
                  f"slide({size}, {step}) at {self.where(call)}", call)
         if f.strict:
             self.add(((n - size) % step).eq(0), "slideStrict",
-                     f"slideStrict({size}, {step}) at {self.where(call)}", call)
+                     f"slideStrict({size}, {step}) at {self.where(call)}", call,
+                     f"({n} - {_operand(size)}) % {_operand(step)} == 0")
             self.facts.append((n - size, step))
             count = (n - size) / step + 1
         else:
