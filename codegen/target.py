@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from codegen.device import DeviceError, select_device
+from codegen.device import ENV_VAR, DeviceError, select_device
 from codegen.device_description import (
     DEFAULT_DEVICE,
     H100,
@@ -34,8 +34,9 @@ __all__ = [
 def resolve(spec: str | Device | None) -> Device:
     """A ``Device`` from the CLI's ``--device`` text: a preset name (``pocl-cpu``,
     ``h100``), a path to a JSON description, or a live OpenCL device spec (as
-    ``codegen.device.select_device`` takes it). ``None``: the live default device if
-    OpenCL has one, else :data:`DEFAULT_DEVICE`."""
+    ``codegen.device.select_device`` takes it). ``None``: the device ``LIFTMAP_DEVICE``
+    names (``DeviceDescriptionError`` when it names none, as for ``--device``), else the
+    live default device if OpenCL has one, else :data:`DEFAULT_DEVICE`."""
     if isinstance(spec, Device):
         return spec
     if spec is not None and spec.lower() in PRESETS:
@@ -45,7 +46,7 @@ def resolve(spec: str | Device | None) -> Device:
     try:
         return Device.from_opencl(select_device(spec))
     except DeviceError as e:
-        if spec is None:
+        if spec is None and not os.environ.get(ENV_VAR):
             return DEFAULT_DEVICE
         raise DeviceDescriptionError(
             f"{e}\n(--device also takes a preset: {', '.join(PRESETS)}, or a JSON "

@@ -170,3 +170,80 @@ def test_api_arguments_of_the_right_kind_still_work():
     p = problem(L3)
     assert len(list(p.enumerate(limit=np.int64(2), order="random", seed=np.int32(1)))) == 2
     assert p.build({"A": "W0", "B": "L0", "C": "L0", "D": "S"}, L3_SIZES).source
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    from mapper.cli import main
+
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def one_line_error(rc: int, err: str, message: str) -> None:
+    assert rc == 2 and err.startswith("error:") and message in err, err
+    assert "Traceback" not in err and "usage:" not in err
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("nope", "No such file: nope"),
+    ("examples", "examples is a folder, not a program file"),
+    ("no/such/file.lift", "No such file: no/such/file.lift"),
+])
+def test_a_path_that_names_no_program_file_says_so(capsys, monkeypatch, arg, message):
+    monkeypatch.chdir(ROOT)
+    rc, _, err = cli(capsys, "show", arg)
+    one_line_error(rc, err, message)
+    assert "undeclared parameter" not in err
+
+
+def test_a_negative_budget_is_the_budgets_own_one_line_error(capsys, tmp_path):
+    store = str(tmp_path / "s.sqlite")
+    rc, _, err = cli(capsys, "explore", L3, "--sizes", "N=64", "--budget", "-10m",
+                     "--store", store)
+    one_line_error(rc, err, "budget must be a positive time, got '-10m'")
+    rc, _, err = cli(capsys, "explore", L3, "--sizes", "N=64", "--budget", "-5",
+                     "--store", store)
+    one_line_error(rc, err, "budget must be a positive number of candidates")
+
+
+def test_an_empty_store_name_is_refused(capsys, tmp_path, monkeypatch):
+    from mapper.explore.store import ResultStore, StoreError
+
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = cli(capsys, "explore", L3, "--sizes", "N=64", "--budget", "1", "--store", "")
+    one_line_error(rc, err, "--store needs a file name")
+    assert not (tmp_path / "results").exists()
+    with pytest.raises(StoreError, match="needs a file name"):
+        ResultStore("")
+
+
+@pytest.mark.parametrize("argv", [["device"], ["space", L3, "--sizes", "N=64", "--max", "10"]])
+def test_a_liftmap_device_that_names_no_device_is_refused(capsys, monkeypatch, argv):
+    monkeypatch.setenv("LIFTMAP_DEVICE", "no-such-platform-xyz")
+    rc, out, err = cli(capsys, *argv)
+    one_line_error(rc, err, "no-such-platform-xyz")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("X : [float]4\nmapA(id) o split(3) $ X", "split(3) at node 8 needs 4 % 3 == 0, which can"),
+    ("X : [float]5\nmapA(id) o slideStrict(2, 2) $ X", "needs (5 - 2) % 2 == 0, which can"),
+])
+def test_a_constraint_that_can_never_hold_is_shown_as_written(text, message):
+    from ir.errors import ConstraintViolation
+    from mapper import problem
+
+    with pytest.raises(ConstraintViolation) as e:
+        problem(text)
+    assert message in str(e.value)
+
+
+def test_show_piped_keeps_long_lines_so_the_program_parses_back(capsys):
+    rc, out, _ = cli(capsys, "show", os.path.join(ROOT, "examples", "harris.lift"))
+    assert rc == 0
+    program = out.split("\n\n\n")[0].split("\n", 1)[1]  # after the file name line
+    assert max(len(line) for line in program.splitlines()) > 80
+    parse(program)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from mapper.cli.args import build_parser
+from mapper.cli.args import build_parser, negative_values_joined
 from mapper.cli.build import cmd_demo, cmd_device, cmd_repl, cmd_run, cmd_space
 from mapper.cli.common import (
     JSON_SCHEMA_VERSION,
@@ -110,7 +110,8 @@ def _each_tiling(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; the library's errors print one line on stderr and give status 2."""
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(negative_values_joined(ap, sys.argv[1:] if argv is None else argv))
     try:
         if getattr(args, "tiling", None) == "auto" and args.command in TILING_AUTO:
             return _each_tiling(args)

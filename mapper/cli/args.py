@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Sequence
 
 from mapper.cli.common import MAX_RANGE
 from mapper.cli.options import (
@@ -25,6 +27,36 @@ def _version() -> str:
     from mapper.explore.store import library_version
 
     return library_version()
+
+
+def _value_options(ap: argparse.ArgumentParser) -> set[str]:
+    """The option strings of ``ap`` and its subcommands that take a value."""
+    out: set[str] = set()
+    for a in ap._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                out |= _value_options(sp)
+        elif a.option_strings and a.nargs != 0:
+            out.update(a.option_strings)
+    return out
+
+
+def negative_values_joined(ap: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--opt -10m`` written ``--opt=-10m`` for the options that take a value,
+    so that a negative value reaches the option's own check (one clear line) instead of
+    argparse's "expected one argument"."""
+    takes = _value_options(ap)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        t = argv[i]
+        if t in takes and i + 1 < len(argv) and re.match(r"-\.?\d", argv[i + 1]):
+            out.append(f"{t}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(t)
+            i += 1
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +30,14 @@ JSON_SCHEMA_VERSION = 1
 
 class CliError(UsageError):
     """An argument given on the command line is wrong; the message says what to do."""
+
+
+def store_path(text: str | None) -> str | None:
+    """``--store``'s value (None when not given); ``CliError`` for an empty one."""
+    if text is not None and not text.strip():
+        raise CliError("--store needs a file name (such as results/run.sqlite); got an "
+                       "empty one: leave --store out for the default")
+    return text
 
 
 def mapping_json(m) -> dict[str, str]:
@@ -179,7 +188,11 @@ def parse_domains(items) -> dict[str, tuple[int, ...] | range]:
 
 def target(spec: str | None):
     """The ``codegen.target.Device`` named by ``--device`` (a preset, a JSON description or
-    a live OpenCL device; without one the default preset)."""
+    a live OpenCL device); without one, the device ``LIFTMAP_DEVICE`` names (refused when
+    it names none) or the default preset."""
+    from codegen.device import ENV_VAR
     from codegen.target import DEFAULT_DEVICE, resolve
 
+    if spec is None and os.environ.get(ENV_VAR):
+        return resolve(None)
     return DEFAULT_DEVICE if spec is None else resolve(spec)

@@ -12,7 +12,14 @@ import time
 from rich.markup import escape
 from rich.table import Table
 
-from mapper.cli.common import CliError, console, emit_json, err_console, unfused_stages
+from mapper.cli.common import (
+    CliError,
+    console,
+    emit_json,
+    err_console,
+    store_path,
+    unfused_stages,
+)
 from mapper.sizes import check_sizes, parse_sizes
 
 
@@ -132,13 +139,14 @@ def cmd_explore(args) -> int:
     from mapper.explore.variants import explore_variants, variant_store
 
     budget = parse_budget(args.budget)  # user errors first, before any work
+    store_path(args.store)
     get_strategy(args.strategy)
     if args.mapping and args.strategy != "manual":
         raise CliError("--mapping goes with --strategy manual")
     if args.strategy == "manual" and not args.mapping:
         raise CliError("--strategy manual needs --mapping, e.g. 'A=W0 B=L0 C=L0 D=S'")
     stem = "conv" if args.file == "conv" else os.path.splitext(os.path.basename(args.file))[0]
-    path = args.store or os.path.join("results", f"{stem}.sqlite")
+    path = store_path(args.store) or os.path.join("results", f"{stem}.sqlite")
     tasks = _explore_tasks(args)  # a bad program or shape leaves no store behind
     # the store is the first variant's; the others' are named after it, whichever are run
     primary = CONV_VECTORISE[0] if args.file == "conv" else "unfused"

@@ -44,7 +44,8 @@ def cmd_show(args) -> int:
                            "constraints": rows})
     else:
         console.print(f"[bold]{escape(args.file)}[/bold]")
-        console.print(print_program(prog), markup=False)
+        # its own line breaks only (piped, rich would wrap at 80 columns mid-expression)
+        console.print(print_program(prog), markup=False, soft_wrap=True)
         console.print()
         for p in inputs:
             console.print(f"  input {escape(p['name'])} : {escape(p['type'])}")

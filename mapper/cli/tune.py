@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mapper.cli.common import store_path
 from mapper.cli.options import add_search
 
 __all__ = ["add_parser", "cmd_tune", "parse_arg", "parse_values"]
@@ -167,7 +168,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                       restrictions=args.restriction or None, answer=answer, atol=args.atol,
                       grid_div_x=div(args.grid_div_x), grid_div_y=div(args.grid_div_y),
                       flops=flops, strategy=args.strategy, budget=args.budget,
-                      seed=args.seed, store=args.store, device=args.device,
+                      seed=args.seed, store=store_path(args.store), device=args.device,
                       timeout_s=args.timeout)
     if args.json:
         b = res.best

@@ -180,6 +180,9 @@ class ResultStore:
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False,
                  timeout_s: float = 60.0):
         self.path = os.fspath(path)
+        if not self.path.strip():
+            raise StoreError("a results store needs a file name (such as results/run.sqlite); "
+                             "got an empty one")
         self.readonly = readonly
         self.timeout_s = timeout_s
         self._columns: set[str] = set()
