@@ -247,3 +247,21 @@ def test_show_piped_keeps_long_lines_so_the_program_parses_back(capsys):
     program = out.split("\n\n\n")[0].split("\n", 1)[1]  # after the file name line
     assert max(len(line) for line in program.splitlines()) > 80
     parse(program)
+
+
+def test_an_interrupt_while_wrapping_up_counts_what_was_stored(capsys, tmp_path, monkeypatch):
+    from mapper.explore import variants
+
+    def interrupted(tasks, *, stores, **kw):  # 3 candidates stored, then a second Ctrl-C
+        st = next(iter(stores.values()))
+        for i in range(3):
+            st.add(dict(key=f"k{i}", run_id="r", strategy="solver", seed=0, idx=i,
+                        mapping="A=G0", tuning="{}", status="ok", created=float(i)))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(variants, "explore_variants", interrupted)
+    store = str(tmp_path / "s.sqlite")
+    rc, _, err = cli(capsys, "explore", L3, "--sizes", "N=64", "--budget", "5", "--store",
+                     store, "-q")
+    assert rc == 130 and "nothing was evaluated" not in err
+    assert f"interrupted: 3 candidate(s) of this run are stored in {store} (3)" in err

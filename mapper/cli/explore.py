@@ -189,6 +189,7 @@ def cmd_explore(args) -> int:
         if dash_console is not None:
             dash.update(rec, res)
 
+    before = {n: len(st) for n, st in stores.items()}  # rows the stores held already
     try:
         kw = dict(strategy=args.strategy, budget=budget, device=args.device,
                   seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
@@ -213,8 +214,16 @@ def cmd_explore(args) -> int:
         else:
             vr = explore_variants(tasks, stores=stores, on_phase=on_phase,
                                   on_result=on_result, **kw)
-    except KeyboardInterrupt:  # before the first candidate (start-up, building the space)
-        err_console.print("interrupted before the first candidate; nothing was evaluated")
+    except KeyboardInterrupt:  # the start-up, or a second Ctrl-C while it wrapped up
+        stored = {n: len(st) - before[n] for n, st in stores.items() if len(st) > before[n]}
+        if not stored:
+            err_console.print("interrupted before the first candidate; nothing was evaluated")
+        else:
+            where = ", ".join(f"{paths[n]} ({k})" for n, k in stored.items())
+            err_console.print(f"interrupted: {sum(stored.values())} candidate(s) of this run "
+                              f"are stored in {where}; mapper results STORE shows them, and "
+                              f"the same command resumes the exploration", markup=False,
+                              highlight=False, soft_wrap=True)
         return 130
     finally:
         for st in stores.values():
