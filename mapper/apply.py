@@ -40,7 +40,7 @@ from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType
 from mapper.encoding import FUSED, SEQ, VEC
 from mapper.errors import MappingError
-from mapper.lanes_probe import parallel_lanes, peel_layout, row_blocks
+from mapper.lanes_probe import block_shape, parallel_lanes, row_blocks
 from mapper.nesting import MapNestingTree, _direct_map
 
 _KIND = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
@@ -104,26 +104,32 @@ def apply_mapping(program: Node, codes: AbcMapping[str, int],
 
 def _row_block(a: Map, size: str) -> Node:
     """``mapA(\\x -> mapB(g) $ Y)`` as ``join o mapA(\\xs -> transpose(mapB(\\y ->
-    mapVec(1)(\\x -> g(y)) $ xs) $ Y)) o split(size)`` (layout functions applied to
-    ``B``'s result, ``join(mapB(g) $ Y)``, apply to each row after the transpose, as
-    ``map(join)``): each iteration of ``A`` takes
-    ``size`` rows ``xs``, and ``B``'s body runs them together (``mapVec(1)``: a map in one
+    mapVec(1)(\\x -> g(y)) $ xs) $ Y)) o split(size)``, and ``mapA(mapB(g))`` as ``join
+    o mapA(\\xs -> transpose(mapB(\\ys -> mapVec(1)(g) $ ys) $ transpose(xs))) o
+    split(size)`` (layout functions applied to ``B``'s result, ``join(mapB(g) $ Y)``,
+    apply to each row after the transpose, as ``map(join)``): each iteration of ``A``
+    takes ``size`` rows, and ``B``'s body runs them together (``mapVec(1)``: a map in one
     lane, whose iterations the lowering jams into the loop of their body, a register block
-    of ``size`` x ``B``'s own; ``codegen.lanes.jam``). Only ``row_blocks`` maps come here."""
-    f = a.f
-    assert isinstance(f, Lambda)  # row_blocks checked the shape
-    call, layout = peel_layout(f.body)
-    assert isinstance(call, FunCall) and isinstance(call.f, Map)
-    x, b, ys = f.params[0], call.f, call.args[0]
+    of ``size`` x ``B``'s own; ``codegen.lanes.jam``). Only ``row_blocks`` maps come
+    here."""
+    shape = block_shape(a)
+    assert shape is not None  # row_blocks checked the shape
+    x, layout, b, ys, own = shape
     g = b.f
-    if isinstance(g, Lambda) and len(g.params) == 1:
-        y, gbody = g.params[0], g.body
-    else:
-        y = fresh("y")
-        gbody = FunCall(g, (y,))
     xs = fresh("rows")
-    rowmap = Map(Lambda((x,), gbody), "mapVec", None, None, width=sym(1))
-    inner = replace(b, f=Lambda((y,), FunCall(rowmap, (xs,))))
+    if own:  # B maps over x itself: the chunk's columns, each a row's element per row
+        cols = fresh("col")
+        rowmap = Map(g, "mapVec", None, None, width=sym(1))
+        inner = replace(b, f=Lambda((cols,), FunCall(rowmap, (cols,))))
+        ys = FunCall(transpose(), (xs,))
+    else:
+        if isinstance(g, Lambda) and len(g.params) == 1:
+            y, gbody = g.params[0], g.body
+        else:
+            y = fresh("y")
+            gbody = FunCall(g, (y,))
+        rowmap = Map(Lambda((x,), gbody), "mapVec", None, None, width=sym(1))
+        inner = replace(b, f=Lambda((y,), FunCall(rowmap, (xs,))))
     assert isinstance(inner, Map)
     rows: Node = FunCall(transpose(), (FunCall(inner, (ys,)),))
     if layout:  # each row's layout as the map gave it: map(join) o transpose

@@ -233,28 +233,48 @@ def parallel_lanes(tree: MapNestingTree, codes: Mapping[str, int]) -> list[str]:
 def row_blocks(tree: MapNestingTree, codes: Mapping[str, int]) -> dict[str, str]:
     """The parallel maps of ``codes`` that also take a block of rows per iteration (2-D
     register blocking; ``mapper.apply``), each with the map inside it (label -> label): a
-    map ``A`` whose function is ``\\x -> mapB(g) $ Y`` with ``Y`` free of ``x`` (so its
-    iterations can run ``B``'s loop together: ``map_x(map_y(g))`` is
-    ``transpose(map_y(map_x(g)))``) and ``B`` strip-mined (:func:`parallel_lanes`)."""
+    map ``A`` whose function is ``\\x -> mapB(g) $ Y``, layout functions (join, split,
+    transpose) possibly applied to the result, with ``Y`` free of ``x`` (a matmul's
+    ``Bt``: ``map_x(map_y(g))`` is ``transpose(map_y(map_x(g)))``) or ``Y`` = ``x`` with
+    ``g`` free of ``x`` (``map(map(g))``: the rows' chunk is transposed first), and ``B``
+    strip-mined (:func:`parallel_lanes`)."""
     strips = set(parallel_lanes(tree, codes))
     out = {}
     for m, code in codes.items():
         if code < 10 or m not in tree.maps:
             continue
-        f = tree.maps[m].node.f
-        if not isinstance(f, Lambda) or len(f.params) != 1:
+        shape = block_shape(tree.maps[m].node)
+        if shape is None:
             continue
-        call, _ = peel_layout(f.body)
-        if not isinstance(call, FunCall) or not isinstance(call.f, Map) or len(call.args) != 1:
-            continue
-        inner, arg = call.f, call.args[0]
+        inner = shape[2]
         label = next((c for c in tree.maps[m].children if tree.maps[c].uid == inner.uid),
                      None)
-        x = f.params[0].name
-        if label in strips and not any(isinstance(n, Param) and n.name == x
-                                       for n in walk(arg)):
+        if label in strips:
             out[m] = label
     return out
+
+
+def block_shape(a: Map) -> tuple[Param, list[FunDecl], Map, Node, bool] | None:
+    """``A``'s function as :func:`row_blocks` reads it: its parameter ``x``, the layout
+    functions applied last (outermost first), the inner map ``B``, ``B``'s array, and
+    whether that array is ``x`` itself; None for another shape."""
+    f = a.f
+    if isinstance(f, Map):  # map(map(g)): \x -> map(g) $ x
+        x = Param(f"x_blk{a.uid}")
+        f = Lambda((x,), FunCall(f, (x,)))
+    if not isinstance(f, Lambda) or len(f.params) != 1:
+        return None
+    call, layout = peel_layout(f.body)
+    if not isinstance(call, FunCall) or not isinstance(call.f, Map) or len(call.args) != 1:
+        return None
+    x, inner, arg = f.params[0], call.f, call.args[0]
+    if isinstance(arg, Param) and arg.name == x.name:
+        return None if _mentions(inner.f, x.name) else (x, layout, inner, arg, True)
+    return None if _mentions(arg, x.name) else (x, layout, inner, arg, False)
+
+
+def _mentions(e: Node, name: str) -> bool:
+    return any(isinstance(n, Param) and n.name == name for n in walk(e))
 
 
 def peel_layout(e: Node) -> tuple[Node, list[FunDecl]]:

@@ -278,6 +278,8 @@ EXAMPLE_SIZES: dict[str, tuple[dict[str, int], int]] = {
     # programs written plainly: one add per element summed, a multiply-add per product
     "matmul_plain": ({"M": 3, "N": 4, "K": 5}, 2 * 3 * 4 * 5),
     "row_sums": ({"H": 3, "W": 5}, 3 * 5),
+    "matvec": ({"M": 3, "K": 5}, 2 * 3 * 5),
+    "transpose": ({"H": 3, "W": 5}, 3 * 5),
     "col_sums": ({"H": 3, "W": 5}, 3 * 5),
     "box_blur3x3": ({"H": 4, "W": 5}, 4 * 5 * 9 * 2),
     "conv2_layers": ({"H": 6, "W": 6, "C": 2, "M": 3, "N": 2},

@@ -207,12 +207,18 @@ def test_a_parallel_map_around_a_strip_mined_map_takes_a_block_of_rows():
     assert row_blocks(tree, {"A": 31, "B": 30}) == {"A": "B"}
     assert row_blocks(tree, {"A": 0, "B": 30}) == {}  # A sequential: no rows to share out
     assert row_blocks(tree, {"A": 30, "B": 0}) == {}  # B not strip-mined
-    # B's array depends on A's element: B's loop cannot run A's rows together
+    # map(map(g)): B maps over A's own element, the chunk of rows transposed
     own = problem(r"""
 X : [[float]W]H
 map(\row -> map(\x -> mult(x, x)) $ row) $ X
 """)
-    assert row_blocks(MapNestingTree(own.program), {"A": 31, "B": 30}) == {}
+    assert row_blocks(MapNestingTree(own.program), {"A": 31, "B": 30}) == {"A": "B"}
+    # B's array is computed from A's element: B's loop cannot run A's rows together
+    joined = problem(r"""
+X : [[[float]W]V]H
+map(\plane -> map(\x -> mult(x, x)) $ join(plane)) $ X
+""")
+    assert row_blocks(MapNestingTree(joined.program), {"A": 31, "B": 30}) == {}
     tp = infer_tuning(p.lower("A=G1 B=G0"), {"M": 64, "N": 64, "K": 64})
     assert tp.params["uA"].domain == (1, 2, 4, 8, 16)
     assert tp.params["uA"].why.startswith("rows per work-item")
@@ -220,6 +226,21 @@ map(\row -> map(\x -> mult(x, x)) $ row) $ X
     l3 = infer_tuning(problem(os.path.join(EX, "cc22_listing3.lift")).lower(
         "A=G0 B=V C=S D=V"), {"N": 1024})
     assert max(l3.params["s0"].domain) > 16
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("path,mapping,sizes", [
+    (os.path.join(EX, "transpose.lift"), "A=G0 B=G1", {"H": 16, "W": 32, "uA": 4, "uB": 2,
+                                                       "vB": 4}),
+    (BOX, "A=G1 B=G0", {"H": 16, "W": 32, "uA": 2, "uB": 2, "vB": 8}),  # padding, rows
+])
+def test_a_block_of_rows_over_the_maps_own_elements_matches_the_reference(path, mapping,
+                                                                           sizes):
+    p = problem(path)
+    k = p.build(mapping, sizes)
+    assert "// mapVec(1)" in k.source  # the rows' loop (jammed where it holds a loop)
+    r = k.run()
+    assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-5, r
 
 
 @pytest.mark.opencl
