@@ -23,6 +23,7 @@ from codegen.lanes import DEFAULT_LANES, reduction_identity
 from ir.builders import compose, fresh, join, split, transpose
 from ir.errors import LiftmapError
 from ir.nodes import (
+    ExprNode,
     FunCall,
     FunDecl,
     Lambda,
@@ -131,7 +132,7 @@ def _row_block(a: Map, size: str) -> Node:
         rowmap = Map(Lambda((x,), gbody), "mapVec", None, None, width=sym(1))
         inner = replace(b, f=Lambda((y,), FunCall(rowmap, (xs,))))
     assert isinstance(inner, Map)
-    rows: Node = FunCall(transpose(), (FunCall(inner, (ys,)),))
+    rows: ExprNode = FunCall(transpose(), (FunCall(inner, (ys,)),))
     if layout:  # each row's layout as the map gave it: map(join) o transpose
         rows = FunCall(Map(compose(*layout)), (rows,))
     outer = replace(a, f=Lambda((xs,), rows))

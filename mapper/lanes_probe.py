@@ -30,6 +30,7 @@ from codegen.lanes import access_stride
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from ir.errors import LiftmapError
 from ir.nodes import (
+    ExprNode,
     FunCall,
     FunDecl,
     Join,
@@ -254,7 +255,7 @@ def row_blocks(tree: MapNestingTree, codes: Mapping[str, int]) -> dict[str, str]
     return out
 
 
-def block_shape(a: Map) -> tuple[Param, list[FunDecl], Map, Node, bool] | None:
+def block_shape(a: Map) -> tuple[Param, list[FunDecl], Map, ExprNode, bool] | None:
     """``A``'s function as :func:`row_blocks` reads it: its parameter ``x``, the layout
     functions applied last (outermost first), the inner map ``B``, ``B``'s array, and
     whether that array is ``x`` itself; None for another shape."""
