@@ -40,10 +40,14 @@ from experiments.options import add_bench_seed, add_rounds, add_samples
 _CHILD = r"""
 import gc, hashlib, json, sys, time
 sys.path.insert(0, sys.argv[1])
-from ir.programs import gpgpu20_conv_pipeline, vgg16_layer
+from ir.programs import gpgpu20_conv_pipeline
 from mapper.api import lower_mapping, problem
-from mapper.candidates import (conv_stage_mappings, lower_candidate, lower_pipeline,
-                               paper_like_tuning)
+from mapper.candidates import lower_pipeline
+try:
+    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
+except ImportError:  # an older checkout: the paper's layers and hand mapping in the library
+    from ir.programs import vgg16_layer
+    from mapper.candidates import conv_stage_mappings, paper_like_tuning
 from mapper.tuning import JointSpace
 from codegen.lower import lower
 
