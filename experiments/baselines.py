@@ -58,6 +58,12 @@ def im2col_memory(layer: ConvLayer) -> dict[str, int]:
             "total": inp + hp * wp * layer.C * f + cols + weights + out}
 
 
+def skipped_peer(peer: str, module: str) -> str:
+    """The line a benchmark prints for a peer it leaves out because ``module`` cannot be
+    imported (the ``bench`` extra installs every peer)."""
+    return f"{peer}: skipped: {module} not installed (pip install -e '.[bench]')"
+
+
 def torch_available() -> bool:
     """True when PyTorch can be imported (benchmarks only)."""
     try:

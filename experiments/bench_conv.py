@@ -40,6 +40,7 @@ from experiments.baselines import (
     im2col_conv,
     im2col_memory,
     naive_conv_program,
+    skipped_peer,
     torch_available,
     torch_conv_fn,
     torch_memory,
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             fn, to_hwc = torch_conv_fn(x, w, layer.S, layer.P, threads=threads)
             np.testing.assert_allclose(to_hwc(fn()), ref, atol=1e-3, rtol=1e-3)
             impls[f"PyTorch {torch.__version__} conv2d, {threads} threads"] = (fn, torch_memory)
+        else:
+            print(skipped_peer("PyTorch", "torch"), flush=True)
         impls["numpy im2col + matmul"] = (functools.partial(im2col_conv, x, w, layer.S, layer.P),
                                           im2col_memory)
         for name, (fn, memf) in impls.items():

@@ -302,6 +302,7 @@ def time_found(layer, task, out: dict, args) -> dict:
         fastest_round_s,
         interleave,
         kernel_times,
+        skipped_peer,
         torch_available,
         torch_conv_fn,
         wall_times,
@@ -327,6 +328,8 @@ def time_found(layer, task, out: dict, args) -> dict:
         torch_fn, _ = torch_conv_fn(hin["inputData"], hin["kernelsWeights"], layer.S,
                                     layer.P, threads=os.cpu_count())
         torch_fn()
+    else:
+        print(skipped_peer("PyTorch", "torch"), flush=True)
     steal0, total0 = cpu_ticks()
     with WorkerPool() as pool:
         def handwritten(program: CompiledProgram) -> Sequence[float]:

@@ -287,14 +287,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         import tvm  # noqa: F401
-    except ImportError:
-        print("needs TVM: pip install -e '.[bench]'", file=sys.stderr)
-        return 2
+        have_tvm = True
+    except ImportError:  # liftmap (and PyTorch) are still searched and timed
+        have_tvm = False
     from codegen.worker import WorkerPool
     from experiments.baselines import (
         RunFailed,
         interleave,
         kernel_times,
+        skipped_peer,
         torch_available,
         torch_conv_fn,
         wall_times,
@@ -312,37 +313,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the layer's own channels: the task may run with zero channels added
     x, w = to_nchw(task.inputs["inputData"][..., :layer.C],
                    task.inputs["kernelsWeights"][..., :layer.C])
-    with tempfile.TemporaryDirectory(prefix="tvm-ms-") as tmp:
-        try:
-            lib, curve, info = tune_tvm(layer, args.budget_s, args.work_dir or tmp,
-                                        args.trials_per_iter, args.seed, cores,
-                                        args.population, args.tvm_timeout)
-        except NoSchedule as e:
-            print(f"error: {e}", file=sys.stderr)
+    tvm_fn = None
+    if not have_tvm:
+        print(skipped_peer("TVM", "tvm"), flush=True)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tvm-ms-") as tmp:
+            try:
+                lib, curve, info = tune_tvm(layer, args.budget_s, args.work_dir or tmp,
+                                            args.trials_per_iter, args.seed, cores,
+                                            args.population, args.tvm_timeout)
+            except NoSchedule as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+        out["tvm"] = info
+        # each trial: seconds since tune_tir started, latency (s; None: the trial failed)
+        out["tvm"]["trials_curve"] = [(round(t, 3), None if math.isinf(lat) else lat)
+                                      for t, lat in curve.points]
+        tvm_fn, tvm_out = tvm_runner(lib, x, w, nchw_shapes(layer)["output"])
+        tvm_fn()
+        got = tvm_out.numpy()[0].transpose(1, 2, 0)
+        ref = np.asarray(task.reference)
+        err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref)))))
+        out["tvm"]["max_rel_error"] = err
+        if err > 1e-3:
+            print(f"error: TVM's result differs from the reference (max relative error "
+                  f"{err:.2g})", file=sys.stderr)
             return 1
-    out["tvm"] = info
-    # each trial: seconds since tune_tir started, latency (s; None: the trial failed)
-    out["tvm"]["trials_curve"] = [(round(t, 3), None if math.isinf(lat) else lat)
-                                  for t, lat in curve.points]
-    tvm_fn, tvm_out = tvm_runner(lib, x, w, nchw_shapes(layer)["output"])
-    tvm_fn()
-    got = tvm_out.numpy()[0].transpose(1, 2, 0)
-    ref = np.asarray(task.reference)
-    err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref)))))
-    out["tvm"]["max_rel_error"] = err
-    if err > 1e-3:
-        print(f"error: TVM's result differs from the reference (max relative error "
-              f"{err:.2g})", file=sys.stderr)
-        return 1
-    for frac in (0.9, 0.95):
-        r = curve.reach(frac)
-        out["tvm"][f"to{round(frac * 100)}"] = r
-    reach = [f"{round(fr * 100)}% at trial {r[0]} ({r[1]:.0f} s)" for fr in (0.9, 0.95)
-             if (r := out["tvm"][f"to{round(fr * 100)}"])]
-    print(f"TVM: {info['trials']} trials in {info['tuning_s']:.0f} s (import "
-          f"{info['import_s']:.0f} s before; {info['target']}), best "
-          f"{layer.flops / curve.best / 1e9:.1f} GFLOP/s while tuning; of its best: "
-          f"{', '.join(reach)}", flush=True)
+        for frac in (0.9, 0.95):
+            r = curve.reach(frac)
+            out["tvm"][f"to{round(frac * 100)}"] = r
+        reach = [f"{round(fr * 100)}% at trial {r[0]} ({r[1]:.0f} s)" for fr in (0.9, 0.95)
+                 if (r := out["tvm"][f"to{round(fr * 100)}"])]
+        print(f"TVM: {info['trials']} trials in {info['tuning_s']:.0f} s (import "
+              f"{info['import_s']:.0f} s before; {info['target']}), best "
+              f"{layer.flops / curve.best / 1e9:.1f} GFLOP/s while tuning; of its best: "
+              f"{', '.join(reach)}", flush=True)
     try:
         found_fn, linfo = liftmap_kernel(task, layer, args)
     except (ValueError, RuntimeError) as e:
@@ -356,11 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch_fn, _ = torch_conv_fn(task.inputs["inputData"][..., :layer.C],
                                     task.inputs["kernelsWeights"][..., :layer.C],
                                     layer.S, layer.P, threads=cores)
+    else:
+        print(skipped_peer("PyTorch", "torch"), flush=True)
     with WorkerPool() as pool:
         runs: dict[str, Callable[[], Sequence[float]]] = {
             "liftmap": kernel_times(pool, task, found_fn, repeats=args.repeats,
-                                    flops=layer.flops, what="liftmap's kernel"),
-            "TVM": functools.partial(wall_times, tvm_fn, args.repeats)}
+                                    flops=layer.flops, what="liftmap's kernel")}
+        if tvm_fn is not None:
+            runs["TVM"] = functools.partial(wall_times, tvm_fn, args.repeats)
         if torch_fn is not None:
             runs["PyTorch"] = functools.partial(wall_times, torch_fn, args.repeats)
         try:
@@ -378,10 +386,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         med = layer.flops / statistics.median(ts) / 1e9
         out[f"{name}_gflops"] = {"median": med, "max": layer.flops / min(ts) / 1e9}
         parts.append(f"{name} {med:.1f} (max {out[f'{name}_gflops']['max']:.1f})")
-    tv, lm = out["TVM_gflops"]["median"], out["liftmap_gflops"]["median"]
-    ratio = f"; liftmap / TVM {lm / tv:.2f}x"
-    if "PyTorch_gflops" in out:
-        ratio += f", TVM / PyTorch {tv / out['PyTorch_gflops']['median']:.2f}x"
+    lm, ratios = out["liftmap_gflops"]["median"], []
+    if "TVM_gflops" in out:
+        tv = out["TVM_gflops"]["median"]
+        ratios.append(f"liftmap / TVM {lm / tv:.2f}x")
+        if "PyTorch_gflops" in out:
+            ratios.append(f"TVM / PyTorch {tv / out['PyTorch_gflops']['median']:.2f}x")
+    elif "PyTorch_gflops" in out:
+        ratios.append(f"liftmap / PyTorch {lm / out['PyTorch_gflops']['median']:.2f}x")
+    ratio = "".join(f"; {r}" for r in ratios)
     print(f"GFLOP/s, median of {args.rounds} interleaved rounds x {args.repeats}: "
           f"{', '.join(parts)}{ratio}; load {out['load_before']} -> {out['load_after']}"
           + (f"; WARNING: {'; '.join(warn)}" if warn else ""), flush=True)

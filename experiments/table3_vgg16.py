@@ -81,15 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         ap.error(f"unknown layer(s) {', '.join(bad)}; the nine unique ones: {', '.join(FLAGS)}")
     rows = []
+    skipped: dict[str, None] = {}  # bench_conv's lines on the peers it left out
     print("| layer | generated GFLOP/s | hand-written | numpy im2col | PyTorch | generated / "
           "best other | memory MiB: generated / hand-written / numpy / PyTorch |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for layer in layers:
         if args.from_logs:
             with open(os.path.join(args.from_logs, f"t3-{layer}.log")) as f:
-                res = parse(f.read())
+                text = f.read()
         else:
-            res = parse(run_layer(layer, args.rounds, args.repeats))
+            text = run_layer(layer, args.rounds, args.repeats)
+        res = parse(text)
+        skipped.update((ln, None) for ln in text.splitlines() if ": skipped: " in ln)
         g = {k: res.get(k, {}) for _, k in KINDS}
         others = [g[k]["gflops"] for k in ("hand-written", "numpy", "pytorch") if g[k]]
         ratio = g["generated"]["gflops"] / max(others) if g["generated"] and others else None
@@ -102,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'' if ratio is None else f'{ratio:.2f}'} | {_cell(g, 'generated', 'mib')} / "
               f"{_cell(g, 'hand-written', 'mib')} / {_cell(g, 'numpy', 'mib')} / "
               f"{_cell(g, 'pytorch', 'mib')} |", flush=True)
+    for line in skipped:
+        print(line)
     if args.csv:
         os.makedirs(os.path.dirname(args.csv) or ".", exist_ok=True)
         with open(args.csv, "w", newline="") as f:

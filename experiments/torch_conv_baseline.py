@@ -1,7 +1,7 @@
 """PyTorch conv2d on a VGG-16 layer, on CUDA (cuDNN) when available, else the CPU: the
 baseline printed next to the generated kernels' figures (benchmark-only; torch optional).
 
-    python experiments/torch_conv_baseline.py --layer 19 [--scale 1]
+    python -m experiments.torch_conv_baseline --layer 19 [--scale 1]
 """
 
 from __future__ import annotations
@@ -10,15 +10,19 @@ import argparse
 import statistics
 import time
 
+from experiments.baselines import skipped_peer, torch_available
 from experiments.vgg16 import vgg16_layer
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layer", default="19")
     ap.add_argument("--scale", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=20)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if not torch_available():
+        print(skipped_peer("PyTorch", "torch"))
+        return 0
     import torch
 
     la = vgg16_layer(args.layer)
@@ -42,7 +46,8 @@ def main() -> None:
     name = torch.cuda.get_device_name() if dev == "cuda" else "CPU"
     print(f"torch {torch.__version__} conv2d on {name}, layer {la.name} {la.C}x{h}x{w}: "
           f"{med * 1e3:.3f} ms, {flops / med / 1e9:.1f} GFLOP/s (median of {args.repeats})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
