@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from codegen.worker import WorkerPool
+    from experiments import bench_matmul  # workers unpickle lower_matmul from it, not __main__
     from experiments.machine import cpu_model
     from mapper.candidates import reduction_tolerance
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in parse_tunings(args.tunings):
             sizes = {"M": n, "N": n, "K": n, **t}
             label = f"generated, bm={t['bm']} bn={t['bn']} v={t['v']}"
-            fn = functools.partial(lower_matmul, args.program, args.mapping, sizes,
+            fn = functools.partial(bench_matmul.lower_matmul, args.program, args.mapping, sizes,
                                    args.fusion)
             o = pool.evaluate_candidate(fn, inputs, ref, timeout_s=args.timeout, repeats=1,
                                         flops=flops, **tol)

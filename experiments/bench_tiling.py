@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} {v}: {res.evaluated} evaluated in "
                       f"{time.perf_counter() - t0:.0f} s, best {best.gflops or 0:.3g} GFLOP/s "
                       f"stored ({best.mapping.short()} {dict(best.tuning)})", flush=True)
+            if not found:
+                print(f"{name}: no variant ran ok; nothing to time", flush=True)
+                continue
             x = next(iter(found.values()))[0].inputs["inputData"]
             weights = {k: v for k, v in next(iter(found.values()))[0].inputs.items()
                        if k != "inputData"}

@@ -5,10 +5,12 @@ Any outcome other than ``ok`` or ``rejected`` is a disagreement between the witn
 is printed as ``BAD``:
 
     .venv/bin/python -m experiments.check_tiling
+    .venv/bin/python -m experiments.check_tiling --pipelines harris --memories local --tiles 2
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import time
 from collections import Counter
@@ -24,20 +26,40 @@ SIZES = {"blur_separable": ({"H": 13, "W": 11}, "A"),
          "conv2_layers": ({"H": 9, "W": 11, "C": 2, "M": 3, "N": 2}, "A")}
 
 
-def main() -> int:
+MEMORIES = ("local", "private", "global")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pipelines", default=",".join(SIZES),
+                    help="comma-separated (default: all)")
+    ap.add_argument("--memories", default=",".join(MEMORIES),
+                    help="the tiles' intermediates' memories (default: all)")
+    ap.add_argument("--tiles", default="2,3,4", help="tile sizes (default 2,3,4)")
+    ap.add_argument("--limit", type=int, default=8, help="sampled mappings per tiled program "
+                    "and tile size (default 8)")
+    args = ap.parse_args(argv)
+    names = [n for n in args.pipelines.split(",") if n]
+    memories = [m for m in args.memories.split(",") if m]
+    unknown = [n for n in names if n not in SIZES] + [m for m in memories if m not in MEMORIES]
+    if unknown:
+        ap.error(f"unknown {', '.join(unknown)}: pipelines {', '.join(SIZES)}; memories "
+                 f"{', '.join(MEMORIES)}")
+    tiles = [int(t) for t in args.tiles.split(",")]
     r = Runner()
     total: Counter = Counter()
     bad = []
     t0 = time.time()
-    for name, (sizes, labels) in SIZES.items():
+    for name in names:
+        sizes, labels = SIZES[name]
         prog = parse_file(f"examples/{name}.lift")
         cuts: list[tuple[str, ...]] = [()] + [
             c for k in range(1, len(labels) + 1) for c in itertools.combinations(labels, k)]
-        for memory in ("local", "private", "global"):
+        for memory in memories:
             for cut in cuts:
                 tiled = fuse_through_tiling(prog, memory=memory, unfused=cut)
-                for t in (2, 3, 4):
-                    rep = check_program(tiled, {**sizes, "t": t}, r, limit=8,
+                for t in tiles:
+                    rep = check_program(tiled, {**sizes, "t": t}, r, limit=args.limit,
                                         seed=t * 7 + len(cut), fusion="always")
                     c = Counter(o.status for _, o in rep.outcomes)
                     total.update(c)

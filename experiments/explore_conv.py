@@ -17,7 +17,7 @@ import argparse
 import time
 
 from codegen.worker import WorkerPool
-from experiments.vgg16 import paper_like_tuning, vgg16_layer
+from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
 from ir.programs import ConvLayer
 from mapper.explore import Task, explore
 from mapper.explore.record import short_mapping
@@ -53,7 +53,8 @@ def main() -> None:
         tuning = paper_like_tuning(layer)
         t = time.perf_counter()
         assert task.stage is not None  # a pipeline task: one stage is explored
-        o = pool.evaluate_candidate(task.lower_fn(task.stage_mappings[task.stage], tuning),
+        hand = conv_stage_mappings(task.pipeline)[task.stage]
+        o = pool.evaluate_candidate(task.lower_fn(hand, tuning),
                                     task.inputs, task.reference, timeout_s=args.timeout,
                                     repeats=3, flops=task.flops, **tol)
         hand_gflops = o.gflops or 0.0

@@ -23,7 +23,7 @@ import time
 from codegen.errors import LoweringError
 from codegen.target import DeviceDescriptionError, resolve
 from experiments.options import add_bench_seed, add_samples
-from experiments.vgg16 import vgg16_layer
+from experiments.vgg16 import parse_layer
 from ir.errors import ConstraintViolation
 from ir.programs import gpgpu20_conv_pipeline
 from mapper.candidates import lower_candidate
@@ -35,7 +35,7 @@ def measure(layer_name: str, device_spec: str, samples: int, seed: int,
     """One (layer, device): timings, outcome counts and the rejections (mapping, tuning,
     reason)."""
     device = resolve(device_spec)
-    layer = vgg16_layer(layer_name)
+    layer = parse_layer(layer_name)
     stage = gpgpu20_conv_pipeline().stage("partial").program
     t0 = time.perf_counter()
     js = JointSpace(stage, layer.sizes(), device=device, max_value=2 * layer.H)
@@ -72,7 +72,8 @@ def measure(layer_name: str, device_spec: str, samples: int, seed: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", default="7,17,19", help="VGG-16 layers (comma-separated)")
+    ap.add_argument("--layers", default="7,17,19", help="VGG-16 layers (comma-separated; "
+                    "19/2 halves H and W)")
     ap.add_argument("--devices", default="pocl-cpu,h100",
                     help="presets, JSON descriptions or live OpenCL specs (comma-separated)")
     add_samples(ap, 1000, "joint-space candidates per layer and device")
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.layers.split(","):
             try:
                 r, rejected = measure(name.strip(), dev.strip(), args.samples, args.seed)
-            except (DeviceDescriptionError, KeyError) as e:
+            except (DeviceDescriptionError, ValueError) as e:
                 ap.error(str(e))
             rows.append(r)
             ok = r["outcomes"].get("lowered", 0)
