@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from codegen.worker import WorkerPool
+    from experiments.baselines import skipped_peer
     from experiments.bench_search import load
     from experiments.machine import cpu_model, save_json
     from ir.flops import count_flops
@@ -137,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             peers = {k: f for k, f in (("scipy.ndimage", scipy_fn(name, x, weights)),
                                        ("opencv", opencv_fn(name, x, weights)))
                      if f is not None}
+            if "opencv" not in peers:
+                print(skipped_peer("OpenCV", "cv2"), flush=True)
             for k, f in peers.items():
                 times[k] = []
                 got, want = f(), task.reference

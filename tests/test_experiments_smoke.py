@@ -119,6 +119,7 @@ PEERS: dict[str, list[tuple[str, str]]] = {
     "torch_conv_baseline": [("PyTorch", "torch")],
     "table3_vgg16": [("PyTorch", "torch")],
     "bench_peers_search": [("Kernel Tuner", "kernel_tuner")],
+    "bench_tiling": [("OpenCV", "cv2")],
 }
 
 TIMEOUT_S = 240  # per script: tiny cases take seconds, a loaded CI machine more
