@@ -44,6 +44,7 @@ from codegen.errors import (
 from codegen.intensity import hot_loop_features
 from codegen.lanes import Functions, lane_defaults, vectorise_loops
 from codegen.launch import FREE_GROUP_MOST, configure, fit_private_local_size
+from codegen.loop_split import split_flat_loops
 from codegen.memory import Buf, dtype_of, has_tuple, natural_view, size_of, size_of_sym
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.resources import (
@@ -254,6 +255,7 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         except UnvectorizableError as e:
             issues.append(e)
             continue
+        split_flat_loops(stmts, b.fresh)  # same iterations, in the same order
         funs += [f for f in b.funs.values() if f not in funs]
         # the resources the candidate needs: without the optional vector accumulators
         if collect is not None:

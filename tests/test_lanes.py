@@ -274,6 +274,10 @@ def test_a_plain_matmul_runs_a_two_dimensional_register_block(sizes, acc, block)
     (TRANSPOSED, "A=G0 B=V", {"H": 4, "W": 16, "vB": 8}),  # scattered
     (MM, "A=G1 B=G0", {"M": 4, "N": 16, "K": 16, "vB": 4, "uB": 2}),  # gathered
     (MM, "A=G1 B=G0", {"M": 8, "N": 16, "K": 32, "uA": 4, "uB": 2, "rv1": 8}),  # 2-D block
+    # a flattened padded window read row by row (whole vectors, or zero at the edges)
+    (os.path.join(EX, "gpgpu20_conv_highlevel.lift"), "Y=G1 X=G0 K=G2",
+     {"M": 4, "C": 8, "KH": 3, "KW": 3, "H": 4, "W": 4, "padT": 1, "padB": 1, "padL": 1,
+      "padR": 1, "strideY": 1, "strideX": 1, "uX": 2, "uK": 2, "vK": 1, "rv1": 4}),
 ])
 def test_kernels_in_lanes_are_clean_under_oclgrind(path, mapping, sizes):
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
@@ -311,3 +315,32 @@ def test_maps_made_in_a_worker_never_take_a_uid_the_program_brought():
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(prog),
                          capture_output=True, cwd=ROOT, check=True).stdout.split()
     assert int(out[1]) > int(out[0]) == big
+
+
+CONV_HL = os.path.join(EX, "gpgpu20_conv_highlevel.lift")
+CONV_SIZES = {"M": 8, "C": 16, "KH": 3, "KW": 3, "H": 6, "W": 6, "padT": 1, "padB": 1,
+              "padL": 1, "padR": 1, "strideY": 1, "strideX": 1}
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("tuning", [
+    {"uX": 2, "uK": 2, "vK": 1, "rv1": 4},  # in lanes: rows of C / 4 vectors
+    {"uX": 1, "uK": 1, "vK": 1, "rv1": 1},  # scalars: rows of C
+])
+def test_a_reduction_over_a_flattened_window_runs_row_by_row(tuning):
+    import re
+
+    p = problem(CONV_HL)
+    k = p.build("Y=G1 X=G0 K=G2", {**CONV_SIZES, **tuning})
+    src = k.source
+    lanes = tuning["rv1"]
+    # the window's KH*KW rows in an outer loop, each row's C / lanes steps inside
+    assert f"_lo < {16 // lanes};" in src and "_hi < 9;" in src, src
+    inner = src[src.index("_lo < "):]
+    inner = inner[:inner.index("\n          }")]
+    # no division by the inner counter is left in the inner loop
+    assert not re.search(r"r\w*_lo\)?\s*[/%]", inner), inner
+    if lanes > 1:  # a padded row is read whole or is zero: its test is the row's own
+        assert f"((float{lanes})(0.0f))" in inner and f"vload{lanes}" in inner
+    r = k.run()
+    assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-4, r
