@@ -274,8 +274,10 @@ def infer_tuning(
         kinds = uses[v]
         lengths = [n for k, n in kinds if k == "split" and n]
         tiled = sorted({n for k, n in kinds if k == "tile" and n})
-        if any(k == "rows" for k, _ in kinds):
-            dom, why = VECTOR_WIDTHS, "rows per work-item (a register block): 1 to 16"
+        if any(k == "rows" for k, _ in kinds):  # pixels: 7, 14, 28... as well as 2^k
+            dom = tuple(d for d in _divisors(math.gcd(*lengths)) if d <= ROWS_MAX) \
+                if lengths else VECTOR_WIDTHS
+            why = f"rows per work-item (a register block): 1 to {ROWS_MAX}, dividing"
         elif any(k == "unroll" for k, _ in kinds):
             dom, why = VECTOR_WIDTHS, "vectors per work-item (a register block): 1 to 16"
         elif any(k == "strip" for k, _ in kinds):  # a strip-mined parallel map
@@ -308,6 +310,9 @@ def infer_tuning(
     _lane_nesting(problem, program, sizes)
     _resource_constraints(problem, device, info)
     return problem
+
+
+ROWS_MAX = 16  # a row block's rows per work-item: codegen.lanes.JAM_MAX
 
 
 def _lane_nesting(problem: TuningProblem, program: Node, sizes: Mapping[str, int]) -> None:
