@@ -222,6 +222,12 @@ map(\plane -> map(\x -> mult(x, x)) $ join(plane)) $ X
     tp = infer_tuning(p.lower("A=G1 B=G0"), {"M": 64, "N": 64, "K": 64})
     assert tp.params["uA"].domain == (1, 2, 4, 8, 16)
     assert tp.params["uA"].why.startswith("rows per work-item")
+    # rows of pixels: the divisors of a 14-wide image up to 16, not only powers of two
+    conv = problem(os.path.join(EX, "gpgpu20_conv_highlevel.lift"))
+    ct = infer_tuning(conv.lower("Y=G1 X=G0 K=G2"), {
+        "M": 8, "C": 16, "KH": 3, "KW": 3, "H": 14, "W": 14, "padT": 1, "padB": 1,
+        "padL": 1, "padR": 1, "strideY": 1, "strideX": 1})
+    assert ct.params["uX"].domain == (1, 2, 7, 14)
     # a V mapping's split is not a row block: its domain stays the divisors
     l3 = infer_tuning(problem(os.path.join(EX, "cc22_listing3.lift")).lower(
         "A=G0 B=V C=S D=V"), {"N": 1024})
