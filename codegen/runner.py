@@ -247,22 +247,45 @@ class Runner:
                                        hostbuf=fill)
         return bufs
 
+    def _enqueue(self, k, kern, bufs, inputs):
+        """Enqueues kernel ``k`` (built as ``kern``) on ``bufs``; returns its event."""
+        args = []
+        for a in k.args:
+            if a in bufs:
+                args.append(bufs[a])
+            else:  # a scalar argument given as a 0-d input
+                v = np.asarray(inputs[a])
+                args.append(v.astype(np.int32 if v.dtype.kind in "iu" else np.float32)[()])
+        kern.set_args(*args)
+        gs = tuple(int(g) for g in k.global_size)
+        ls = None if k.local_size is None else tuple(int(x) for x in k.local_size)
+        return self.cl.enqueue_nd_range_kernel(self.queue, kern, gs, ls)
+
     def _enqueue_all(self, program: CompiledProgram, kernels, bufs, inputs):
-        events = []
-        for k, kern in zip(program.kernels, kernels):
-            args = []
-            for a in k.args:
-                if a in bufs:
-                    args.append(bufs[a])
-                else:  # a scalar argument given as a 0-d input
-                    v = np.asarray(inputs[a])
-                    args.append(v.astype(np.int32 if v.dtype.kind in "iu" else np.float32)[()])
-            kern.set_args(*args)
-            gs = tuple(int(g) for g in k.global_size)
-            ls = None if k.local_size is None else tuple(int(x) for x in k.local_size)
-            events.append(self.cl.enqueue_nd_range_kernel(self.queue, kern, gs, ls))
+        events = [self._enqueue(k, kern, bufs, inputs)
+                  for k, kern in zip(program.kernels, kernels)]
         self.queue.finish()
         return [(e.profile.end - e.profile.start) * 1e-9 for e in events]
+
+    def _first_execution(self, program: CompiledProgram, kernels, bufs, inputs,
+                         on_kernel: Callable[[bool], None]) -> list[float]:
+        """The first execution, one kernel at a time, calling ``on_kernel(True)`` once a
+        kernel runs on the device and ``on_kernel(False)`` once it is done: what comes
+        before a kernel runs (PoCL compiles a kernel for its work-group size at its first
+        launch, seconds for a large one) is told apart from the kernel's own time, which
+        is what the early cut compares with the best candidate's kernel time."""
+        cl = self.cl
+        running = cl.command_execution_status.RUNNING
+        ts: list[float] = []
+        for k, kern in zip(program.kernels, kernels):
+            ev = self._enqueue(k, kern, bufs, inputs)
+            while ev.command_execution_status > running:  # queued, or being compiled
+                time.sleep(0.0005)
+            on_kernel(True)
+            ev.wait()
+            on_kernel(False)
+            ts.append((ev.profile.end - ev.profile.start) * 1e-9)
+        return ts
 
     def run(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray], *,
             repeats: int = 5, warmup: int = 1) -> RunResult:
@@ -275,10 +298,12 @@ class Runner:
         return self._run_built(program, self._build_all(program), inputs, repeats, warmup)
 
     def _run_built(self, program: CompiledProgram, built, inputs, repeats: int,
-                   warmup: int, budget_s: float | None = None) -> RunResult:
+                   warmup: int, budget_s: float | None = None,
+                   on_kernel: Callable[[bool], None] | None = None) -> RunResult:
         """``budget_s``: time the repeats may take in all, judged by the first execution:
         fewer repeats (at least one) when they would exceed it, and when the first
-        execution alone takes longer, it is the only (timed) one."""
+        execution alone takes longer, it is the only (timed) one. ``on_kernel``: see
+        ``_first_execution``."""
         kernels, build_s, hits, misses = built
         bufs = self._buffers(program, inputs)
         out_b = program.buffers[program.output]
@@ -289,7 +314,10 @@ class Runner:
         runs = max(warmup, 1) + repeats - (0 if warmup else 1)
         i = 0
         while i < runs:
-            ts = self._enqueue_all(program, kernels, bufs, inputs)
+            if i == 0 and on_kernel is not None:
+                ts = self._first_execution(program, kernels, bufs, inputs, on_kernel)
+            else:
+                ts = self._enqueue_all(program, kernels, bufs, inputs)
             if i == 0:
                 output = np.empty(out_b.count, dtype=DTYPES[out_b.dtype])
                 self.cl.enqueue_copy(self.queue, output, bufs[program.output])
@@ -320,12 +348,15 @@ class Runner:
                  atol: float = 1e-4, repeats: int = 5, warmup: int = 1,
                  flops: int | None = None,
                  before_run: Callable[[], None] | None = None,
-                 run_budget_s: float | None = None) -> Outcome:
+                 run_budget_s: float | None = None,
+                 on_kernel: Callable[[bool], None] | None = None) -> Outcome:
         """Judges one candidate: launch checks, build, run, compare, time. Never raises for
         the candidate's failures (missing inputs are the caller's error and do raise).
         ``before_run`` is called between the build and the timed runs (a worker waits there
         for its turn on the device). ``run_budget_s`` bounds the timed repeats of a slow
-        candidate (see ``_run_built``); the outcome's ``times_s`` has those taken."""
+        candidate (see ``_run_built``); the outcome's ``times_s`` has those taken.
+        ``on_kernel`` is told when each kernel of the first execution starts and ends on
+        the device (see ``_first_execution``: a worker's early cut times only that)."""
         if repeats < 1:
             raise InvalidArgumentError("evaluate needs repeats >= 1")
         cl = self.cl
@@ -359,7 +390,8 @@ class Runner:
             before_run()
         started = time.time()
         try:
-            res = self._run_built(program, built, inputs, repeats, warmup, run_budget_s)
+            res = self._run_built(program, built, inputs, repeats, warmup, run_budget_s,
+                                  on_kernel)
         except cl.Error as e:
             return Outcome("rejected", f"launch failed: {e}", check="launch", **common)
         common["run_window"] = (started, time.time())

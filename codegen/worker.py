@@ -73,7 +73,7 @@ def _truncate_log(fd: int) -> None:
 
 
 def _judge(runner, kind: str, payload, inputs, reference, kw: dict,
-           before_run=None) -> Outcome:
+           before_run=None, on_kernel=None) -> Outcome:
     lower_s = None
     if kind == "lower":
         t0 = time.perf_counter()
@@ -92,7 +92,8 @@ def _judge(runner, kind: str, payload, inputs, reference, kw: dict,
     else:
         program = payload
     try:
-        out = runner.evaluate(program, inputs, reference, before_run=before_run, **kw)
+        out = runner.evaluate(program, inputs, reference, before_run=before_run,
+                              on_kernel=on_kernel, **kw)
     except Exception as e:
         out = Outcome("crash", f"evaluation raised {_last_line(e)}")
     return replace(out, lower_s=lower_s) if lower_s is not None else out
@@ -126,7 +127,7 @@ def _worker_main(conn, spec: str | None, log_path: str) -> None:
             _, token, inputs, reference = msg
             conn.send(("data-ok", token))
         elif op == "eval":
-            _, want, kind, payload, kw, gated = msg
+            _, want, kind, payload, kw, gated, cut = msg
             _truncate_log(fd)
             if want != token:
                 conn.send(("outcome", Outcome("crash", "worker holds no data for this token")))
@@ -136,8 +137,12 @@ def _worker_main(conn, spec: str | None, log_path: str) -> None:
                 conn.send(("built",))
                 conn.recv()
 
+            def kernel_runs(running: bool) -> None:  # the early cut's clock: on, off
+                conn.send(("kernel", running))
+
             conn.send(("outcome", _judge(runner, kind, payload, inputs, reference, kw,
-                                         wait_turn if gated else None)))
+                                         wait_turn if gated else None,
+                                         kernel_runs if cut else None)))
         elif op == "ping":
             conn.send(("pong", os.getpid()))
 
@@ -281,10 +286,13 @@ class _Worker:
         """Sends the data (if the worker lacks it) and one candidate; waits for the outcome.
         With ``gate``, the worker lowers and builds freely but runs (the timed part) only
         while holding ``gate``, which the workers of a pool share; the time spent waiting
-        for it does not count against ``timeout_s``. ``run_limit_s`` limits the run part
-        alone (upload, executions, comparison), from the moment the build is done: a slow
-        kernel is stopped inside its first execution (``timeout``, reason ``runs stopped
-        after ...``); lowering and building keep ``timeout_s``."""
+        for it does not count against ``timeout_s``, which bounds the rest (lowering,
+        build, upload, runs, comparison). ``run_limit_s`` (the early cut) limits the time
+        the kernels of the first execution run on the device, and nothing else: not the
+        upload, not the comparison, not PoCL's compilation at a kernel's first launch (the
+        worker says when each kernel starts and ends running). A kernel slower than that is
+        stopped inside its first execution (``timeout``, reason ``runs stopped after ...``).
+        """
         if not self.alive:
             self.start()
         conn = self.conn
@@ -301,8 +309,8 @@ class _Worker:
             self.token = token
         t0 = time.perf_counter()
         try:
-            conn.send(("eval", token, kind, payload, kw,
-                       gate is not None or run_limit_s is not None))
+            conn.send(("eval", token, kind, payload, kw, gate is not None,
+                       run_limit_s is not None))
         except (EOFError, OSError):
             return self._died("before the candidate was sent")
         except (pickle.PicklingError, TypeError, AttributeError) as e:
@@ -310,30 +318,40 @@ class _Worker:
                            "a user function with a statement body needs a numpy meaning "
                            "that pickles (a module-level function, not a lambda)")
         left = timeout_s
-        running = False  # built: the run part's limit applies
+        cut_left = run_limit_s  # the kernels' own time the early cut still allows
+        running = False  # a kernel of the first execution runs: the cut's clock ticks
         held: threading.Lock | None = None  # the gate, while this call holds it
+        cut = f"runs stopped after {run_limit_s or 0:.3g} s of kernel time in the first " \
+            "execution (the run limit); worker killed and replaced"
         try:
             while True:
                 t1 = time.perf_counter()
-                if not conn.poll(max(0.0, left)):
+                wait_s = left if not running or cut_left is None else min(left, cut_left)
+                if not conn.poll(max(0.0, wait_s)):
                     self.kill()
-                    if running and run_limit_s is not None:
-                        return Outcome("timeout", f"runs stopped after {run_limit_s:.3g} s "
-                                       "(the run limit); worker killed and replaced")
+                    if running and cut_left is not None and cut_left <= left:
+                        return Outcome("timeout", cut)
                     return Outcome("timeout", f"no result within {timeout_s:g} s; worker "
                                    "killed (SIGKILL) and replaced")
                 try:
                     msg = conn.recv()
                 except (EOFError, OSError):
                     return self._died(f"after {time.perf_counter() - t0:.2f} s")
-                left -= time.perf_counter() - t1
+                dt = time.perf_counter() - t1
+                left -= dt
+                if running and cut_left is not None:
+                    cut_left -= dt
+                if msg[0] == "kernel":
+                    running = bool(msg[1])
+                    if not running and cut_left is not None and cut_left < 0:
+                        self.kill()  # it ended, but past the limit (before the poll saw it)
+                        return Outcome("timeout", cut)
+                    continue
                 if msg[0] != "built":
                     return msg[1]
                 if gate is not None:
                     gate.acquire()  # waiting for the device is not the candidate's time
                     held = gate
-                if run_limit_s is not None:
-                    left, running = run_limit_s, True
                 try:
                     conn.send(("go",))
                 except (EOFError, OSError):

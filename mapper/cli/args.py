@@ -216,9 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "30)"))
     p.add_argument("--mapping", help="the fixed mapping of --strategy manual")
     add_repeats(p, 3, "timed runs per candidate")
-    p.add_argument("--cut", type=_seconds, default=3.0, help="early cut: stop a candidate's runs "
-                   "after CUT times the best candidate's run time, at least 2 s (default 3; "
-                   "0: off)")
+    p.add_argument("--cut", type=_seconds, default=3.0, help="early cut: stop a candidate whose "
+                   "first execution's kernels run CUT times the best candidate's kernel "
+                   "time, at least 2 s (default 3; 0: off)")
     p.add_argument("--run-budget", type=_seconds, default=1.0, help="seconds the timed runs "
                    "of one candidate may take: slow ones are timed fewer times (at least "
                    "once; default 1; 0: always --repeats)")

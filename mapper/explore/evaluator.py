@@ -40,11 +40,13 @@ class Evaluator:
     runs of one candidate; ``run_budget_s`` bounds the time of its timed repeats (see
     ``codegen.runner.Runner.evaluate``).
 
-    **Early cut** (``cut``, on by default): once a candidate ran ``ok``, the run part of
-    the next ones (upload, executions, comparison; lowering and building keep
-    ``timeout_s``) is limited to ``cut`` times the best candidate's run time, at least
-    ``cut_min_s``: a candidate several times slower than the best is stopped inside its
-    first execution, and stored as ``timeout`` with check ``early-cut``. The timed repeats
+    **Early cut** (``cut``, on by default): once a candidate ran ``ok``, the kernels of
+    the next ones' first execution may run on the device for ``cut`` times the best
+    candidate's kernel time, at least ``cut_min_s``: like with like (the upload, PoCL's
+    compilation at a kernel's first launch and the comparison are not counted; they stay
+    under ``timeout_s``). A kernel several times slower than the best is stopped inside
+    its first execution, and stored as ``timeout`` with check ``early-cut``; one faster
+    than the best is never stopped (its first execution is within the limit). The timed repeats
     are bounded by ``cut`` x ``repeats`` times the best candidate's kernel time too (within
     ``run_budget_s``): a candidate whose first execution is ``cut`` x ``repeats`` times
     slower than the best is timed once, one ``cut`` times slower gets fewer repeats.
@@ -83,12 +85,13 @@ class Evaluator:
         """The stored record of ``cand``, if it was evaluated before."""
         return self.store.record(self.key(cand))
 
-    def run_limit(self, best_run_s: float | None) -> float | None:
-        """The limit of the next candidate's run part: ``cut`` times the best candidate's
-        run time (at least ``cut_min_s``), or None (no early cut: ``timeout_s`` only)."""
-        if not self.cut or not best_run_s:
+    def run_limit(self, best_time_s: float | None) -> float | None:
+        """The early cut's limit on the kernel time of the next candidate's first
+        execution: ``cut`` times the best candidate's kernel time (at least ``cut_min_s``),
+        or None (no early cut: ``timeout_s`` only)."""
+        if not self.cut or not best_time_s:
             return None
-        return min(self.timeout_s, max(self.cut_min_s, self.cut * best_run_s))
+        return min(self.timeout_s, max(self.cut_min_s, self.cut * best_time_s))
 
     def run_budget(self, best_time_s: float | None) -> float | None:
         """The budget of the next candidate's timed repeats: ``run_budget_s``, lowered to
@@ -98,18 +101,19 @@ class Evaluator:
             return self.run_budget_s
         return min(self.run_budget_s, self.cut * self.repeats * best_time_s)
 
-    def run(self, cand: Candidate, idx: int, best_run_s: float | None = None,
+    def run(self, cand: Candidate, idx: int, best_cut_s: float | None = None,
             left_s: float | None = None, cap_s: float | None = None,
             best_time_s: float | None = None) -> Record | None:
         """Evaluates ``cand`` in a worker; returns its record (not yet stored).
-        ``best_run_s``: the best candidate's run time, for the early cut. ``left_s``: the
+        ``best_cut_s``: the kernel time the early cut measures against (the best
+        candidate's, or a known one's). ``left_s``: the
         seconds left in the run's time budget; both limits end there, and a candidate
         stopped by the end of the budget gives ``None`` (its outcome is unknown: it is not
         recorded, and a later run evaluates it). ``cap_s`` lowers ``timeout_s`` for this
         candidate (a time budget's share: a candidate that exceeds it is a ``timeout``).
         ``best_time_s``: the best kernel time so far, for the repeats' budget."""
         t = self.task
-        run_limit = self.run_limit(best_run_s)
+        run_limit = self.run_limit(best_cut_s)
         timeout = self.timeout_s if cap_s is None else min(self.timeout_s, cap_s)
         clipped = False  # a limit was shortened to end with the budget
         if left_s is not None:
@@ -129,8 +133,9 @@ class Evaluator:
                 return None  # stopped by the end of the budget, not by its own slowness
             if run_limit is not None and (o.reason or "").startswith("runs stopped"):
                 o = replace(o, check=Check.EARLY_CUT,
-                            reason=f"cut after {run_limit:.3g} s of runs: over {self.cut:g}x "
-                                   f"the best candidate's {best_run_s:.3g} s ({o.reason})")
+                            reason=f"cut after {run_limit:.3g} s of kernel time in its first "
+                                   f"execution: over {self.cut:g}x the best candidate's "
+                                   f"kernel time {best_cut_s:.3g} s ({o.reason})")
         return self.record(cand, idx, o, wall)
 
     def retime(self, cand: Candidate, repeats: int) -> Outcome:

@@ -202,9 +202,11 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     ``strategy``: ``model`` by default (prior, learned model and local search), or any
     registered name. ``timeout_s`` limits one candidate's lowering, build and runs.
     ``cut``: the early cut (on by default; ``None`` or 0: off): once a candidate ran ok,
-    the run part of the next ones is limited to ``cut`` times the best candidate's run time
-    (at least ``cut_min_s``, at most ``timeout_s``), so a slow kernel is stopped inside its
-    first execution; a cut candidate is stored as ``timeout`` with check ``early-cut``.
+    the kernels of the next ones' first execution may run ``cut`` times the best
+    candidate's kernel time (at least ``cut_min_s``, at most ``timeout_s``; upload,
+    PoCL's compilation at the first launch and the comparison not counted), so a slow
+    kernel is stopped inside its first execution and one faster than the best never is; a
+    cut candidate is stored as ``timeout`` with check ``early-cut``.
     A time budget counts from the call (start-up included) and bounds the candidate in
     flight: the run ends within about a second of it (a candidate stopped by the end of
     the budget is not recorded); one candidate may take a twentieth of it (at least 5 s,
@@ -230,7 +232,7 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
     slow phase of the host over one round). With a time budget, fewer are re-timed where
     they would take more than ``RETIME_SHARE`` of it, and the search stops early enough
     to leave room for them. 0: no re-timing.
-    ``known_best_s``: a run time known to be reachable (another variant's best, for the
+    ``known_best_s``: a kernel time known to be reachable (another variant's best, for the
     same result): the early cut measures against it until the run has a faster candidate.
     ``on_result(record, results)`` is called after each candidate (a ``Record``). Ctrl-C
     stops the run cleanly (``stopped_by == "interrupted"``); the candidates in flight are
@@ -379,7 +381,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
           known_best_s: float | None = None) -> None:
     """Draws candidates from ``strat`` and evaluates them until the budget is spent; with
     ``workers`` > 1 that many are in flight at once (the pool's workers lower and build in
-    parallel and take turns for the timed runs). ``known_best_s``: a run time the early
+    parallel and take turns for the timed runs). ``known_best_s``: a kernel time the early
     cut measures against until a candidate of the run is faster."""
     interrupted = threading.Event()
     old = None
@@ -454,8 +456,8 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
                     continue
                 best = res.best
                 idx = res.considered + len(pending)
-                best_s = best.run_s if best and best.run_s else None
                 best_t = best.time_s if best and best.time_s else None
+                best_s = best_t  # the cut compares kernel time with kernel time
                 if known_best_s is not None:
                     best_s = known_best_s if best_s is None else min(best_s, known_best_s)
                 left = None if bud.seconds is None else \

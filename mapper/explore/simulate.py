@@ -186,7 +186,8 @@ class SimulatedDevice:
                            reference: Any = None, *, timeout_s: float | None = None,
                            run_limit_s: float | None = None, **kw: Any) -> Outcome:
         """The stored outcome of ``lower_fn``'s candidate, after its stored times; past
-        ``timeout_s`` (lowering, build and runs) or ``run_limit_s`` (runs, once built) it
+        ``timeout_s`` (lowering, build and runs) or ``run_limit_s`` (the early cut: the runs,
+        once built, the stored device time standing for the kernels') it
         is a ``timeout`` (``run_limit_s``'s reason starts "runs stopped", as the runner's
         does). ``kw`` (repeats, tolerances...) is what a real device takes; the stored
         outcome already answers it."""

@@ -218,8 +218,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
         if r.stopped_by == "interrupted":
             return VariantsResults(name, r, probes, paths)
         b = r.best
-        if b is not None and b.run_s:
-            known = b.run_s if known is None else min(known, b.run_s)
+        if b is not None and b.time_s:
+            known = b.time_s if known is None else min(known, b.time_s)
     chosen = _fastest(probes) or names[0]
     medians: dict[str, float] = {}
     close = _close(probes)
@@ -248,8 +248,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                 if rounds[name].stopped_by == "interrupted":
                     return VariantsResults(name, rounds[name], probes, paths, medians)
                 b = rounds[name].best
-                if b is not None and b.run_s:
-                    known = b.run_s if known is None else min(known, b.run_s)
+                if b is not None and b.time_s:
+                    known = b.time_s if known is None else min(known, b.time_s)
             names_ok = [n for n, r in rounds.items() if r.best is not None]
             if on_phase and len(names_ok) > 1:
                 on_phase(",".join(names_ok), "compare")
@@ -291,8 +291,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
             if bud.candidates - spent < 1:
                 break
             left = Budget(candidates=bud.candidates - spent, text=bud.text)
-        if res.best is not None and res.best.run_s:
-            known = res.best.run_s if known is None else min(known, res.best.run_s)
+        if res.best is not None and res.best.time_s:
+            known = res.best.time_s if known is None else min(known, res.best.time_s)
         if on_phase:
             on_phase(name, "explore")
         res = explore(variants[name], budget=left, store=stores.get(name),
