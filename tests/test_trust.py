@@ -265,3 +265,38 @@ def test_an_interrupt_while_wrapping_up_counts_what_was_stored(capsys, tmp_path,
                      store, "-q")
     assert rc == 130 and "nothing was evaluated" not in err
     assert f"interrupted: 3 candidate(s) of this run are stored in {store} (3)" in err
+
+
+# ------------------------------------------------------------------ the summary's answer
+
+
+def _summary_of(best_key: str, winner_key: str) -> str:
+    """The summary of a run whose fastest single measurement is ``best_key`` (v=16 G1)
+    and whose re-timing winner is ``winner_key``."""
+    from mapper.encoding import MapCodes
+    from mapper.explore.record import Record, Retimed, Tuning
+    from mapper.explore.run import Budget, Results
+
+    def rec(key, code, time_s):
+        return Record(key=key, run_id="r", strategy="model", seed=0, idx=0,
+                      mapping=MapCodes({"A": code}), tuning=Tuning({"v": 16}), status="ok",
+                      time_s=time_s, gflops=1e-3 / time_s)
+
+    g0, g1 = rec("g0", 30, 0.0012), rec("g1", 31, 0.001)  # codes of G0 and G1
+    res = Results(run_id="r", strategy="model", seed=0, store_path=":memory:", context=None,
+                  budget=Budget(candidates=2))
+    res.records = [g0, g1]
+    assert res.best is not None and res.best.key == best_key
+    win = {"g0": g0, "g1": g1}[winner_key]
+    res.retimed = {winner_key: Retimed(win, median_s=0.0011, min_s=0.001, n=9, gflops=1.0,
+                                       round_s=0.0011)}
+    return res.summary()
+
+
+def test_a_summary_names_one_answer_and_says_why():
+    text = _summary_of("g1", "g0")
+    assert "best: 1 GFLOP/s (1 ms): A=G1; v=16 (the fastest single measurement)" in text
+    assert ("answer: A=G0; v=16, the re-timed winner (the lowest median of a fastest round), "
+            "not the best above") in text
+    same = _summary_of("g1", "g1")
+    assert "answer: A=G1; v=16 (the best, confirmed by the re-timing)" in same

@@ -151,17 +151,27 @@ class Results:
                                  or "none")]
         if self.strategy == "random":
             lines.append(f"random code assignments drawn: {self.draws}")
-        lines.append(f"best: {b.describe()}" if b else "best: no candidate ran ok")
         r = self.final_retimed
+        if b is None:
+            lines.append("best: no candidate ran ok")
+        else:
+            lines.append(f"best: {b.describe()}"
+                         + (" (the fastest single measurement)" if r is not None else ""))
         if r is not None:
             f = r.record
+            name = f.short_mapping + (f"; {f.tuning}" if f.tuning else "")
             perf = f"{r.gflops:.3g} GFLOP/s, " if r.gflops else ""
             fastest = "" if r.round_s is None else \
                 f"fastest round's median {r.round_s * 1e3:.4g} ms, "
             lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
                          f"{r.median_s * 1e3:.4g} ms, {fastest}min {r.min_s * 1e3:.4g} ms "
-                         f"over {r.n} runs: {f.short_mapping}"
-                         + (f"; {f.tuning}" if f.tuning else ""))
+                         f"over {r.n} runs: {name}")
+            if b is not None and f.key == b.key:
+                lines.append(f"answer: {name} (the best, confirmed by the re-timing)")
+            else:
+                lines.append(f"answer: {name}, the re-timed winner (the lowest median of a "
+                             "fastest round), not the best above: one measurement does "
+                             "not decide")
         return "\n".join(lines)
 
 
