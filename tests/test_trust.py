@@ -300,3 +300,33 @@ def test_a_summary_names_one_answer_and_says_why():
             "not the best above") in text
     same = _summary_of("g1", "g1")
     assert "answer: A=G1; v=16 (the best, confirmed by the re-timing)" in same
+
+
+# ------------------------------------------------------------------ Ctrl-C while loading
+
+
+def test_an_interrupt_while_the_library_loads_is_one_line(monkeypatch, capsys):
+    import types
+
+    import liftmap
+
+    class Loading(types.ModuleType):
+        def __getattr__(self, name):  # the Ctrl-C arrives inside the import
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "mapper.cli", Loading("mapper.cli"))
+    assert liftmap.main() == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_the_mapper_script_interrupted_in_its_first_half_second_exits_130_quietly():
+    import signal
+    import time
+
+    p = subprocess.Popen([MAPPER, "show", os.path.join(ROOT, "examples", "cc22_listing3.lift")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(0.25)  # the imports take about half a second
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert (p.returncode, err) == (130, "interrupted\n")
