@@ -331,9 +331,14 @@ class Explanation:
     def __str__(self) -> str:
         if self.possible:
             return f"{self.partial} is possible, e.g. {self.example}"
-        what = ("a validity rule rejects it" if self.kind is RuleKind.VALIDITY else
-                "only heuristics reject it (heuristics=False admits it)")
-        lines = [f"{self.partial} is impossible ({what}) because of these rule instances:"]
+        if self.kind is RuleKind.VALIDITY:
+            lines = [f"{self.partial} is impossible (a validity rule rejects it) because of "
+                     "these rule instances:"]
+        else:  # correct OpenCL that the heuristics prune as unlikely: not impossible
+            rules = ", ".join(dict.fromkeys(c.rule for c in self.core))
+            lines = [f"{self.partial} is ruled out by heuristic rules only ({rules}), not "
+                     "by validity: --no-heuristics (heuristics=False) allows it; the rule "
+                     "instances:"]
         lines += [f"  {show_constraint(c)}" for c in self.core]
         return "\n".join(lines)
 

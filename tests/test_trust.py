@@ -330,3 +330,19 @@ def test_the_mapper_script_interrupted_in_its_first_half_second_exits_130_quietl
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert (p.returncode, err) == (130, "interrupted\n")
+
+
+# ------------------------------------------------------------------ explain
+
+
+def test_explain_of_what_only_heuristics_rule_out_does_not_say_impossible(capsys):
+    from mapper.cli import main
+
+    l1 = os.path.join(ROOT, "examples", "cc22_listing1.lift")
+    assert main(["explain", l1, "--partial", "B=G0"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "impossible" not in out
+    assert out.startswith("B=G0 is ruled out by heuristic rules only (local-in-groups), not by "
+                          "validity: --no-heuristics (heuristics=False) allows it")
+    assert main(["explain", l1, "--partial", "B=G0", "--no-heuristics"]) == 0
+    assert "B=G0 is possible" in capsys.readouterr().out
