@@ -13,6 +13,8 @@ from ir.errors import IRTypeError
 from ir.source_map import parse_mapped
 from mapper.errors import MapperError, library_errors
 
+MAX_RANGE = 1 << 22  # the most values an inferred or given tuning range may list
+
 
 class SpaceBuildError(MapperError):
     """The tuning space could not be built: ``kind`` is ``nothing`` (every size given),
@@ -45,6 +47,7 @@ def space_document(path: str, sizes: dict[str, int], domains: dict,
         if mapping:
             prog = lower_mapping(problem(prog), mapping)
         t0 = time.perf_counter()
+        _check_ranges(prog, sizes, domains, max_value, device)
         tp = infer_tuning(prog, sizes, domains=domains, max_value=max_value, device=device)
     except IRTypeError as e:
         source.attach(e)
@@ -77,6 +80,27 @@ def space_document(path: str, sizes: dict[str, int], domains: dict,
             "seconds": time.perf_counter() - t0, "note": tp.resource_note or None,
             "recomputed_work": None if recomputed is None else
             {str(k): round(v, 4) for k, v in recomputed.items()}}
+
+
+def _check_ranges(prog, sizes: dict[str, int], domains: dict, max_value: int | None,
+                  device) -> None:
+    """Refuses a space whose parameters with no domain of their own (a plain range up to
+    ``max_value``, by default twice the largest size, as ``explore`` has it) would list more
+    than ``MAX_RANGE`` values; parameters with a domain of their own (a split's divisors, a
+    tile side, a vector width) are never refused for the sizes' magnitude."""
+    from mapper.tuning import infer_tuning
+
+    hi = max_value or 2 * max([*sizes.values(), 1])
+    if hi <= MAX_RANGE:
+        return
+    probe = infer_tuning(prog, sizes, domains=domains, max_value=1, device=device)
+    ranged = [p.name for p in probe.params.values() if p.why.startswith("range")]
+    if ranged:
+        raise SpaceBuildError(
+            "too-large", f"the sizes make the inferred tuning ranges 1..{hi:,} (twice the "
+            f"largest size), too many values to list for {', '.join(ranged)}: give their "
+            f"upper end with --max (at most {MAX_RANGE:,}, e.g. --max 4096) or their values "
+            f"with --domain (e.g. --domain {ranged[0]}=1..1024)")
 
 
 def memory_budget() -> int:

@@ -346,3 +346,23 @@ def test_explain_of_what_only_heuristics_rule_out_does_not_say_impossible(capsys
                           "validity: --no-heuristics (heuristics=False) allows it")
     assert main(["explain", l1, "--partial", "B=G0", "--no-heuristics"]) == 0
     assert "B=G0 is possible" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ space's default --max
+
+
+def test_space_takes_the_sizes_explore_takes_without_max(capsys, tmp_path):
+    """N=16,777,216 without --max: a split's chunk ranges over N's divisors (25 values), as
+    explore has it; only a parameter with no domain of its own (listing 3's s1) asks for
+    --max or --domain, and is named."""
+    prog = tmp_path / "st.lift"
+    prog.write_text("X : [float]N\njoin o mapA(mapB(\\w -> reduce(\\acc x -> add(acc, x))"
+                    "(0.0f, w)) o slide(5, 1)) o slideStrict(t + 4, t) o pad(2, 2) $ X\n")
+    rc, out, err = cli(capsys, "space", str(prog), "--sizes", "N=16777216", "--json")
+    assert rc == 0, err
+    import json
+
+    doc = json.loads(out)
+    assert doc["count"] == 25 and [p["name"] for p in doc["parameters"]] == ["t"]
+    rc, _, err = cli(capsys, "space", L3, "--sizes", "N=16777216")
+    assert rc == 2 and "too many values to list for s1:" in " ".join(err.split())

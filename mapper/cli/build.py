@@ -63,14 +63,8 @@ def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
     if args.max is not None and not 1 <= args.max <= MAX_RANGE:
         raise CliError(f"--max {args.max} is out of range: the upper end of inferred ranges "
                        f"is 1..{MAX_RANGE:,}")
-    hi = args.max or 2 * max([*sizes.values(), 1])  # as mapper.tuning.infer_tuning
-    open_ = [k for k in tunable if k not in domains]
-    if hi > MAX_RANGE and open_:
-        raise CliError(
-            f"the sizes make the inferred tuning ranges 1..{hi:,} (twice the largest size), "
-            f"too many values to list for {', '.join(open_)}: give their upper end with --max "
-            f"(at most {MAX_RANGE:,}, e.g. --max 4096) or their values with --domain "
-            f"(e.g. --domain {open_[0]}=1..1024)")
+    # no --max: the default of explore (twice the largest size); the space's build refuses
+    # it only for parameters that would list that range (not a split's divisors)
     return domains
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from mapper.encoding import MapCodes
 from mapper.errors import UsageError
+from mapper.space_report import MAX_RANGE  # noqa: F401  (its importers: args, build)
 
 console = Console(highlight=False)
 
@@ -22,7 +23,6 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
-MAX_RANGE = 1 << 22  # the most values an inferred or given tuning range may list
 
 
 JSON_SCHEMA_VERSION = 1
