@@ -4,11 +4,12 @@ By default the first device that builds and runs a probe kernel (``PROBE_SOURCE`
 generated kernels use) in a child process is chosen, trying platforms other than pip's PoCL
 (``pocl-binary-distribution``) first and CPU devices before others; ``describe_choice()``
 says in one line which device was chosen and why the others were not. Another
-platform/device is chosen by a spec ``"platform-substring[:device-index]"``, given to
-``select_device`` or in the environment variable ``LIFTMAP_DEVICE`` (not probed). The
-substring is matched, case-insensitively, against the platform's name, vendor and version,
-so two platforms with the same name (Debian's PoCL and pip's) are told apart by version:
-``"PoCL 3.1"`` or ``"3.0-rc2"``.
+platform/device is chosen by a spec ``"SUBSTRING[:INDEX]"``, given to ``select_device`` or
+in the environment variable ``LIFTMAP_DEVICE`` (not probed). The substring is matched,
+case-insensitively, against the platform's name, vendor and version (INDEX: that
+platform's device), so two platforms with the same name (Debian's PoCL and pip's) are told
+apart by version: ``"PoCL 3.1"`` or ``"3.0-rc2"``; a substring no platform has is matched
+against device names (``"pthread"``, ``"EPYC"``; INDEX: among those devices).
 """
 
 from __future__ import annotations
@@ -611,6 +612,12 @@ def _default_device(platforms: list):
     return _default_device_report(platforms)[0]
 
 
+SPEC_FORM = ("A spec is 'SUBSTRING[:INDEX]': SUBSTRING is matched, case-insensitively, "
+             "against each platform's name, vendor and version (INDEX: that platform's "
+             "device, default 0), else against device names (INDEX: among the devices "
+             "whose name has it, default 0)")
+
+
 def parse_spec(spec: str) -> tuple[str, int | None]:
     """``"pocl 3.1:0"`` -> ``("pocl 3.1", 0)``; the device index is optional."""
     m = re.fullmatch(r"(.*?)(?::(\d+))?", spec.strip())
@@ -621,7 +628,8 @@ def parse_spec(spec: str) -> tuple[str, int | None]:
 def select_device(spec: str | None = None):
     """Returns a ``pyopencl.Device``.
 
-    ``spec`` is ``"platform-substring[:device-index]"``; ``None`` reads ``LIFTMAP_DEVICE``;
+    ``spec`` is ``"SUBSTRING[:INDEX]"`` (``SPEC_FORM``: a platform's name, vendor or
+    version, else a device's name); ``None`` reads ``LIFTMAP_DEVICE``;
     if that is unset too, ``default_device_report()``'s device: the first that passes the
     probe, pip's PoCL last, CPU devices before others. Raises ``NoPlatformError`` or
     ``NoDeviceError`` with advice.
@@ -637,12 +645,19 @@ def select_device(spec: str | None = None):
     key = sub.lower()
     matches = [p for p in platforms
                if key in f"{p.name} {p.vendor} {p.version}".lower()]
-    if not matches:
-        known = "; ".join(_describe_platform(p) for p in platforms)
+    if not matches:  # a device name's substring: the index-th device whose name has it
+        named = [d for p in platforms for d in _devices(p) if key in d.name.lower()]
+        if named and (index or 0) < len(named):
+            return named[index or 0]
+        if named:
+            raise NoDeviceError(
+                f"{len(named)} device(s) have {sub!r} in their name: "
+                f"{[d.name for d in named]}; index {index} is out of range")
+        known = "; ".join(_describe_platform(p) + ": " + ", ".join(
+            repr(d.name) for d in _devices(p)) for p in platforms)
         raise NoPlatformError(
-            f"no OpenCL platform matches {sub!r} (spec {spec!r}, from {ENV_VAR} or --device); "
-            f"platforms here: {known}. A spec is 'platform-substring[:device-index]' matched "
-            f"against name, vendor and version; {_INSTALL_ADVICE}"
+            f"no OpenCL platform or device matches {sub!r} (spec {spec!r}, from {ENV_VAR} or "
+            f"--device); platforms and devices here: {known}. {SPEC_FORM}; {_INSTALL_ADVICE}"
         )
     for p in matches:
         devs = _devices(p)

@@ -366,3 +366,34 @@ def test_space_takes_the_sizes_explore_takes_without_max(capsys, tmp_path):
     assert doc["count"] == 25 and [p["name"] for p in doc["parameters"]] == ["t"]
     rc, _, err = cli(capsys, "space", L3, "--sizes", "N=16777216")
     assert rc == 2 and "too many values to list for s1:" in " ".join(err.split())
+
+
+# ------------------------------------------------------------------ device specs
+
+
+@pytest.mark.opencl
+def test_a_device_spec_may_name_the_device():
+    """LIFTMAP_DEVICE / --device: a substring of a device's name (``pthread``, ``EPYC``)
+    with an optional index among the devices so named, as the README says."""
+    from codegen.device import NoDeviceError, NoPlatformError, _platforms, select_device
+
+    d = select_device(None)
+    platforms = " ".join(f"{p.name} {p.vendor} {p.version}" for p in _platforms()).lower()
+    words = [w for w in d.name.replace("-", " ").split() if w.lower() not in platforms]
+    assert words, d.name
+    for spec in (words[0], f"{words[0]}:0", words[-1].lower()):
+        assert select_device(spec).int_ptr == d.int_ptr, spec
+    with pytest.raises(NoDeviceError, match="index 99 is out of range"):
+        select_device(f"{words[0]}:99")
+    with pytest.raises(NoPlatformError, match=f"platforms and devices here: .*{d.name}"):
+        select_device("no-such-device-anywhere")
+
+
+def test_the_docs_say_which_platform_is_tried_first_as_the_code_does():
+    """rank_devices tries the system's platforms before pip's PoCL: README and runner.md
+    both say so."""
+    for doc in ("README.md", os.path.join("docs", "runner.md")):
+        with open(os.path.join(ROOT, doc)) as f:
+            text = " ".join(f.read().split())
+        assert "before pip's PoCL" in text and "pip's PoCL first" not in text, doc
+        assert "pthread" in text and "EPYC" in text, doc
