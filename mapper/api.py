@@ -106,15 +106,18 @@ class MappingProblem:
         return {k: counts[k] for k in RuleKind if counts[k]}
 
     def mapping(self, m) -> MapCodes:
-        """Validate and normalise a mapping given as text, dict or MapCodes."""
+        """Validate and normalise a mapping given as text, dict, (label, code) pairs or
+        MapCodes."""
         if isinstance(m, str):
             m = MapCodes.parse(m)
-        elif not isinstance(m, (MapCodes, AbcMapping)) or not all(
-                isinstance(k, str) for k in m):
+        elif isinstance(m, (tuple, list)) and m and all(
+                isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in m):
+            m = dict(m)  # (label, code) pairs, as dict() takes them
+        if not isinstance(m, (MapCodes, AbcMapping)) or not all(isinstance(k, str) for k in m):
             raise ArgumentError(f"a mapping is its text ('A=G0 B=S'), a dict from map labels "
-                                f"to codes ({{'A': 'G0', 'B': 'S'}}) or a MapCodes; got "
-                                f"{value_text(m)}")
-        elif not isinstance(m, MapCodes):
+                                f"to codes ({{'A': 'G0', 'B': 'S'}}), (label, code) pairs or "
+                                f"a MapCodes; got {value_text(m)}")
+        if not isinstance(m, MapCodes):
             m = MapCodes({k: parse_code(str(v)) if not isinstance(v, int) else v
                          for k, v in dict(m).items()})
         unknown = [k for k in m if k not in self.tree.maps]

@@ -170,6 +170,8 @@ def test_api_arguments_of_the_right_kind_still_work():
     p = problem(L3)
     assert len(list(p.enumerate(limit=np.int64(2), order="random", seed=np.int32(1)))) == 2
     assert p.build({"A": "W0", "B": "L0", "C": "L0", "D": "S"}, L3_SIZES).source
+    # (label, code) pairs, as dict() takes them: a count pinned to part of a mapping
+    assert p.count(fixed=(("A", 20), ("B", 10))) == p.count(fixed="A=W0 B=L0") > 0
 
 
 # ------------------------------------------------------------------ the command line
