@@ -59,7 +59,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "bench_peers_search": (["--stores", "{f6}", "--seeds", "1", "--kt", "random_sample",
                             "--liftmap", "solver", "--kt-wall", "5", "--out", "{tmp}/p.json"],
                            r"liftmap:solver +\d+ \["),
-    "bench_plain": (["--scale", "16", "--budget", "3s", "--rounds", "1", "--repeats", "1",
+    "bench_plain": (["--scale", "16", "--budget", "4", "--rounds", "1", "--repeats", "1",
                      "--programs", "row_sums", "--json", "{tmp}/p.json"], r"row_sums.* ms"),
     "bench_ray_scaling": (["--store", "{f6}", "--workers", "1", "--candidates", "3",
                            "--time-scale", "0.01", "--out", "{tmp}/r.json"],
