@@ -685,3 +685,25 @@ def test_the_model_strategy_explores_a_program_with_nothing_to_tune() -> None:
     assert res.counts["ok"] >= 16 and res.stopped_by == "budget", res.counts
     widths = {f"{p}{m}" for p in "vu" for m in "ABCDEFGH"} | {f"rv{k}" for k in range(1, 9)}
     assert all(set(r.tuning) <= widths for r in res.records)
+
+
+def test_the_model_scores_a_candidate_whose_parameter_it_met_after_its_fit():
+    # a mapping's own tuning parameters (a row block's uA) may first appear after a fit:
+    # the fitted forests predict without that column until the next fit, not crash
+    task = Task.from_program(os.path.join(os.path.dirname(__file__), "..", "examples",
+                                          "matmul_plain.lift"), {"M": 64, "N": 64, "K": 64})
+    joint = task.joint()
+    s = make_strategy("model", joint, seed=0, pool_size=40, n_init=4, batch=4)
+    plain = [m for m in joint.mappings if "uA" not in joint.tuning(m).params]
+    rowed = next(m for m in joint.mappings if "uA" in joint.tuning(m).params)
+    k = 0
+    for m in plain[:6]:
+        for t in list(joint.tuning(m).space)[:2]:
+            k += 1
+            s.observe(Candidate(m, dict(t)), {"status": "ok" if k % 3 else "failed",
+                                               "gflops": float(k)})
+    s._fit()
+    assert s.regressor is not None and "uA" not in s.params
+    t = dict(next(iter(joint.tuning(rowed).space)))
+    scores = s._score([(rowed, t)])
+    assert "uA" in s.params and len(scores) == 1 and scores[0] == scores[0]  # not NaN

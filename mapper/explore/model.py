@@ -453,6 +453,14 @@ class ModelStrategy(Strategy):
         reg.fit(Xo, (yo - mu) / sd)
         self.regressor, self._norm = reg, (mu, sd)
 
+    @staticmethod
+    def _fitted(model: Any, X: Any) -> Any:
+        """``X``'s columns the fitted ``model`` knows: a tuning parameter first met after
+        the fit (a mapping's own, a row block's ``uA``) is a column appended at the end,
+        which the next fit learns; until then the model predicts without it."""
+        n = getattr(model, "n_features_in_", X.shape[1])
+        return X[:, :n]
+
     def _score(self, cands: list) -> list[float]:
         """``P(ok) * UCB`` of each candidate under the last fit (the prior before one)."""
         import numpy as np
@@ -462,12 +470,14 @@ class ModelStrategy(Strategy):
         Xp = np.array(self._matrix(feats))
         p_ok = np.ones(len(cands))
         if self._clf is not None:
-            p_ok = self._clf.predict_proba(Xp)[:, list(self._clf.classes_).index(True)]
+            p_ok = self._clf.predict_proba(self._fitted(self._clf, Xp))[
+                :, list(self._clf.classes_).index(True)]
         if self.regressor is None:
             i = 3 * len(self.labels) + self.PRIOR
             prior = np.array([f[i] + f[i + 1] for f in feats])
             return list(p_ok * np.exp(prior))
-        per_tree = np.stack([t.predict(Xp) for t in self.regressor.estimators_])
+        Xr = self._fitted(self.regressor, Xp)
+        per_tree = np.stack([t.predict(Xr) for t in self.regressor.estimators_])
         ucb = per_tree.mean(0) + self.beta * per_tree.std(0)
         # shift to positive so that multiplying by P(ok) ranks sensibly
         return list(p_ok * (ucb - ucb.min() + 1e-3))
