@@ -255,7 +255,6 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         except UnvectorizableError as e:
             issues.append(e)
             continue
-        split_flat_loops(stmts, b.fresh)  # same iterations, in the same order
         funs += [f for f in b.funs.values() if f not in funs]
         # the resources the candidate needs: without the optional vector accumulators
         if collect is not None:
@@ -264,6 +263,9 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
             kfeats.append({**kernel_features(kbufs, loops, cfg, limits, local_sizes),
                            **hot_loop_features(stmts, b.sizes)})
             continue
+        # the same iterations, in the same order (not for the counts above: their resources
+        # and features describe the loop as written)
+        split_flat_loops(stmts, b.fresh)
         # after the analysis: the rewrite only reassociates one work-item's private sums;
         # its accumulators get only the private memory the budgets leave
         pbase = bar.private_bytes(kbufs)

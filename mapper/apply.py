@@ -41,7 +41,7 @@ from ir.typecheck import typecheck
 from ir.types import ArrayType, ScalarType, TupleType, VectorType
 from mapper.encoding import FUSED, SEQ, VEC
 from mapper.errors import MappingError
-from mapper.lanes_probe import block_shape, parallel_lanes, row_blocks
+from mapper.lanes_probe import block_shape, mentions, parallel_lanes, row_blocks
 from mapper.nesting import MapNestingTree, _direct_map
 
 _KIND = {1: "mapLcl", 2: "mapWrg", 3: "mapGlb"}
@@ -244,15 +244,11 @@ def _lane_reduction(r: Reduce, tree: MapNestingTree) -> bool:
         return False
     acc = f.params[0].name
     k = next((j for j, a in enumerate(args) if isinstance(a, Param) and a.name == acc), None)
-    if k is None or _mentions(args[1 - k], acc) or any(isinstance(x, Map) for x in walk(f)):
+    if k is None or mentions(args[1 - k], acc) or any(isinstance(x, Map) for x in walk(f)):
         return False
     types = tree.info.map_types.get(id(r))
     return types is not None and isinstance(types[0], ArrayType) \
         and not _has_vector_or_array(types[0].elem)
-
-
-def _mentions(e: Node, name: str) -> bool:
-    return any(isinstance(x, Param) and x.name == name for x in walk(e))
 
 
 def _has_vector_or_array(t) -> bool:

@@ -270,11 +270,12 @@ def block_shape(a: Map) -> tuple[Param, list[FunDecl], Map, ExprNode, bool] | No
         return None
     x, inner, arg = f.params[0], call.f, call.args[0]
     if isinstance(arg, Param) and arg.name == x.name:
-        return None if _mentions(inner.f, x.name) else (x, layout, inner, arg, True)
-    return None if _mentions(arg, x.name) else (x, layout, inner, arg, False)
+        return None if mentions(inner.f, x.name) else (x, layout, inner, arg, True)
+    return None if mentions(arg, x.name) else (x, layout, inner, arg, False)
 
 
-def _mentions(e: Node, name: str) -> bool:
+def mentions(e: Node, name: str) -> bool:
+    """A parameter named ``name`` occurs in ``e``."""
     return any(isinstance(n, Param) and n.name == name for n in walk(e))
 
 
