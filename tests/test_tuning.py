@@ -17,6 +17,7 @@ from ir.programs import (
     gpgpu20_conv_pipeline,
     run_pipeline,
 )
+from ir.sym import NonIntegralError, SymbolicZeroDivisionError
 from ir.typecheck import typecheck
 from mapper.errors import ConfigurationError
 from mapper.tuning import JointSpace, infer_tuning, to_predicate
@@ -33,7 +34,10 @@ def brute_force(program, sizes, tp):
         for r in rels:
             try:
                 ok = r.evaluate(env)
-            except Exception:  # undefined (division by zero, non-integral): not valid
+            # undefined for these values: not valid. Any other error (an unbound size, a
+            # bug in ir.sym) is the test's or the library's fault, and must not pass as "not
+            # valid"
+            except (SymbolicZeroDivisionError, NonIntegralError):
                 ok = False
             if not ok:
                 break
