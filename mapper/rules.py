@@ -355,13 +355,6 @@ def read_chain(t: MapNestingTree, m: str) -> list[str]:
     return _chain(m, reader)
 
 
-def _same(a, b) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001  (sizes the symbolic algebra cannot compare)
-        return False
-
-
 def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]]:
     """(f, g): ``cons``'s read chain (:func:`read_chain`) down to depth f reads, at flat
     iteration i, what ``prod``'s flat chain (:func:`flat_chain`) down to depth g writes at
@@ -387,7 +380,9 @@ def _flat_pairs(t: MapNestingTree, prod: str, cons: str) -> list[tuple[int, int]
         for g in range(len(pchain)):
             if any(x is None for x in ptrips[:g + 1]):
                 break
-            if _same(a, functools.reduce(operator.mul, ptrips[:g + 1])):
+            # structural equality of two ir.sym expressions (a bool, never an error);
+            # sizes equal only for some values compare unequal: no pair, the safe side
+            if a == functools.reduce(operator.mul, ptrips[:g + 1]):
                 out.append((f, g))
     return out
 

@@ -284,6 +284,32 @@ def test_flat_nests_read_by_a_global_map():
             p, m, fusion="free", heuristics=False)}, m
 
 
+
+def test_a_bug_comparing_trip_counts_is_an_error_not_a_missing_rule(monkeypatch):
+    """The flat-nest rules compare trip counts (ir.sym expressions, whose equality is a bool).
+    A comparison that raises is a bug: it reaches the caller instead of quietly dropping a
+    way of owning an element (which changed the constraint set unseen)."""
+    import mapper.rules as rules
+
+    class Bug(RuntimeError):
+        pass
+
+    class Broken:
+        def __mul__(self, other):
+            return self
+
+        __rmul__ = __mul__
+
+        def __eq__(self, other):
+            raise Bug("a comparison that fails")
+
+        __hash__ = object.__hash__
+
+    monkeypatch.setattr(rules, "_trip", lambda t, m: Broken())
+    with pytest.raises(Bug):
+        check_mapping(parse(FLAT), FLAT_OWN[0], fusion="free", heuristics=False)
+
+
 @pytest.mark.opencl
 @pytest.mark.parametrize("mapping", QUOTED)
 def test_issue24_quoted_mappings_run_correctly(mapping):
