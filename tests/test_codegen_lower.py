@@ -16,8 +16,10 @@ import warnings
 import numpy as np
 import pytest
 from conv_reference import conv2d_hwc
+from opencl_required import import_pyopencl, opencl_device
 
 from codegen import errors
+from codegen.device import NoDeviceError, NoPlatformError
 from codegen.lower import lower
 from codegen.program import DTYPES, CompiledProgram
 from codegen.target import POCL_CPU, Device
@@ -62,10 +64,13 @@ class CL:
     """A context on the PoCL CPU device (the first PoCL device that compiles)."""
 
     def __init__(self):
-        import pyopencl as cl
+        cl = import_pyopencl()
 
         self.cl = cl
-        plats = [p for p in cl.get_platforms() if "Portable Computing Language" in p.name]
+        try:
+            plats = [p for p in cl.get_platforms() if "Portable Computing Language" in p.name]
+        except cl.Error as e:  # PLATFORM_NOT_FOUND_KHR when no ICD at all
+            raise NoPlatformError(f"no OpenCL platform found ({e})") from e
         plats.sort(key=lambda p: "DISTRO" not in p.version)  # pip's PoCL first
         for p in plats:
             for d in p.get_devices():
@@ -80,7 +85,7 @@ class CL:
                 self.device, self.ctx = d, ctx
                 self.queue = cl.CommandQueue(ctx)
                 return
-        raise RuntimeError("no PoCL device compiles a kernel")
+        raise NoDeviceError("no PoCL device compiles a kernel")
 
     def build(self, programs: list[CompiledProgram]):
         """One OpenCL program holding every kernel of ``programs`` (names must differ)."""
@@ -122,10 +127,8 @@ class CL:
 
 @pytest.fixture(scope="module")
 def ocl():
-    try:
+    with opencl_device():  # none here: a skip, or with LIFTMAP_REQUIRE_OPENCL a failure
         return CL()
-    except Exception as e:  # no OpenCL here: the device tests are skipped
-        pytest.skip(f"no OpenCL device: {e}")
 
 
 # ------------------------------------------------------------------ mapping helpers

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from opencl_required import import_pyopencl
 
 from codegen.target import Device, stable_memory_size
 from ir.programs import ConvLayer
@@ -67,7 +68,7 @@ def _fake_cl_device(alloc: int, glob: int):
 
 
 def test_live_descriptions_agree_and_the_runner_keeps_the_real_limits():
-    pytest.importorskip("pyopencl")
+    import_pyopencl()
     from codegen.device import device_limits
 
     more = _fake_cl_device(int(1.9 * GiB), int(7.6 * GiB))

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 
 import pytest
+from opencl_required import opencl_device
 
 from codegen import device as D
 from codegen.device import (
@@ -26,11 +27,10 @@ ABORT = "import os, sys; sys.stderr.write('LLVM ERROR: Cannot select: fake\\n');
 
 @pytest.fixture(scope="module")
 def device():
-    """The default device, or a skip where this machine has none that passes the probe."""
-    try:
+    """The default device, or a skip where this machine has none that passes the probe
+    (a failure with LIFTMAP_REQUIRE_OPENCL)."""
+    with opencl_device("no OpenCL device passes the probe here"):
         return D.default_device_report()[0]
-    except D.DeviceError as e:
-        pytest.skip(f"no OpenCL device passes the probe here: {e}")
 
 
 @pytest.fixture
@@ -124,10 +124,8 @@ def test_pip_pocl_is_not_recognised_by_distro_and_version_fallback(monkeypatch):
 
 @pytest.mark.opencl
 def test_pip_pocl_handles_belong_to_pocl_platforms():
-    try:
+    with opencl_device():
         platforms = D._platforms()
-    except D.DeviceError as e:
-        pytest.skip(str(e))
     ptrs = D._pip_pocl_platform_ptrs()
     for p in platforms:
         if ptrs and p.int_ptr in ptrs:
