@@ -23,7 +23,9 @@ from rich.markup import escape
 
 from mapper.errors import UsageError as CliError
 from mapper.errors import library_errors
-from mapper.text import show_constraint, show_predicate, show_predicate_short, why_violated
+from mapper.predicate_print import show_predicate
+from mapper.text import show_constraint, show_predicate_short
+from mapper.violations import why_violated
 
 if TYPE_CHECKING:
     from mapper.api import MappingProblem

@@ -1,5 +1,6 @@
-"""mapper.text: simplified, named predicates; one text form for constraint instances; what a
-mapping does that an instance forbids.
+"""Simplified, named predicates (mapper.simplify, mapper.predicate_print); one text form for
+constraint instances (mapper.text); what a mapping does that an instance forbids
+(mapper.violations).
 
 Every check of meaning is exhaustive over the codes (an independent brute force below:
 map by map, each value substituted through the constructors, identical residual pairs
@@ -26,17 +27,11 @@ from ir.syntax import parse_file
 from mapper.api import check_mapping, problem
 from mapper.encoding import CODES
 from mapper.errors import MappingError
+from mapper.predicate_print import show_predicate
 from mapper.rules import dim, level
-from mapper.text import (
-    SHOW_LIMIT,
-    WHY_LIMIT,
-    blame,
-    show_constraint,
-    show_predicate,
-    show_predicate_short,
-    simplify,
-    why_violated,
-)
+from mapper.simplify import simplify
+from mapper.text import SHOW_LIMIT, show_constraint, show_predicate_short
+from mapper.violations import WHY_LIMIT, blame, why_violated
 
 EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples",
                                          "*.lift")))

@@ -51,7 +51,8 @@ def instance_json(c, mapping=None, domains=None) -> dict:
     abridged past ``mapper.text.SHOW_LIMIT`` characters); given the ``mapping`` that
     violates it, ``why``: what that mapping does that the rule forbids."""
     from mapper.rules import rule_kind
-    from mapper.text import show_predicate_short, why_violated
+    from mapper.text import show_predicate_short
+    from mapper.violations import why_violated
 
     doc = {"rule": c.rule, "kind": rule_kind(c.rule), "maps": list(c.subjects),
            "description": c.description, "predicate": str(c.predicate),

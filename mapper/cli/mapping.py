@@ -212,7 +212,8 @@ def cmd_enumerate(args) -> int:
 def cmd_check(args) -> int:
     from mapper.api import check_mapping, problem, rejected_by
     from mapper.rule_names import RuleKind
-    from mapper.text import rule_head, why_violated
+    from mapper.text import rule_head
+    from mapper.violations import why_violated
 
     p = problem(load(args), fusion=args.fusion,
                 heuristics=args.heuristics)
