@@ -19,6 +19,7 @@ its division agrees with Python's for every non-zero divisor.
 from constraints.errors import (
     ConstraintError,
     ConstraintTypeError,
+    CountLimitError,
     DuplicateNameError,
     EmptyDomainError,
     InvalidAssignmentError,
@@ -56,6 +57,7 @@ from constraints.model import Constraint, Model, Parameter
 __all__ = [
     "ConstraintError",
     "ConstraintTypeError",
+    "CountLimitError",
     "DuplicateNameError",
     "EmptyDomainError",
     "InvalidAssignmentError",

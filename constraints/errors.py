@@ -35,6 +35,17 @@ class InvalidAssignmentError(ConstraintError):
     or gives a parameter a value outside its domain."""
 
 
+class CountLimitError(ConstraintError):
+    """Counting (``constraints.counting.count_solutions``) stopped before the end (time
+    limit or state limit): ``done`` of ``total`` parameters were counted through, with
+    ``states`` partial states at the last level."""
+
+    def __init__(self, message: str, *, done: int, total: int, states: int,
+                 elapsed_s: float):
+        super().__init__(message)
+        self.done, self.total, self.states, self.elapsed_s = done, total, states, elapsed_s
+
+
 class ConstraintTypeError(ConstraintError, TypeError):
     """A value of the wrong type where the constraint languages, the model or the search
     space need another: a predicate where a term is needed (or the reverse), a bool, a

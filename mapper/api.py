@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from collections.abc import Mapping as AbcMapping
@@ -14,6 +15,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from constraints import bruteforce, cp_backend, z3_backend
+from constraints.counting import CountLimitError, count_solutions
 from constraints.model import Constraint, Model, Parameter
 from constraints.scalar import compile_predicate
 from ir.errors import IRTypeError
@@ -26,7 +28,6 @@ from mapper.errors import (
     ConfigurationError,
     ContradictoryFixedError,
     InvalidMappingError,
-    MapperError,
     MappingError,
     value_text,
 )
@@ -421,162 +422,21 @@ __all__ = [
 # ------------------------------------------------------------------ counting by states
 
 
-class CountLimitError(MapperError):
-    """Counting stopped before the end (time limit or state limit): ``done`` of ``total``
-    maps were counted through, with ``states`` partial states at the last level."""
-
-    def __init__(self, message: str, *, done: int, total: int, states: int,
-                 elapsed_s: float):
-        super().__init__(message)
-        self.done, self.total, self.states, self.elapsed_s = done, total, states, elapsed_s
-
-
-def _assign(node, name: str, value: int, memo: dict):
-    """``node`` with parameter ``name`` replaced by ``value`` (constructors fold constants)."""
-    from constraints.expr import Const
-    from constraints.expr import Node as ENode
-    from constraints.expr import Param as EParam
-
-    if name not in node.params():
-        return node
-    key = (node, name, value)
-    hit = memo.get(key)
-    if hit is not None:
-        return hit
-    if isinstance(node, EParam):
-        out = Const(value)
-    else:
-        out = type(node)(*(_assign(a, name, value, memo) if isinstance(a, ENode) else a
-                           for a in node._args()))
-    memo[key] = out
-    return out
-
-
 def count_valid_mappings(expr, *, fusion: str | None = None, fixed=None,
                          heuristics: bool | None = None,
                          timeout_s: float | None = None, max_states: int = 1_000_000,
                          progress=None) -> int:
-    """The number of valid mappings, counted without listing them.
+    """The number of valid mappings, counted without listing them
+    (``constraints.counting.count_solutions`` on the mapping problem's model, the maps in
+    tree order: partial assignments that leave the same remaining problem are merged).
 
-    Maps are assigned one by one (tree order); partial assignments that leave the same
-    remaining problem (the same remaining domains and the same partly evaluated
-    constraints) are merged and counted once with their multiplicity, so the work grows
-    with the number of distinct remaining problems, not with the number of mappings.
-    ``progress(done, total, states)`` is called after each map. Past ``timeout_s`` seconds
-    or ``max_states`` states at one level it raises ``CountLimitError``.
+    ``fixed`` pins maps to codes. ``progress(done, total, states)`` is called after each
+    map. Past ``timeout_s`` seconds (building the problem included) or ``max_states``
+    states at one level it raises ``CountLimitError``.
     """
-    import time
-
-    from constraints.expr import FALSE, TRUE, And
-
     t0 = time.monotonic()
     p = problem(expr, fusion=fusion, heuristics=heuristics)
     f = _fixed(p, fixed)
-    names = p.labels
-    n = len(names)
-    pos = {m: i for i, m in enumerate(names)}
-    bit = {v: 1 << i for i, v in enumerate(CODES)}
-    masks = []
-    for m in names:
-        dom = (f[m],) if m in f else p.model.param(m).domain
-        masks.append(sum(bit[v] for v in dom))
-
-    def values(mask: int) -> list[int]:
-        return [v for v in CODES if mask & bit[v]]
-
-    def allowed(pred, var: str, mask: int) -> int:
-        fn = compile_predicate(pred, (var,))
-        return sum(bit[v] for v in values(mask) if fn(v))
-
-    def check_time(done: int, states: int, where: str) -> None:
-        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-            raise CountLimitError(
-                f"counting stopped at the time limit ({timeout_s:g} s) after {done} of {n} "
-                f"maps ({states:,} partial states {where})", done=done, total=n,
-                states=states, elapsed_s=time.monotonic() - t0)
-
-    # constraints grouped by scope: unary ones narrow the domains, binary ones become
-    # tables (value of the earlier map -> allowed mask of the later), wider ones are
-    # evaluated map by map
-    by_scope: dict[tuple[str, ...], list] = {}
-    for c in p.model.decomposed().constraints:
-        scope = tuple(sorted(c.params, key=pos.__getitem__))
-        by_scope.setdefault(scope, []).append(c.predicate)
-    tables: dict[tuple[int, int], dict[int, int]] = {}
-    wide: list = []
-    for g, (scope, preds) in enumerate(by_scope.items()):
-        if g % 256 == 0:
-            check_time(0, 1, "while reading the constraints")
-        if not scope:
-            if not all(q.evaluate({}) for q in preds):
-                return 0
-        elif len(scope) == 1:
-            i = pos[scope[0]]
-            masks[i] = allowed(And(*preds), scope[0], masks[i])
-        elif len(scope) == 2:
-            fn = compile_predicate(And(*preds), scope)
-            tables[(pos[scope[0]], pos[scope[1]])] = {
-                a: sum(bit[b] for b in CODES if fn(a, b)) for a in CODES}
-        else:
-            wide.extend(preds)
-    partners: list[list[tuple[int, dict[int, int]]]] = [[] for _ in names]
-    for (i, j), t in tables.items():
-        partners[i].append((j - i - 1, t))  # index into the remaining masks after i
-    if not all(masks):
-        return 0
-    memo: dict = {}
-    intern: dict = {}  # one object per distinct residual constraint (ids key the cache)
-    fold: dict = {}
-    states: dict = {(tuple(masks), frozenset(wide)): 1}
-    for k, var in enumerate(names):
-        nxt: dict = {}
-        top: dict = {}  # (id(pred), value) -> (pred, pred with var = value)
-        for s, (rest, preds) in enumerate(states):
-            if s % 256 == 0:
-                check_time(k, len(states), f"at map {var}")
-            mult = states[(rest, preds)]
-            mine = [q for q in preds if var in q.params()]
-            others = [q for q in preds if var not in q.params()]
-            for v in values(rest[0]):
-                new = list(rest[1:])
-                for j, t in partners[k]:
-                    new[j] &= t[v]
-                keep = list(others)
-                dead = False
-                for q in mine:
-                    hit = top.get((id(q), v))
-                    if hit is None:
-                        r = _assign(q, var, v, memo)
-                        hit = top[(id(q), v)] = (q, intern.setdefault(r, r))
-                    r = hit[1]
-                    if r is TRUE:
-                        continue
-                    if r is FALSE:
-                        dead = True
-                        break
-                    ps = r.params()
-                    if len(ps) == 1:
-                        (w,) = ps
-                        j = pos[w] - k - 1
-                        key = (r, new[j])
-                        got = fold.get(key)
-                        if got is None:
-                            got = fold[key] = allowed(r, w, new[j])
-                        new[j] = got
-                    else:
-                        keep.append(r)
-                if dead or not all(new):
-                    continue
-                key = (tuple(new), frozenset(keep))
-                nxt[key] = nxt.get(key, 0) + mult
-        states = nxt
-        if len(states) > max_states:
-            raise CountLimitError(
-                f"counting stopped: {len(states):,} distinct partial states after {k + 1} of "
-                f"{n} maps (the limit is {max_states:,})", done=k + 1, total=n,
-                states=len(states), elapsed_s=time.monotonic() - t0)
-        if progress is not None:
-            progress(k + 1, n, len(states))
-        if not states:
-            return 0
-    return sum(states.values())
+    model = p.model.restricted(f) if f else p.model
+    return count_solutions(model, order=p.labels, timeout_s=timeout_s,
+                           max_states=max_states, progress=progress, started=t0, what="maps")

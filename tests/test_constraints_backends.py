@@ -369,3 +369,48 @@ def test_random_unsat_cores_are_minimal(model, data):
     else:
         _assert_minimal_unsat_core(model, fixed, core)
         assert z3_backend.explain_unsat(model, fixed).core == core
+
+
+# ------------------------------------------------------------------ counting by states
+
+
+def test_counting_by_states_agrees_with_brute_force_on_listing3():
+    from constraints.counting import count_solutions
+
+    model = listing3_model()
+    n = bruteforce.count(model)
+    assert n > 0
+    for order in ("ABCD", "DCBA", "BDAC"):
+        assert count_solutions(model, order=tuple(order)) == n, order
+    for name, value in (("A", 20), ("D", 0), ("B", 11)):
+        fixed = {name: value}
+        assert count_solutions(model.restricted(fixed)) == bruteforce.count(model, fixed=fixed)
+    seen = []
+    count_solutions(model, progress=lambda done, total, states: seen.append((done, total)))
+    assert seen == [(k, 4) for k in range(1, 5)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models(), st.data())
+def test_counting_by_states_agrees_with_brute_force_on_random_models(model, data):
+    from constraints.counting import count_solutions
+
+    order = data.draw(st.permutations(model.names))
+    assert count_solutions(model, order=order) == bruteforce.count(model)
+
+
+def test_counting_by_states_stops_at_its_limits_with_a_typed_error():
+    from constraints import CountLimitError
+    from constraints.counting import count_solutions
+
+    model = Model([Parameter(n, range(8)) for n in "ABCD"],
+                  [Constraint("r", ne(A + B + C + D, 5), "not five")])
+    with pytest.raises(CountLimitError, match=r"after 1 of 4 parameters") as e:
+        count_solutions(model, max_states=2)
+    assert (e.value.done, e.value.total) == (1, 4) and e.value.states > 2
+    with pytest.raises(CountLimitError, match=r"time limit \(1 s\).* of 4 maps"):
+        count_solutions(model, timeout_s=1.0, started=-1e9, what="maps")
+    with pytest.raises(InvalidAssignmentError, match="each parameter once"):
+        count_solutions(model, order=("A", "B", "C"))
+    with pytest.raises(InvalidAssignmentError, match="each parameter once"):
+        count_solutions(model, order=("A", "B", "C", "C"))
