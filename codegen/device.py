@@ -1,4 +1,4 @@
-"""OpenCL device selection, device limits and the PoCL cache-directory pitfall.
+"""OpenCL device selection, device limits and features.
 
 By default the first device that builds and runs a probe kernel (``PROBE_SOURCE``: what
 generated kernels use) in a child process is chosen, trying platforms other than pip's PoCL
@@ -10,430 +10,46 @@ case-insensitively, against the platform's name, vendor and version (INDEX: that
 platform's device), so two platforms with the same name (Debian's PoCL and pip's) are told
 apart by version: ``"PoCL 3.1"`` or ``"3.0-rc2"``; a substring no platform has is matched
 against device names (``"pthread"``, ``"EPYC"``; INDEX: among those devices).
+
+The probe itself is :mod:`codegen.device_probe`; PoCL's environment, the platform listing
+and the device errors are :mod:`codegen.opencl_env` (the errors are importable from here too).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib.metadata
-import json
 import logging
 import os
-import platform
 import re
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 from codegen.device_description import Device
+from codegen.device_probe import probe_device
 from codegen.errors import Check
-from ir.errors import LiftmapError
+
+# DeviceError, NoPlatformError and NoDeviceError are importable from here, as docs/api.md says
+from codegen.opencl_env import (
+    INSTALL_ADVICE,
+    DeviceError,
+    NoDeviceError,
+    NoPlatformError,
+    describe_platform,
+    list_devices,
+    list_platforms,
+    no_device_error,
+)
 
 ENV_VAR = "LIFTMAP_DEVICE"
 
 log = logging.getLogger(__name__)
-
-_INSTALL_ADVICE = (
-    "install a system OpenCL ICD listed in /etc/OpenCL/vendors (Debian: apt-get install "
-    "pocl-opencl-icd, PoCL 3.1 or newer), or as a last resort pip install pyopencl[pocl] "
-    "(PoCL 3.0 from PyPI: 3-10x slower, and on AMD Zen 4/5 it fails the probe kernel)"
-)
-
-
-class DeviceError(LiftmapError, RuntimeError):
-    """Base class of the device errors; the message says what to do."""
-
-
-class NoPlatformError(DeviceError):
-    """No OpenCL platform is visible, or none matches the requested spec."""
-
-
-class NoDeviceError(DeviceError):
-    """A platform was found but it lists no (matching) device."""
 
 
 class DeviceFeatureError(DeviceError):
     """A kernel needs a feature (double, half, an extension) that the device lacks."""
 
     check = Check.DEVICE_FEATURE
-
-
-# ------------------------------------------------------------------ PoCL's cache directory
-
-
-def _writable_dir(path: str) -> bool:
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path):
-            pass
-        return True
-    except OSError:
-        return False
-
-
-def pocl_default_cache_dir() -> str:
-    """Where PoCL puts its kernel cache when ``POCL_CACHE_DIR`` is unset."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return os.path.join(xdg, "pocl", "kcache")
-    return os.path.join(os.path.expanduser("~"), ".cache", "pocl", "kcache")
-
-
-def ensure_pocl_cache_dir() -> str:
-    """Makes PoCL's kernel cache writable; returns the directory used.
-
-    If ``POCL_CACHE_DIR`` is unset and the default location is not writable, PoCL
-    lists *zero* devices; then ``POCL_CACHE_DIR`` is pointed at a fresh temporary
-    directory. Must run before the first OpenCL call of the process (child processes
-    inherit the variable, so workers share the on-disk cache).
-    """
-    cur = os.environ.get("POCL_CACHE_DIR")
-    if cur and _writable_dir(cur):
-        return cur
-    default = pocl_default_cache_dir()
-    if not cur and _writable_dir(default):
-        return default
-    tmp = tempfile.mkdtemp(prefix="liftmap-pocl-cache-")
-    os.environ["POCL_CACHE_DIR"] = tmp
-    return tmp
-
-
-def pin_pocl_threads() -> bool:
-    """Asks PoCL to pin its worker threads one per core (``POCL_AFFINITY=1``) unless the
-    user set ``POCL_AFFINITY`` or the process may not run on every core; returns whether
-    the pinning is asked for. Must run before the first OpenCL call of the process (child
-    processes inherit it).
-
-    Unpinned, Linux sometimes wakes both of PoCL's workers on one core of a 2-core
-    machine and leaves them there for the whole kernel: the same kernel then takes twice
-    as long, in runs of several executions (a 2 x 98 work-item convolution 8.5 or 17 ms,
-    a 180 work-group one 0.9 or 1.8 ms; pinned, 8.5-9.6 and 0.82-0.93 ms). The search
-    would rank candidates by which mode they met."""
-    if "POCL_AFFINITY" in os.environ:
-        return os.environ["POCL_AFFINITY"] not in ("", "0")
-    n = os.cpu_count() or 1
-    try:
-        allowed = os.sched_getaffinity(0)
-    except (AttributeError, OSError):  # not Linux: PoCL pins on Linux only
-        return False
-    if allowed != set(range(n)):  # pinning thread i to core i would leave the allowed set
-        return False
-    os.environ["POCL_AFFINITY"] = "1"
-    return True
-
-
-def ensure_pocl_environment() -> str:
-    """PoCL's environment for this library: a writable kernel cache
-    (:func:`ensure_pocl_cache_dir`, whose directory is returned) and worker threads pinned
-    one per core (:func:`pin_pocl_threads`). Runs before the first OpenCL call."""
-    pin_pocl_threads()
-    return ensure_pocl_cache_dir()
-
-
-# ------------------------------------------------------------------ selection
-
-
-def _cl():
-    ensure_pocl_environment()
-    import pyopencl as cl
-
-    return cl
-
-
-def _platforms() -> list:
-    cl = _cl()
-    try:
-        return list(cl.get_platforms())
-    except cl.Error as e:  # PLATFORM_NOT_FOUND_KHR when no ICD at all
-        raise NoPlatformError(f"no OpenCL platform found ({e}); {_INSTALL_ADVICE}") from e
-
-
-def _devices(platform) -> list:
-    cl = _cl()
-    try:
-        return list(platform.get_devices())
-    except cl.Error:
-        return []
-
-
-def _describe_platform(p) -> str:
-    return f"{p.name!r} ({p.version.strip()})"
-
-
-def _no_device_error(platform_desc: str) -> NoDeviceError:
-    cache = os.environ.get("POCL_CACHE_DIR") or pocl_default_cache_dir()
-    return NoDeviceError(
-        f"platform {platform_desc} lists no device. For PoCL this happens when its kernel cache "
-        f"directory is not writable (now {cache!r}): set POCL_CACHE_DIR (and XDG_CACHE_HOME) to a "
-        "writable directory before the first OpenCL call"
-    )
-
-
-def build_log_of(message: str) -> str:
-    """The compiler's log out of pyopencl's build error (drops the repeated headline)."""
-    m = re.search(r"^Build on .*?:\s*$", message, re.M)
-    return message[m.end():].strip() if m else message.strip()
-
-
-# ------------------------------------------------------------------ the probe
-
-PROBE_TIMEOUT_S = 60.0
-PROBE_LOCAL_SIZE = 8
-PROBE_GROUPS = 4
-PROBE_BUILD_OPTIONS = ("-cl-mad-enable",)  # what ``Runner.build`` uses
-PROBE_CACHE_ENV = "LIFTMAP_PROBE_CACHE"  # "0": no verdicts on disk
-PROBE_TIMEOUT_TTL_S = 24 * 3600.0  # how long a timeout stays on disk (a load spike passes)
-
-# What the lowering and the hand-written kernels use: 16/8/4-lane vectors, fma and mad (and
-# ``a * b + c``, which -cl-mad-enable contracts to fma), vload/vstore, local memory written,
-# a barrier, and a neighbour's value read back. pip's PoCL 3.0 (LLVM 14) on AMD Zen 4 spends
-# minutes in LLVM on this kernel's work-group function and then dies (SIGSEGV after 478 s seen;
-# float16 fma alone: 142 s); on Zen 5 it builds nothing ("unknown target CPU").
-PROBE_SOURCE = r"""
-kernel void probe(global const float* restrict x, global float* restrict y) {
-    local float tile[16 * LSZ];
-    const int g = get_global_id(0), l = get_local_id(0);
-    const float16 a = vload16(g, x);
-    const float16 b = fma(a, (float16)(0.5f), (float16)(1.0f));
-    const float16 p = a * b + b;
-    const float8 c = mad(b.lo, b.hi, (float8)(0.25f));
-    const float4 d = fma(vload4(0, x + 16 * g), c.lo, c.hi.wzyx);
-    vstore16(p, l, tile);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float16 r = vload16((l + 1) % LSZ, tile);
-    r.lo = fma(r.lo, c, (float8)(d, d));
-    vstore16(r, g, y);
-}
-"""
-
-# Runs in a child process: argv = platform index, device index, platform version, device
-# name, local size, groups, build options; the kernel source on stdin. Exit 0 and PROBE-OK
-# when the numbers match numpy; 3 build error, 4 wrong numbers, 5 not the expected device.
-_PROBE_CHILD = r"""
-import sys, warnings
-import numpy as np
-import pyopencl as cl
-
-pi, di, pver, dname, lsz, groups, opts = sys.argv[1:8]
-pi, di, lsz, groups = int(pi), int(di), int(lsz), int(groups)
-src = sys.stdin.read()
-p = cl.get_platforms()[pi]
-dev = p.get_devices()[di]
-if p.version.strip() != pver or dev.name.strip() != dname:
-    print(f"PROBE-FAIL device {pi}:{di} is {dev.name.strip()!r} on {p.version.strip()!r}")
-    sys.exit(5)
-n = lsz * groups
-x = (0.5 + ((np.arange(16 * n) * 37) % 101) / 101.0).astype(np.float32)
-ctx = cl.Context([dev])
-q = cl.CommandQueue(ctx)
-try:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prg = cl.Program(ctx, src).build(options=[f"-DLSZ={lsz}"] + opts.split())
-except cl.Error as e:
-    print("PROBE-FAIL build failed: " + " ".join(str(e).split())[-400:])
-    sys.exit(3)
-mf = cl.mem_flags
-xb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
-yb = cl.Buffer(ctx, mf.WRITE_ONLY, x.nbytes)
-prg.probe(q, (n,), (lsz,), xb, yb)
-y = np.empty_like(x)
-cl.enqueue_copy(q, y, yb)
-q.finish()
-a = x.reshape(n, 16).astype(np.float64)
-b = a * 0.5 + 1.0
-pp = a * b + b
-c = b[:, :8] * b[:, 8:] + 0.25
-d = a[:, :4] * c[:, :4] + c[:, 4:8][:, ::-1]
-i = np.arange(n)
-r = pp[(i // lsz) * lsz + (i % lsz + 1) % lsz].copy()
-r[:, :8] = r[:, :8] * c + np.concatenate([d, d], axis=1)
-err = float(np.max(np.abs(y.reshape(n, 16) - r) / np.abs(r)))
-if not err <= 1e-4:
-    print(f"PROBE-FAIL wrong result: max relative error {err:.3g} against numpy")
-    sys.exit(4)
-print("PROBE-OK")
-"""
-
-_probe_cache: dict[tuple[str, str, str], str] = {}
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[:limit]
-
-
-def _stderr_tail(text: str) -> str:
-    """The informative end of a dead child's output: its ``LLVM ERROR`` line if any."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for k, ln in enumerate(lines):
-        if "LLVM ERROR" in ln:
-            return _one_line(" ".join(lines[k:k + 2]))
-    return _one_line(" ".join(lines[-3:])) if lines else "(no output)"
-
-
-def _signal_text(code: int) -> str:
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    return f"process aborted ({name})" if name == "SIGABRT" else f"process killed ({name})"
-
-
-def _probe_in_child(platform_index: int, device_index: int, platform_version: str,
-                    device_name: str, source: str, *, timeout: float = PROBE_TIMEOUT_S,
-                    child_prelude: str = "") -> tuple[str, str]:
-    """Builds and runs ``source`` (kernel ``probe``) on one device in a child process.
-
-    Returns ``(reason, kind)``: ``reason`` is ``""`` when the child built the kernel and its
-    numbers matched numpy; ``kind`` is ``"verdict"``, ``"timeout"`` (the child was killed;
-    pip's PoCL 3.0 spends minutes in LLVM on 16-lane kernels) or ``"none"`` (no verdict on
-    the device: the child could not start or found another device). ``child_prelude`` is
-    Python run in the child first (a test hook, e.g. ``"import os; os.abort()"``).
-    """
-    args = [sys.executable or "python3", "-c", child_prelude + "\n" + _PROBE_CHILD,
-            str(platform_index), str(device_index), platform_version, device_name,
-            str(PROBE_LOCAL_SIZE), str(PROBE_GROUPS), " ".join(PROBE_BUILD_OPTIONS)]
-    try:
-        res = subprocess.run(args, input=source, capture_output=True, text=True,
-                             timeout=timeout, env=dict(os.environ), errors="replace")
-    except subprocess.TimeoutExpired:
-        return f"no answer within {timeout:g} s (child killed)", "timeout"
-    except OSError as e:
-        return f"could not start the probe process: {e}", "none"
-    out = res.stdout + "\n" + res.stderr
-    if res.returncode == 0 and "PROBE-OK" in res.stdout:
-        return "", "verdict"
-    fail = [ln for ln in res.stdout.splitlines() if ln.startswith("PROBE-FAIL ")]
-    if fail and res.returncode in (3, 4):
-        return _one_line(fail[-1][len("PROBE-FAIL "):]), "verdict"
-    if fail:  # not the expected device: the listing changed; not a verdict on the device
-        return _one_line(fail[-1][len("PROBE-FAIL "):]), "none"
-    if res.returncode < 0:
-        return f"{_signal_text(res.returncode)}: {_stderr_tail(out)}", "verdict"
-    return f"process exited with status {res.returncode}: {_stderr_tail(out)}", "verdict"
-
-
-def _cpu_identity() -> str:
-    """The host CPU (vendor, family, model, name, flags): verdicts differ between CPUs that
-    a device name does not tell apart (pip's PoCL calls Zen 4 and Zen 5 'pthread-AMD EPYC')."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            block = f.read().split("\n\n", 1)[0]
-    except OSError:
-        return platform.processor() or platform.machine()
-    keep = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
-    fields = dict(ln.split(":", 1) for ln in block.splitlines() if ":" in ln)
-    return "|".join(f"{k}={fields[k].strip()}" for k in fields if k.strip() in keep)
-
-
-def _verdict_key(device, source: str) -> dict[str, str]:
-    """What a probe verdict depends on; the on-disk entry is valid only for equal fields."""
-    import pyopencl as cl
-
-    return {
-        "platform_version": device.platform.version.strip(),
-        "platform_name": device.platform.name.strip(),
-        "device_name": device.name.strip(),
-        "device_version": device.version.strip(),
-        "driver_version": device.driver_version.strip(),
-        "cpu": hashlib.sha256(_cpu_identity().encode()).hexdigest(),
-        "pyopencl": cl.VERSION_TEXT,
-        "probe": hashlib.sha256("\0".join(
-            [source, _PROBE_CHILD, " ".join(PROBE_BUILD_OPTIONS),
-             str(PROBE_LOCAL_SIZE), str(PROBE_GROUPS)]).encode()).hexdigest(),
-    }
-
-
-def _verdict_path(key: dict[str, str]) -> str | None:
-    if os.environ.get(PROBE_CACHE_ENV, "1") == "0":
-        return None
-    base = os.environ.get("POCL_CACHE_DIR") or pocl_default_cache_dir()
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
-    return os.path.join(base, "liftmap-probe", f"{digest}.json")
-
-
-def _read_verdict(key: dict[str, str]) -> str | None:
-    path = _verdict_path(key)
-    if path is None:
-        return None
-    try:
-        with open(path) as f:
-            entry = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("key") != key:
-        return None
-    if entry.get("kind") == "timeout":
-        age = time.time() - entry.get("time", 0) if isinstance(entry.get("time"), float) else -1
-        if not 0 <= age < PROBE_TIMEOUT_TTL_S:
-            return None
-    reason = entry.get("reason")
-    return reason if isinstance(reason, str) else None
-
-
-def _write_verdict(key: dict[str, str], reason: str, kind: str = "verdict") -> None:
-    """Atomically (a temporary file renamed), so concurrent processes read whole entries."""
-    path = _verdict_path(key)
-    if path is None:
-        return
-    tmp = None
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"key": key, "reason": reason, "kind": kind, "time": time.time()}, f)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _indices_of(device) -> tuple[int, int]:
-    """(platform index, device index) of ``device`` in this process's listing."""
-    for pi, p in enumerate(_platforms()):
-        if p.int_ptr == device.platform.int_ptr:
-            ptrs = [d.int_ptr for d in _devices(p)]
-            if device.int_ptr in ptrs:
-                return pi, ptrs.index(device.int_ptr)
-    raise NoDeviceError(f"{device.name!r} is not in this process's OpenCL listing")
-
-
-def probe_device(device, source: str | None = None, *, timeout: float = PROBE_TIMEOUT_S,
-                 child_prelude: str = "") -> str:
-    """Builds and runs a probe kernel on ``device`` in a child process; ``""`` if it worked,
-    else the reason (e.g. ``process aborted (SIGABRT): LLVM ERROR: Cannot select ...``).
-
-    The default ``source`` is ``PROBE_SOURCE``, which exercises what generated kernels use.
-    An LLVM abort kills only the child. Verdicts are cached per (platform version, device
-    name, probe) in this process, and on disk next to PoCL's kernel cache (keyed also by the
-    host CPU and driver versions; ``LIFTMAP_PROBE_CACHE=0`` turns that off); a timeout is
-    kept on disk for ``PROBE_TIMEOUT_TTL_S`` only. ``child_prelude`` is a test hook (Python
-    run in the child first; nothing is cached on disk then).
-    """
-    source = PROBE_SOURCE if source is None else source
-    tag = hashlib.sha256((child_prelude + "\0" + source).encode()).hexdigest()
-    mem_key = (device.platform.version.strip(), device.name.strip(), tag)
-    if mem_key in _probe_cache:
-        return _probe_cache[mem_key]
-    disk_key = _verdict_key(device, source) if not child_prelude else None
-    if disk_key is not None:
-        reason = _read_verdict(disk_key)
-        if reason is not None:
-            _probe_cache[mem_key] = reason
-            return reason
-    pi, di = _indices_of(device)
-    reason, kind = _probe_in_child(pi, di, mem_key[0], mem_key[1], source,
-                                   timeout=timeout, child_prelude=child_prelude)
-    if kind != "none":
-        _probe_cache[mem_key] = reason
-        if disk_key is not None:
-            _write_verdict(disk_key, reason, kind)
-    return reason
 
 
 # ------------------------------------------------------------------ default selection
@@ -465,7 +81,7 @@ def _pip_pocl_platform_ptrs() -> set[int] | None:
     if not libs:
         return None
     try:
-        _platforms()  # the ICD loader loads every ICD when it first lists platforms
+        list_platforms()  # the ICD loader loads every ICD when it first lists platforms
     except DeviceError:
         return set()
     found: set[int] = set()
@@ -519,7 +135,7 @@ def rank_devices(platforms: list, is_pip: Callable[[Any], bool] | None = None) -
     rows = []
     for pi, p in enumerate(platforms):
         pip = bool(is_pip(p))
-        for di, d in enumerate(_devices(p)):
+        for di, d in enumerate(list_devices(p)):
             cpu = bool(int(d.type) & CL_DEVICE_TYPE_CPU)
             rows.append(((pip, not cpu, pi, di), p, d, pip))
     rows.sort(key=lambda r: r[0])
@@ -548,7 +164,7 @@ def _default_device_report(platforms: list, is_pip: Callable[[Any], bool] | None
     probe = probe_device if probe is None else probe
     ranked = rank_devices(platforms, is_pip)
     if not ranked:
-        raise _no_device_error(", ".join(_describe_platform(p) for p in platforms))
+        raise no_device_error(", ".join(describe_platform(p) for p in platforms))
     chosen, notes, failures = None, [], []
     for p, d, pip in ranked:
         label = _device_label(p, d, pip)
@@ -562,7 +178,7 @@ def _default_device_report(platforms: list, is_pip: Callable[[Any], bool] | None
         else:
             chosen = d
     for p in platforms:
-        if not _devices(p):
+        if not list_devices(p):
             notes.append(f"{platform_label(p, bool((is_pip or _is_pip_pocl)(p)))}: no device")
     if chosen is None:
         raise NoDeviceError(
@@ -579,9 +195,9 @@ def default_device_report() -> tuple[Any, list[str]]:
     other device, why it was not chosen. Computed once per process."""
     global _report
     if _report is None:
-        platforms = _platforms()
+        platforms = list_platforms()
         if not platforms:
-            raise NoPlatformError(f"no OpenCL platform found; {_INSTALL_ADVICE}")
+            raise NoPlatformError(f"no OpenCL platform found; {INSTALL_ADVICE}")
         _report = _default_device_report(platforms)
         log.info("%s", _choice_line(*_report))
     return _report
@@ -636,9 +252,9 @@ def select_device(spec: str | None = None):
     """
     if spec is None:
         spec = os.environ.get(ENV_VAR) or None
-    platforms = _platforms()
+    platforms = list_platforms()
     if not platforms:
-        raise NoPlatformError(f"no OpenCL platform found; {_INSTALL_ADVICE}")
+        raise NoPlatformError(f"no OpenCL platform found; {INSTALL_ADVICE}")
     if spec is None:
         return default_device_report()[0]
     sub, index = parse_spec(spec)
@@ -646,21 +262,21 @@ def select_device(spec: str | None = None):
     matches = [p for p in platforms
                if key in f"{p.name} {p.vendor} {p.version}".lower()]
     if not matches:  # a device name's substring: the index-th device whose name has it
-        named = [d for p in platforms for d in _devices(p) if key in d.name.lower()]
+        named = [d for p in platforms for d in list_devices(p) if key in d.name.lower()]
         if named and (index or 0) < len(named):
             return named[index or 0]
         if named:
             raise NoDeviceError(
                 f"{len(named)} device(s) have {sub!r} in their name: "
                 f"{[d.name for d in named]}; index {index} is out of range")
-        known = "; ".join(_describe_platform(p) + ": " + ", ".join(
-            repr(d.name) for d in _devices(p)) for p in platforms)
+        known = "; ".join(describe_platform(p) + ": " + ", ".join(
+            repr(d.name) for d in list_devices(p)) for p in platforms)
         raise NoPlatformError(
             f"no OpenCL platform or device matches {sub!r} (spec {spec!r}, from {ENV_VAR} or "
-            f"--device); platforms and devices here: {known}. {SPEC_FORM}; {_INSTALL_ADVICE}"
+            f"--device); platforms and devices here: {known}. {SPEC_FORM}; {INSTALL_ADVICE}"
         )
     for p in matches:
-        devs = _devices(p)
+        devs = list_devices(p)
         if not devs:
             continue
         if index is None:
@@ -668,16 +284,16 @@ def select_device(spec: str | None = None):
         if index < len(devs):
             return devs[index]
         raise NoDeviceError(
-            f"platform {_describe_platform(p)} has {len(devs)} device(s): "
+            f"platform {describe_platform(p)} has {len(devs)} device(s): "
             f"{[d.name for d in devs]}; index {index} is out of range"
         )
-    raise _no_device_error(", ".join(_describe_platform(p) for p in matches))
+    raise no_device_error(", ".join(describe_platform(p) for p in matches))
 
 
 def device_spec(device) -> str:
     """A spec that selects ``device`` again (e.g. in a worker process)."""
     p = device.platform
-    platforms = _platforms()
+    platforms = list_platforms()
     same_name = [q for q in platforms if q.name == p.name]
     key = p.name
     if len(same_name) > 1:
@@ -689,7 +305,7 @@ def device_spec(device) -> str:
                    for q in platforms) == 1:
                 key = cand
                 break
-    idx = [d.int_ptr for d in _devices(p)].index(device.int_ptr)
+    idx = [d.int_ptr for d in list_devices(p)].index(device.int_ptr)
     return f"{key}:{idx}"
 
 

@@ -53,7 +53,8 @@ class CodegenError(LiftmapError):
     """Base of the code generator's errors: the lowering's (:class:`LoweringError`, a
     candidate's rejection) and those of a caller misusing the runner, the worker pool or
     the outcome records (the device's, the build's and the workers' start errors are
-    defined beside them: ``codegen.device``, ``codegen.runner``, ``codegen.worker``)."""
+    defined beside them: ``codegen.opencl_env`` and ``codegen.device``, ``codegen.runner``,
+    ``codegen.worker``)."""
 
 
 class KernelInputError(CodegenError, ValueError):

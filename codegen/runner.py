@@ -9,6 +9,7 @@ worker process with a time limit.
 from __future__ import annotations
 
 import hashlib
+import re
 import statistics
 import time
 import warnings
@@ -19,15 +20,9 @@ from typing import TypedDict
 
 import numpy as np
 
-from codegen.device import (
-    DeviceFeatureError,
-    build_log_of,
-    check_features,
-    device_limits,
-    ensure_pocl_environment,
-    select_device,
-)
+from codegen.device import DeviceFeatureError, check_features, device_limits, select_device
 from codegen.errors import InvalidArgumentError, KernelInputError
+from codegen.opencl_env import ensure_pocl_environment
 from codegen.program import DTYPES, CompiledProgram, Outcome
 from ir.errors import LiftmapError
 
@@ -142,6 +137,12 @@ class _Timing(TypedDict):
     times_s: tuple[float, ...]
     gflops: float | None
     build_s: float
+
+
+def build_log_of(message: str) -> str:
+    """The compiler's log out of pyopencl's build error (drops the repeated headline)."""
+    m = re.search(r"^Build on .*?:\s*$", message, re.M)
+    return message[m.end():].strip() if m else message.strip()
 
 
 def _first_lines(text: str, n: int = 12) -> str:

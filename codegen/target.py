@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from codegen.device import ENV_VAR, DeviceError, select_device
+from codegen.device import ENV_VAR, select_device
 from codegen.device_description import (
     DEFAULT_DEVICE,
     H100,
@@ -24,6 +24,7 @@ from codegen.device_description import (
     DeviceDescriptionError,
     stable_memory_size,
 )
+from codegen.opencl_env import DeviceError
 
 __all__ = [
     "DEFAULT_DEVICE", "H100", "POCL_CPU", "PRESETS", "VOLATILE_MEMORY_FIELDS", "Device",

@@ -5,7 +5,12 @@ caller down. A ``WorkerPool`` keeps persistent worker processes (started with ``
 pyopencl contexts do not survive ``fork``), each holding one ``Runner`` whose build cache
 lasts across candidates. A worker that dies gives a ``crash`` outcome (with the signal and
 the last lines it printed, e.g. ``LLVM ERROR: ...``); one that exceeds the time limit is
-killed and gives ``timeout``. Either way the next candidate gets a fresh worker.
+killed and gives ``timeout``. Either way the next candidate gets a fresh worker. A worker
+killed from outside the pool (a SIGKILL the pool did not send: a user, a soak test, the
+OOM killer) is not the candidate's fault: its candidate is retried once on a fresh worker
+(``WorkerPool.retried``; the outcome's reason says so), and is a ``crash`` only when killed
+again. A closed or replaced worker's process handle is closed at once (no descriptor is
+held until garbage collection).
 
 Inputs and the reference travel once per data set, not per candidate: the worker keeps the
 last data set under a token and the pool sends it again only when the token changes.
@@ -41,12 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from codegen.device import ensure_pocl_environment
 from codegen.errors import InvalidArgumentError
+from codegen.opencl_env import ensure_pocl_environment
 from codegen.program import CompiledProgram, Outcome
 from ir.errors import LiftmapError
 
 STARTUP_TIMEOUT_S = 120.0
+RETRIES = 1  # a candidate whose worker was killed from outside is evaluated again this often
 
 
 class WorkerStartError(LiftmapError, RuntimeError):
@@ -213,12 +219,20 @@ class _Worker:
         self.token: str | None = None
         self.info: dict[str, Any] = {}
         self.started = 0
+        self.exit_code: int | None = None  # how the last process that died unasked ended
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
+    @property
+    def killed_outside(self) -> bool:
+        """Whether the last worker process that died was killed by a SIGKILL the pool did
+        not send (the pool's own kills, on a timeout, are not deaths it sees)."""
+        return self.exit_code == -signal.SIGKILL
+
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        self.exit_code = None
         parent, child = self.ctx.Pipe()
         open(self.log_path, "w").close()
         proc = self.ctx.Process(
@@ -242,7 +256,7 @@ class _Worker:
             kind, info = parent.recv()
         except EOFError:
             proc.join(5)
-            code = proc.exitcode
+            code = self.exit_code = proc.exitcode
             self.kill()
             raise WorkerStartError(f"worker died while starting ({_signal_name(code)}): "
                                    f"{_tail(self.log_path)}") from None
@@ -252,10 +266,14 @@ class _Worker:
         self.info = info
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.is_alive():
-            self.proc.kill()
-        if self.proc is not None:
-            self.proc.join(10)
+        proc = self.proc
+        if proc is not None and proc.is_alive():
+            proc.kill()
+        if proc is not None:
+            proc.join(10)
+            if proc.exitcode is not None:  # its sentinel pipe is released now, not at GC
+                proc.close()
+                self.proc = None
         if self.conn is not None:
             self.conn.close()
         self.conn, self.token = None, None
@@ -274,7 +292,7 @@ class _Worker:
         proc = self.proc
         assert proc is not None  # it was started
         proc.join(5)
-        code = proc.exitcode
+        code = self.exit_code = proc.exitcode
         tail = _tail(self.log_path)
         self.kill()
         reason = f"worker died {what} ({_signal_name(code)})"
@@ -293,6 +311,7 @@ class _Worker:
         worker says when each kernel starts and ends running). A kernel slower than that is
         stopped inside its first execution (``timeout``, reason ``runs stopped after ...``).
         """
+        self.exit_code = None
         if not self.alive:
             self.start()
         conn = self.conn
@@ -393,6 +412,7 @@ class WorkerPool:
         self._memo: tuple[tuple, str, tuple] | None = None
         self.crashes = 0
         self.timeouts = 0
+        self.retried = 0  # candidates evaluated again: their worker was killed from outside
 
     # -------------------------------------------------------------- bookkeeping
 
@@ -439,18 +459,29 @@ class WorkerPool:
              run_limit_s: float | None = None) -> Outcome:
         timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
         token = self._token(inputs, reference)
-        w = self._idle.get()
-        try:
+        killed: list[str] = []  # the reasons of the attempts whose worker was killed
+        while True:
+            w = self._idle.get()
             try:
-                self._ensure(w)
-            except WorkerDeviceError:
-                raise
-            except WorkerStartError as e:
-                return Outcome("crash", str(e))
-            out = w.call(kind, payload, inputs, reference, token, timeout_s, kw, self._gate,
-                         run_limit_s)
-        finally:
-            self._idle.put(w)
+                try:
+                    self._ensure(w)
+                except WorkerDeviceError:
+                    raise
+                except WorkerStartError as e:
+                    out = Outcome("crash", str(e))
+                else:
+                    out = w.call(kind, payload, inputs, reference, token, timeout_s, kw,
+                                 self._gate, run_limit_s)
+            finally:
+                self._idle.put(w)
+            if out.status != "crash" or not w.killed_outside or len(killed) >= RETRIES:
+                break
+            killed.append(out.reason)  # not the candidate's doing: once more, fresh worker
+            self.retried += 1
+        if killed:
+            note = f"retried {len(killed)} time(s): its worker was killed from outside " \
+                   f"the pool ({'; '.join(killed)})"
+            out = replace(out, reason=f"{out.reason}; {note}" if out.reason else note)
         if out.status == "timeout":
             self.timeouts += 1
         elif out.status == "crash" and not w.alive:

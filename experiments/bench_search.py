@@ -110,12 +110,13 @@ def cpu_ticks() -> tuple[int, int]:
 
 def fma_peak(spec: str | None) -> float | None:
     """GFLOP/s of float8 FMA chains on the device that ``spec`` selects (None: failed)."""
-    from codegen import device as D
+    from codegen.device import select_device
+    from codegen.opencl_env import list_devices, list_platforms
     from experiments.probe_devices import time_chain
 
-    dev = D.select_device(spec)
-    for pi, p in enumerate(D._platforms()):
-        for di, d in enumerate(D._devices(p)):
+    dev = select_device(spec)
+    for pi, p in enumerate(list_platforms()):
+        for di, d in enumerate(list_devices(p)):
             if d.int_ptr == dev.int_ptr:
                 n = 8192 * max(1, int(dev.max_compute_units))
                 r = time_chain(pi, di, 8, 4096, n, 120.0)

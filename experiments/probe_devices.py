@@ -2,7 +2,7 @@
 
     python -m experiments.probe_devices [--timeout 60] [--iters 4096] [--json out.json]
 
-For each device: the default-selection probe (``codegen.device.probe_device``, run afresh:
+For each device: the default-selection probe (``codegen.device_probe.probe_device``, run afresh:
 no cached verdict), then a chain of dependent ``fma`` on 8 independent accumulators of
 ``float`` and of ``float8`` per work-item, timed by OpenCL profiling events (median of 5
 after a warm-up launch). A child that aborts or hangs costs only that measurement.
@@ -78,7 +78,7 @@ def time_chain(pi: int, di: int, width: int, iters: int, n: int, timeout: float)
     except subprocess.TimeoutExpired:
         return {"error": f"no answer within {timeout:g} s"}
     if r.returncode != 0:
-        from codegen.device import _signal_text, _stderr_tail
+        from codegen.device_probe import _signal_text, _stderr_tail
 
         what = (_signal_text(r.returncode) if r.returncode < 0
                 else f"exit status {r.returncode}")
@@ -96,13 +96,15 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     os.environ["LIFTMAP_PROBE_CACHE"] = "0"  # measure the probe, not the cache
     from codegen import device as D
+    from codegen.device_probe import probe_device
+    from codegen.opencl_env import list_devices, list_platforms
 
     rows = []
-    for pi, p in enumerate(D._platforms()):
+    for pi, p in enumerate(list_platforms()):
         pip = D._is_pip_pocl(p)
-        for di, d in enumerate(D._devices(p)):
+        for di, d in enumerate(list_devices(p)):
             t0 = time.perf_counter()
-            reason = D.probe_device(d, timeout=a.timeout)
+            reason = probe_device(d, timeout=a.timeout)
             row = {"platform": D.platform_label(p, pip), "device": d.name.strip(),
                    "probe": reason or "passed", "probe_s": round(time.perf_counter() - t0, 2)}
             print(f"{row['device']} on {row['platform']}: probe {row['probe']} "

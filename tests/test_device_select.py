@@ -11,15 +11,17 @@ import pytest
 from opencl_required import opencl_device
 
 from codegen import device as D
+from codegen import device_probe as P
 from codegen.device import (
     CL_DEVICE_TYPE_CPU,
     CL_DEVICE_TYPE_GPU,
     NoDeviceError,
     describe_choice,
     device_spec,
-    probe_device,
     rank_devices,
 )
+from codegen.device_probe import probe_device
+from codegen.opencl_env import list_platforms
 
 ABORT = "import os, sys; sys.stderr.write('LLVM ERROR: Cannot select: fake\\n'); " \
         "sys.stderr.flush(); os.abort()"
@@ -36,7 +38,7 @@ def device():
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
     """No verdict from memory or from an earlier on-disk cache."""
-    monkeypatch.setattr(D, "_probe_cache", {})
+    monkeypatch.setattr(P, "_probe_cache", {})
     monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "pocl"))
     return tmp_path / "pocl"
 
@@ -125,7 +127,7 @@ def test_pip_pocl_is_not_recognised_by_distro_and_version_fallback(monkeypatch):
 @pytest.mark.opencl
 def test_pip_pocl_handles_belong_to_pocl_platforms():
     with opencl_device():
-        platforms = D._platforms()
+        platforms = list_platforms()
     ptrs = D._pip_pocl_platform_ptrs()
     for p in platforms:
         if ptrs and p.int_ptr in ptrs:
@@ -136,13 +138,13 @@ def test_pip_pocl_handles_belong_to_pocl_platforms():
 
 
 def test_child_abort_becomes_a_reason_and_spares_this_process():
-    reason, kind = D._probe_in_child(0, 0, "v", "d", D.PROBE_SOURCE, child_prelude=ABORT)
+    reason, kind = P._probe_in_child(0, 0, "v", "d", P.PROBE_SOURCE, child_prelude=ABORT)
     assert kind == "verdict"
     assert reason.startswith("process aborted (SIGABRT): LLVM ERROR: Cannot select: fake")
 
 
 def test_child_that_hangs_is_killed_and_reported_as_timeout():
-    reason, kind = D._probe_in_child(0, 0, "v", "d", D.PROBE_SOURCE, timeout=2,
+    reason, kind = P._probe_in_child(0, 0, "v", "d", P.PROBE_SOURCE, timeout=2,
                                      child_prelude="import time; time.sleep(60)")
     assert kind == "timeout" and reason.startswith("no answer within 2 s")
 
@@ -150,8 +152,8 @@ def test_child_that_hangs_is_killed_and_reported_as_timeout():
 @pytest.mark.opencl
 def test_probe_of_the_default_device_passes_in_a_child(device, fresh, monkeypatch):
     calls = []
-    real = D._probe_in_child
-    monkeypatch.setattr(D, "_probe_in_child", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = P._probe_in_child
+    monkeypatch.setattr(P, "_probe_in_child", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert probe_device(device) == ""
     assert calls == [1]
     assert probe_device(device) == "" and calls == [1]  # cached in this process
@@ -180,40 +182,40 @@ def test_verdict_on_disk_is_reused_by_a_fresh_process(device, fresh, monkeypatch
     assert len(files) == 1
     entry = json.loads(files[0].read_text())
     assert entry["reason"] == "" and entry["key"]["device_name"] == device.name.strip()
-    monkeypatch.setattr(D, "_probe_cache", {})  # as in a fresh process
+    monkeypatch.setattr(P, "_probe_cache", {})  # as in a fresh process
 
     def no_child(*a, **k):
         raise AssertionError("the on-disk verdict should have been used")
 
-    monkeypatch.setattr(D, "_probe_in_child", no_child)
+    monkeypatch.setattr(P, "_probe_in_child", no_child)
     assert probe_device(device) == ""
-    monkeypatch.setenv(D.PROBE_CACHE_ENV, "0")
-    monkeypatch.setattr(D, "_probe_cache", {})
+    monkeypatch.setenv(P.PROBE_CACHE_ENV, "0")
+    monkeypatch.setattr(P, "_probe_cache", {})
     with pytest.raises(AssertionError, match="on-disk"):
         probe_device(device)
 
 
 def test_disk_verdicts_need_an_equal_key_and_timeouts_expire(fresh, monkeypatch):
     key = {"platform_version": "v", "device_name": "d", "cpu": "c", "probe": "p"}
-    D._write_verdict(key, "LLVM ERROR: x")
-    assert D._read_verdict(key) == "LLVM ERROR: x"
-    assert D._read_verdict(dict(key, cpu="another CPU")) is None
-    D._write_verdict(key, "no answer within 60 s", "timeout")
-    assert D._read_verdict(key) == "no answer within 60 s"
-    monkeypatch.setattr(D, "PROBE_TIMEOUT_TTL_S", 0.0)
-    assert D._read_verdict(key) is None
-    path = D._verdict_path(key)
+    P._write_verdict(key, "LLVM ERROR: x")
+    assert P._read_verdict(key) == "LLVM ERROR: x"
+    assert P._read_verdict(dict(key, cpu="another CPU")) is None
+    P._write_verdict(key, "no answer within 60 s", "timeout")
+    assert P._read_verdict(key) == "no answer within 60 s"
+    monkeypatch.setattr(P, "PROBE_TIMEOUT_TTL_S", 0.0)
+    assert P._read_verdict(key) is None
+    path = P._verdict_path(key)
     with open(path, "w") as f:
         f.write("{not json")
-    assert D._read_verdict(key) is None
+    assert P._read_verdict(key) is None
     assert [p.name for p in (fresh / "liftmap-probe").iterdir()] == [os.path.basename(path)]
 
 
 def test_stderr_tail_prefers_the_llvm_error_line():
     out = "5 warnings generated.\nLLVM ERROR: Cannot select: t1: v16f32 = fma\nIn function: k\nx\n"
-    assert D._stderr_tail(out) == "LLVM ERROR: Cannot select: t1: v16f32 = fma In function: k"
-    assert D._stderr_tail("a\nb\n\nc\nd\n") == "b c d"
-    assert D._stderr_tail("") == "(no output)"
+    assert P._stderr_tail(out) == "LLVM ERROR: Cannot select: t1: v16f32 = fma In function: k"
+    assert P._stderr_tail("a\nb\n\nc\nd\n") == "b c d"
+    assert P._stderr_tail("") == "(no output)"
 
 
 # ------------------------------------------------------------------ the one line

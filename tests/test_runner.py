@@ -18,11 +18,11 @@ from codegen.device import (
     check_features,
     device_limits,
     device_spec,
-    ensure_pocl_cache_dir,
     parse_spec,
     select_device,
 )
 from codegen.oclgrind import check_with_oclgrind, oclgrind_available, parse_oclgrind_log
+from codegen.opencl_env import ensure_pocl_cache_dir
 from codegen.program import Buffer, CompiledProgram, Kernel, Outcome
 from codegen.runner import Runner, check_launch, compare, source_hash
 from codegen.worker import WorkerPool, data_token
@@ -103,9 +103,9 @@ def test_device_index_out_of_range_and_env_var(runner, monkeypatch):
 
 
 def test_no_device_error_mentions_the_pocl_cache_pitfall():
-    from codegen.device import _no_device_error
+    from codegen.opencl_env import no_device_error
 
-    msg = str(_no_device_error("'Portable Computing Language'"))
+    msg = str(no_device_error("'Portable Computing Language'"))
     assert "POCL_CACHE_DIR" in msg and "writable" in msg
 
 
@@ -119,17 +119,17 @@ def test_unwritable_pocl_cache_dir_is_replaced(monkeypatch, tmp_path):
 
 
 def test_pocl_threads_are_pinned_unless_the_user_or_the_cpu_set_says_otherwise(monkeypatch):
-    from codegen import device
+    from codegen import opencl_env
 
     n = os.cpu_count() or 1
     monkeypatch.delenv("POCL_AFFINITY", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
-    assert device.pin_pocl_threads() and os.environ["POCL_AFFINITY"] == "1"
+    assert opencl_env.pin_pocl_threads() and os.environ["POCL_AFFINITY"] == "1"
     monkeypatch.setenv("POCL_AFFINITY", "0")  # the user's choice stands
-    assert not device.pin_pocl_threads() and os.environ["POCL_AFFINITY"] == "0"
+    assert not opencl_env.pin_pocl_threads() and os.environ["POCL_AFFINITY"] == "0"
     monkeypatch.delenv("POCL_AFFINITY")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(1, n + 1)))
-    assert not device.pin_pocl_threads()  # thread i on core i would leave the allowed set
+    assert not opencl_env.pin_pocl_threads()  # thread i on core i would leave the allowed set
     assert "POCL_AFFINITY" not in os.environ
 
 

@@ -377,10 +377,11 @@ def test_space_takes_the_sizes_explore_takes_without_max(capsys, tmp_path):
 def test_a_device_spec_may_name_the_device():
     """LIFTMAP_DEVICE / --device: a substring of a device's name (``pthread``, ``EPYC``)
     with an optional index among the devices so named, as the README says."""
-    from codegen.device import NoDeviceError, NoPlatformError, _platforms, select_device
+    from codegen.device import NoDeviceError, NoPlatformError, select_device
+    from codegen.opencl_env import list_platforms
 
     d = select_device(None)
-    platforms = " ".join(f"{p.name} {p.vendor} {p.version}" for p in _platforms()).lower()
+    platforms = " ".join(f"{p.name} {p.vendor} {p.version}" for p in list_platforms()).lower()
     words = [w for w in d.name.replace("-", " ").split() if w.lower() not in platforms]
     assert words, d.name
     for spec in (words[0], f"{words[0]}:0", words[-1].lower()):
