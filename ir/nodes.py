@@ -36,6 +36,18 @@ def _unpickled_map(f, kind, dim, label, uid, width) -> Map:
     return Map(f, kind, dim, label, uid, width)
 
 
+# a node class's dataclass field names (``dataclasses.fields`` is slow on the hot path)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(node: Any) -> tuple[str, ...]:
+    """The dataclass field names of ``node``'s class, in order (cached per class)."""
+    names = _FIELD_NAMES.get(type(node))
+    if names is None:
+        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))
+    return names
+
+
 class Node:
     """Base of expressions and function declarations."""
 
@@ -44,8 +56,8 @@ class Node:
         __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def children(self) -> Iterator[Node]:
-        for f in fields(self):
-            v = getattr(self, f.name)
+        for name in field_names(self):
+            v = getattr(self, name)
             if isinstance(v, Node):
                 yield v
             elif isinstance(v, tuple):
@@ -403,16 +415,16 @@ def rebuild(node: Node, fn: Callable[[Node], Node | None]) -> Node:
     """Bottom-up rewrite: ``fn`` returns a replacement for a node (children already
     rewritten) or None to keep it. Map uids survive."""
     changes: dict[str, Node | tuple] = {}
-    for f in fields(node):
-        v = getattr(node, f.name)
+    for name in field_names(node):
+        v = getattr(node, name)
         if isinstance(v, Node):
             nv = rebuild(v, fn)
             if nv is not v:
-                changes[f.name] = nv
+                changes[name] = nv
         elif isinstance(v, tuple) and any(isinstance(x, Node) for x in v):
             nt = tuple(rebuild(x, fn) if isinstance(x, Node) else x for x in v)
             if any(a is not b for a, b in zip(nt, v)):
-                changes[f.name] = nt
+                changes[name] = nt
     if changes:
         node = _replace(node, changes)
     out = fn(node)
@@ -420,7 +432,7 @@ def rebuild(node: Node, fn: Callable[[Node], Node | None]) -> Node:
 
 
 def _replace(node: Node, changes: dict) -> Node:
-    kwargs = {f.name: getattr(node, f.name) for f in fields(node)}
+    kwargs = {name: getattr(node, name) for name in field_names(node)}
     kwargs.update(changes)
     return type(node)(**kwargs)
 

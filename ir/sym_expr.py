@@ -15,6 +15,7 @@ the public module, ``ir.sym``.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Mapping
 from fractions import Fraction
@@ -549,7 +550,7 @@ def _cancel_ediv(a: Expr, b: Expr):
             if at.q == b:
                 k = _ONE
             else:
-                kt = _poly_div(b._t, at.q._t)
+                kt = _quotient_terms(b, at.q)
                 k = None if kt is None else _mk(kt)
             if k is not None and len(k._t) == 1:
                 rest = _mk({frozenset(pair for pair in m if pair[0] is not at): c})
@@ -706,6 +707,14 @@ def _map_atoms(e: Expr, fatom) -> Expr:
 
 
 # --------------------------------------------------------------------- exact division
+@functools.lru_cache(maxsize=8192)
+def _quotient_terms(p: Expr, q: Expr) -> dict | None:
+    """``_poly_div`` of the two expressions' terms, remembered: the type check and the
+    lowering of every mapping of a program divide the same sizes again. The caller must
+    not modify the returned terms (``_mk`` does not)."""
+    return _poly_div(p._t, q._t)
+
+
 def _exact_div(p: Expr, q: Expr) -> Expr:
     qt = q._t
     pt = p._t
@@ -731,7 +740,7 @@ def _exact_div(p: Expr, q: Expr) -> Expr:
     cg = _mk({g: c})
     p2 = _exact_div(p, cg)
     q2 = _exact_div(q, cg)
-    quo = _poly_div(p2._t, q2._t)
+    quo = _quotient_terms(p2, q2)
     if quo is not None:
         return _mk(quo)
     # the sign of the numerator is normalised too: (-a)/q is stored as -1*(a/q), so that
@@ -762,7 +771,7 @@ def _int_quotient(p: Expr, q: Expr):
         return _mk(out)
     if p == q:
         return _ONE
-    quo = _poly_div(p._t, qt)
+    quo = _quotient_terms(p, q)
     return _mk(quo) if quo is not None and _is_int_poly(quo) else None
 
 

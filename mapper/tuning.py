@@ -14,8 +14,9 @@ sampled uniformly.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from codegen.lanes import row_block_sizes
@@ -48,7 +49,7 @@ class TuningProblem:
     """Tuning parameters and their restrictions for one program: predicates
     (``constraints.expr``) with their origins."""
 
-    program: Node
+    _program: Node | None
     sizes: dict[str, int]
     params: dict[str, TuningParam]
     predicates: list[tuple[Pred, str]] = field(default_factory=list)
@@ -57,12 +58,49 @@ class TuningProblem:
     # (codegen.resources.program_features: work-items, work-group size, private/local/global
     # bytes, kernels; codegen.intensity: the hot loop), as the lowering gave them; the
     # ``features`` property substitutes the sizes when first read
-    feature_exprs: dict[str, Expr] = field(default_factory=dict, repr=False)
+    _feature_exprs: dict[str, Expr] | None = field(default=None, repr=False)
     # spaces built for other problems with the same domains and restrictions (shared by the
     # mappings of a JointSpace: most of them have the same tuning space)
     space_cache: dict | None = field(default=None, repr=False, compare=False)
     _space: SearchSpace | None = None
     _features: dict[str, Expr] | None = field(default=None, repr=False, compare=False)
+    # a problem shared from another mapping's (JointSpace): its program and features are
+    # computed on first use, by these
+    _lower: Callable[[], Node] | None = field(default=None, repr=False, compare=False)
+    _collect: Callable[[Node], dict[str, Expr]] | None = field(default=None, repr=False,
+                                                               compare=False)
+    probe: dict[str, int] | None = None  # the configuration the features were lowered at
+
+    @property
+    def program(self) -> Node:
+        """The mapped (low-level) program."""
+        if self._program is None:
+            assert self._lower is not None  # a shared problem lowers its own mapping
+            self._program = self._lower()
+        return self._program
+
+    @property
+    def feature_exprs(self) -> dict[str, Expr]:
+        """The lowered kernels' features in the sizes and the tuning parameters."""
+        if self._feature_exprs is None:
+            self._feature_exprs = self._collect(self.program) if self._collect else {}
+        return self._feature_exprs
+
+    @feature_exprs.setter
+    def feature_exprs(self, value: dict[str, Expr]) -> None:
+        self._feature_exprs = value
+
+    def shared(self, lower: Callable[[], Node],
+               collect: Callable[[Node], dict[str, Expr]]) -> TuningProblem:
+        """This problem's parameters, restrictions and space for another mapping whose
+        tuning problem is the same (``JointSpace``: the mapping with its OpenCL dimensions
+        renamed); its program (``lower()``) and features (``collect(program)``) are its
+        own, computed on first use."""
+        out = TuningProblem(None, self.sizes, self.params, list(self.predicates),
+                            self.resource_note, space_cache=self.space_cache, _lower=lower,
+                            _collect=collect, probe=self.probe)
+        out._space = self._space
+        return out
 
     @property
     def features(self) -> dict[str, Expr]:
@@ -401,6 +439,7 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             continue
         if not problem.feature_exprs:
             problem.feature_exprs = feats
+            problem.probe = dict(probe)
         for r in res:
             key = str(r.rel)
             if key not in texts:
@@ -419,6 +458,42 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             added = True
     if added:
         problem._space = None
+
+
+def dims_renamed(mapping: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """``mapping`` with its OpenCL dimensions numbered in order of first use (``A=G1 B=L1
+    C=G0`` -> ``A=G0 B=L0 C=G1``): the mappings with the same result differ only in which
+    dimension each parallel map takes."""
+    order: dict[int, int] = {}
+    out = []
+    for label, code in dict(mapping).items():
+        if code >= 10:
+            code = code // 10 * 10 + order.setdefault(code % 10, len(order))
+        out.append((label, code))
+    return tuple(out)
+
+
+def _features_at(program: Node, *, sizes: Mapping[str, int], device: Device
+                 ) -> dict[str, Expr]:
+    """The lowered kernels' features of ``program`` lowered at ``sizes`` (empty when that
+    lowering fails): what ``_resource_constraints`` records for the problem it builds."""
+    from codegen.errors import LoweringError
+    from codegen.lower import program_resources
+    from ir.errors import ConstraintViolation
+    from ir.nodes import Lambda
+    from ir.sym import SymbolicError
+
+    feats: dict[str, Expr] = {}
+    if isinstance(program, Lambda):
+        try:
+            program_resources(program, sizes, device=device, features=feats)
+        except (LoweringError, ConstraintViolation, SymbolicError):
+            return {}
+    return feats
+
+
+def _no_features(program: Node) -> dict[str, Expr]:
+    return {}
 
 
 class JointSpace:
@@ -450,6 +525,10 @@ class JointSpace:
         self.enumerate_s = time.perf_counter() - t0
         self._tuning: dict = {}
         self._spaces: dict = {}  # shared by the mappings' tuning problems
+        # mappings with their dimensions renamed -> the first one's tuning problem
+        self._classes: dict = {}
+        sizes_per_dim = set(self.device.max_work_item_sizes[:self.device.max_work_item_dimensions])
+        self._symmetric = len(sizes_per_dim) <= 1
 
     builds_tuning_spaces = True  # a mapping's first ``tuning`` lowers it (~50 ms on conv)
 
@@ -459,14 +538,34 @@ class JointSpace:
         return self.problem.heuristics
 
     def tuning(self, mapping) -> TuningProblem:
+        """The tuning problem of ``mapping``. Mappings that differ only in which OpenCL
+        dimension each parallel map takes share one (on a device whose dimensions have the
+        same limits, renaming the dimensions renames nothing the restrictions mention):
+        the first of them is lowered and its restrictions inferred; the others get its
+        parameters and space, and their own program and features when first read."""
         from mapper.api import lower_mapping
 
         key = frozenset(dict(mapping).items())
-        if key not in self._tuning:
-            low = lower_mapping(self.problem, mapping, fusion=self.problem.fusion)
-            self._tuning[key] = infer_tuning(low, self.sizes, space_cache=self._spaces,
-                                             **self.options)
-        return self._tuning[key]
+        if key in self._tuning:
+            return self._tuning[key]
+
+        def lower() -> Node:
+            return lower_mapping(self.problem, mapping, fusion=self.problem.fusion)
+
+        cls = dims_renamed(mapping) if self._symmetric else key
+        rep = self._classes.get(cls)
+        if rep is None:
+            tp = infer_tuning(lower(), self.sizes, space_cache=self._spaces, **self.options)
+            self._classes[cls] = tp
+        else:
+            # the features at the configuration the first one's were lowered at (none
+            # where that lowering failed)
+            collect = functools.partial(_features_at, sizes=rep.sizes_for(rep.probe),
+                                        device=self.device) if rep.probe is not None \
+                else _no_features
+            tp = rep.shared(lower, collect)
+        self._tuning[key] = tp
+        return tp
 
     def counts(self) -> list[int]:
         return [self.tuning(m).count() for m in self.mappings]
