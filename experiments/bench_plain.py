@@ -27,6 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +139,32 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def bench(name: str, budget: str, scale: int, rounds: int, repeats: int) -> dict:
+def sizes_of(name: str, scale: int) -> dict[str, int]:
+    """The sizes of program ``name`` at its full sizes divided by ``scale``."""
+    _, full, scaled = PROGRAMS[name][:3]
+    sizes = {k: (v // scale if k in scaled else v) for k, v in full.items()}
+    if name == "blur_separable":
+        sizes["W"] = sizes["H"] + 2
+    elif name in ("blur_laplacian", "harris"):
+        sizes = {"H": full["H"] // scale + 4, "W": full["W"] // scale + 4}
+    return sizes
+
+
+@dataclasses.dataclass
+class Answer:
+    """What the default search answered for one program: ``row`` (the search's figures, or
+    ``error``), the answer built again (``kernel``: a ``mapper.kernel.CompiledKernel``,
+    None when the search found none) and the program's seeded inputs."""
+
+    row: dict
+    kernel: Any
+    inputs: dict
+
+
+def explore(name: str, budget: str, sizes: dict[str, int]) -> Answer:
+    """Program ``name`` of ``PROGRAMS`` at ``sizes`` explored as ``mapper explore FILE
+    --sizes ...`` runs it (only the budget given; a stencil pipeline's fusions through
+    tiling probed too), and its answer (the end-of-run re-timed winner) built again."""
     from ir.flops import FlopsError, count_flops
     from ir.nodes import Lambda
     from ir.syntax import parse_file
@@ -148,14 +174,11 @@ def bench(name: str, budget: str, scale: int, rounds: int, repeats: int) -> dict
     from mapper.explore import Task
     from mapper.explore.variants import explore_variants
 
-    fname, full, scaled, base_fn, base_name, bound = PROGRAMS[name]
-    sizes = {k: (v // scale if k in scaled else v) for k, v in full.items()}
-    if name == "blur_separable":
-        sizes["W"] = sizes["H"] + 2
-    elif name in ("blur_laplacian", "harris"):
-        sizes = {"H": full["H"] // scale + 4, "W": full["W"] // scale + 4}
+    fname = PROGRAMS[name][0]
     path = os.path.join(EX, fname)
     prog = parse_file(path)
+    assert isinstance(prog, Lambda)  # a .lift file declares its inputs
+    inputs = random_inputs(prog, sizes, seed=0)
     # what `mapper explore FILE --sizes ...` runs: the program, and for a stencil pipeline
     # its fusions through tiling too (--tiling auto), GFLOP/s of the unfused program's work
     programs = tiling_variants(prog, "auto")
@@ -177,7 +200,7 @@ def bench(name: str, budget: str, scale: int, rounds: int, repeats: int) -> dict
                  "variant": vr.chosen}
     if rec is None:
         row["error"] = "the search found no kernel that runs"
-        return row
+        return Answer(row, None, inputs)
     row["answer"] = (f"{vr.chosen + ': ' if len(tasks) > 1 else ''}{rec.mapping}"
                      + (f"; {rec.tuning}" if len(rec.tuning) else ""))
     row["run_retimed_ms"] = round(win.median_s * 1e3, 4) if win else None
@@ -185,17 +208,30 @@ def bench(name: str, budget: str, scale: int, rounds: int, repeats: int) -> dict
     kernel = p.build(rec.mapping, {**sizes, **dict(rec.tuning)})
     if flops is not None:
         kernel = dataclasses.replace(kernel, flops=flops)
-    assert isinstance(prog, Lambda)  # a .lift file declares its inputs
-    inputs = random_inputs(prog, sizes, seed=0)
-    runs: dict[str, Callable[[], Sequence[float]]] = {}
+    return Answer(row, kernel, inputs)
 
+
+def kernel_round(kernel: Any, inputs: dict, repeats: int,
+                 reference: np.ndarray | None = None) -> Callable[[], Sequence[float]]:
+    """One interleaved round of ``kernel`` (a ``CompiledKernel``): ``repeats`` profiled
+    times, checked against ``reference`` (default: the reference interpreter's)."""
     def found() -> Sequence[float]:
-        r = kernel.run(inputs, repeats=repeats)
+        r = kernel.run(inputs, repeats=repeats, reference=reference)
         if not r.ok:
             raise RuntimeError(f"the found kernel did not run ok: {r}")
         return list(r.times_s)
 
-    runs["liftmap"] = found
+    return found
+
+
+def bench(name: str, budget: str, scale: int, rounds: int, repeats: int) -> dict:
+    _, _, _, base_fn, base_name, bound = PROGRAMS[name]
+    ans = explore(name, budget, sizes_of(name, scale))
+    row, kernel, inputs = ans.row, ans.kernel, ans.inputs
+    if kernel is None:
+        return row
+    runs: dict[str, Callable[[], Sequence[float]]] = {}
+    runs["liftmap"] = kernel_round(kernel, inputs, repeats)
     fn = base_fn(inputs)
     if fn is not None:
         fn()

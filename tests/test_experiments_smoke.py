@@ -6,10 +6,10 @@ The scripts are found, not listed: every ``experiments/*.py`` with an ``if __nam
 (a runnable script without an entry fails, saying to add one), and its output must hold the
 figure it exists for. The other modules (helpers without a command line) are imported.
 
-A script whose optional peer (the ``bench`` extra: PyTorch, TVM, Kernel Tuner, OpenCV) is
-not installed must still run and print ``<peer>: skipped: <module> not installed``; the
-test checks that line where the peer is missing here, and its absence where it is present.
-Nothing is skipped silently.
+A script whose optional peer (the ``bench`` extra: PyTorch, TVM, Kernel Tuner, OpenCV,
+Halide) is not installed must still run and print ``<peer>: skipped: <module> not
+installed``; the test checks that line where the peer is missing here, and its absence where
+it is present. Nothing is skipped silently.
 
     .venv/bin/python -m pytest -q -m smoke -n 2 tests/test_experiments_smoke.py
 """
@@ -45,6 +45,9 @@ GFLOPS = r"\d+\.\d+ \|"  # a GFLOP/s (or ms) cell of a markdown table
 TINY: dict[str, tuple[list[str], str]] = {
     "bench_conv": (["--layer", "24", "--scale", "0.5", "--rounds", "1", "--repeats", "1",
                     "--settle", "0"], r"\| generated OpenCL[^|]*\| " + GFLOPS),
+    "bench_halide": (["--pipelines", "blur_separable", "--size", "32", "--budget", "4",
+                      "--rounds", "1", "--repeats", "1", "--settle", "0", "--json",
+                      "{tmp}/h.json"], r"\| blur_separable \| liftmap \| [\d.]+ \| [\d.]+ \|"),
     "bench_joint_space": (["--layers", "19/14", "--vectorise", "window", "--plain",
                            "examples/matmul_plain.lift:M=16,N=16,K=16", "--rounds", "1",
                            "--samples", "3", "--lowerings", "2", "--json", "{tmp}/j.json"],
@@ -56,6 +59,9 @@ TINY: dict[str, tuple[list[str], str]] = {
     "bench_mapping": (["--samples", "100", "--z3-cap", "10"], r"\| valid \| \d+ \|"),
     "bench_matmul": (["--size", "64", "--tunings", "4x4x8", "--rounds", "1", "--repeats", "1",
                       "--settle", "0"], r"\| generated, bm=4 bn=4 v=8 \| " + GFLOPS),
+    "bench_peers": (["--quick", "--only", "halide,kernel_tuner"],
+                    r"\| kernel_tuner \| bench_peers_search \| (ran|skipped: kernel_tuner not "
+                    r"installed) \|"),
     "bench_peers_search": (["--stores", "{f6}", "--seeds", "1", "--kt", "random_sample",
                             "--liftmap", "solver", "--kt-wall", "5", "--out", "{tmp}/p.json"],
                            r"liftmap:solver +\d+ \["),
@@ -120,6 +126,8 @@ PEERS: dict[str, list[tuple[str, str]]] = {
     "torch_conv_baseline": [("PyTorch", "torch")],
     "table3_vgg16": [("PyTorch", "torch")],
     "bench_peers_search": [("Kernel Tuner", "kernel_tuner")],
+    "bench_halide": [("halide", "halide"), ("OpenCV", "cv2")],
+    "bench_peers": [("halide", "halide"), ("kernel_tuner", "kernel_tuner")],
     "bench_tiling": [("OpenCV", "cv2")],
 }
 
