@@ -24,7 +24,7 @@ from experiments.handwritten import (  # noqa: F401  (re-exported for the experi
     register_tiled_conv_program,
     vector_add_program,
 )
-from ir.programs import ConvLayer
+from ir.conv_layer import ConvLayer
 
 # ------------------------------------------------------------------ candidates for a WorkerPool
 

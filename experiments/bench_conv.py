@@ -49,8 +49,7 @@ from experiments.baselines import (
 from experiments.handwritten import hand_program  # noqa: F401  (the experiments' name)
 from experiments.machine import cpu_model
 from experiments.options import add_interleaving
-from experiments.vgg16 import vgg16_layer
-from ir.programs import ConvLayer
+from ir.conv_layer import ConvLayer, vgg16_layer
 
 
 def scaled(layer: ConvLayer, scale: float) -> ConvLayer:

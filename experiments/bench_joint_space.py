@@ -54,9 +54,12 @@ kind, what, k, n_low = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[
 device = resolve(sys.argv[6] or None)
 if kind == "conv":
     try:
-        from experiments.vgg16 import parse_layer
-    except ImportError:  # an older checkout: the VGG-16 table lived in the library
-        from ir.programs import vgg16_layer as parse_layer
+        from ir.conv_layer import parse_layer
+    except ImportError:  # an older checkout: the VGG-16 table in experiments/, or in ir.programs
+        try:
+            from experiments.vgg16 import parse_layer
+        except ImportError:
+            from ir.programs import vgg16_layer as parse_layer
     try:
         from ir.programs import CONV_VECTORISE
     except ImportError:

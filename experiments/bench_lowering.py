@@ -44,10 +44,16 @@ from ir.programs import gpgpu20_conv_pipeline
 from mapper.api import lower_mapping, problem
 from mapper.candidates import lower_pipeline
 try:
-    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
-except ImportError:  # an older checkout: the paper's layers and hand mapping in the library
-    from ir.programs import vgg16_layer
+    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
+except ImportError:  # an older checkout: the paper's hand mapping in the library
     from mapper.candidates import conv_stage_mappings, paper_like_tuning
+try:
+    from ir.conv_layer import vgg16_layer
+except ImportError:  # an older checkout: the VGG-16 table in experiments/, or in ir.programs
+    try:
+        from experiments.vgg16 import vgg16_layer
+    except ImportError:
+        from ir.programs import vgg16_layer
 from mapper.tuning import JointSpace
 from codegen.lower import lower
 

@@ -52,7 +52,7 @@ VGG = ("0", "2", "5", "7", "10", "12,14", "17", "19,21", "24,26,28")
 def parse_shapes(text: str) -> list:
     """``"C=64,H=56,W=56,M=128,S=2;..."`` -> ``ConvLayer`` values (K=3, S=1, P=1 unless
     given)."""
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
 
     out = []
     for i, part in enumerate(p for p in text.split(";") if p.strip()):
@@ -278,7 +278,7 @@ def bench_shape(layer, args) -> dict:
 def retime_row(row: dict, args) -> dict:
     """``row`` (a shape of an earlier run's JSON) with its found kernel timed again against
     the peers (the exploration's figures kept): more rounds where a run was noisy."""
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
     from mapper.explore import Task
 
     s = row["shape"]
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="no exploration: time again the kernels an earlier run's --json "
                     "found (its shapes; --rounds rounds), e.g. where that run was noisy")
     args = ap.parse_args(argv)
-    from experiments.vgg16 import vgg16_layer
+    from ir.conv_layer import vgg16_layer
 
     layers = parse_shapes(args.shapes) if args.shapes else \
         [vgg16_layer(n) for n in args.layers.split(",") if n]

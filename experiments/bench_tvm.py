@@ -57,8 +57,7 @@ def parse_layer_args(layer: str | None, sizes: str | None) -> Any:
     """The ``ConvLayer`` of ``--layer`` (a VGG-16 layer, ``19`` or ``19/2``) or ``--sizes``
     (``C=,H=,W=,M=[,K=,S=,P=]``, as ``mapper explore conv --sizes``); ValueError if both
     or neither form is usable."""
-    from experiments.vgg16 import parse_layer
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer, parse_layer
 
     if layer and sizes:
         raise ValueError("give --layer or --sizes, not both")

@@ -91,13 +91,9 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
 
     from codegen.target import Device
     from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
+    from ir.conv_layer import ConvLayer
     from ir.interp import evaluate
-    from ir.programs import (
-        ConvLayer,
-        cc22_listing1,
-        cc22_listing3,
-        gpgpu20_conv_pipeline,
-    )
+    from ir.programs import cc22_listing1, cc22_listing3, gpgpu20_conv_pipeline
     from mapper.api import problem
     from mapper.candidates import lower_pipeline, reduction_tolerance
     from mapper.explore.task import conv_variants

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from codegen.runner import Runner
-    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
+    from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
+    from ir.conv_layer import vgg16_layer
     from ir.programs import gpgpu20_conv_pipeline
     from mapper.candidates import lower_pipeline
 

@@ -17,8 +17,8 @@ import argparse
 import time
 
 from codegen.worker import WorkerPool
-from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
-from ir.programs import ConvLayer
+from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
+from ir.conv_layer import ConvLayer, vgg16_layer
 from mapper.explore import Task, explore
 from mapper.explore.record import short_mapping
 

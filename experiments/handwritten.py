@@ -11,7 +11,7 @@ import numpy as np
 
 from codegen.launch import FREE_GROUP_MOST, divisor_local_size
 from codegen.program import Buffer, CompiledProgram, Kernel
-from ir.programs import ConvLayer
+from ir.conv_layer import ConvLayer
 
 
 def im2col_conv(x: np.ndarray, w: np.ndarray, stride: int = 1, pad: int = 1) -> np.ndarray:

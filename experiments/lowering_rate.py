@@ -23,7 +23,7 @@ import time
 from codegen.errors import LoweringError
 from codegen.target import DeviceDescriptionError, resolve
 from experiments.options import add_bench_seed, add_samples
-from experiments.vgg16 import parse_layer
+from ir.conv_layer import parse_layer
 from ir.errors import ConstraintViolation
 from ir.programs import gpgpu20_conv_pipeline
 from mapper.candidates import lower_candidate

@@ -77,7 +77,7 @@ def first_n_reaching(curve: Sequence[tuple[int, float]], target: float) -> int |
 
 def parse_layer_spec(layer: str, scale: int):
     """VGG-16 layer ``layer`` with H and W divided by ``scale`` -> ``ConvLayer``."""
-    from experiments.vgg16 import parse_layer
+    from ir.conv_layer import parse_layer
 
     if scale < 1:
         raise ExperimentError(f"--scale must be a positive integer, got {scale}")
@@ -89,7 +89,7 @@ def parse_layer_spec(layer: str, scale: int):
 
 def custom_layer(text: str):
     """``"C=8,H=6,W=6,M=8[,K=3,S=1,P=1]"`` -> ``ConvLayer`` named after its sizes."""
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
     from mapper.sizes import parse_sizes
 
     try:

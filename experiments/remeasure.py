@@ -25,7 +25,7 @@ import time
 def main(argv: list[str] | None = None) -> int:
     from codegen.worker import WorkerPool
     from experiments.machine import cpu_model
-    from experiments.vgg16 import parse_layer
+    from ir.conv_layer import parse_layer
     from mapper.encoding import MapCodes
     from mapper.explore import Task
 

@@ -32,10 +32,16 @@ def _sha(program) -> str:
 def _paper():
     """``(parse_layer, conv_stage_mappings, paper_like_tuning)`` wherever the tree has them."""
     try:
-        from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, parse_layer
+        from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
     except ImportError:  # before the paper's specifics left the library
         from mapper.candidates import conv_stage_mappings, paper_like_tuning
-        from mapper.explore.task import parse_layer
+    try:
+        from ir.conv_layer import parse_layer
+    except ImportError:  # before the VGG-16 table was library data (ir/conv_layer.py)
+        try:
+            from experiments.vgg16 import parse_layer
+        except ImportError:
+            from mapper.explore.task import parse_layer
     return parse_layer, conv_stage_mappings, paper_like_tuning
 
 

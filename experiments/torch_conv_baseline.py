@@ -11,7 +11,7 @@ import statistics
 import time
 
 from experiments.baselines import skipped_peer, torch_available
-from experiments.vgg16 import vgg16_layer
+from ir.conv_layer import vgg16_layer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 from codegen.worker import WorkerPool
-from experiments.vgg16 import conv_stage_mappings, paper_like_tuning, vgg16_layer
+from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
+from ir.conv_layer import vgg16_layer
 from ir.programs import gpgpu20_conv_pipeline
 from mapper.candidates import lower_pipeline, reduction_tolerance
 

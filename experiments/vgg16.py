@@ -1,61 +1,18 @@
-"""GPGPU'20's convolution workload: the nine unique VGG-16 layers (its Table 3), the
-paper's hand mapping of the partial convolution and its hand-picked tuning (Table 4), as the
-paper reproduction, the benchmarks, ``mapper demo`` and ``mapper explore conv --layer`` use
-them. The library itself knows only general convolution shapes (``ir.programs.ConvLayer``).
+"""GPGPU'20's hand mapping of the partial convolution and its hand-picked tuning (Table 4),
+as the paper reproduction, the benchmarks and the demo use them. The layers themselves (its
+Table 3, VGG-16's nine unique convolution layers) are library data: ``ir.conv_layer``
+(``VGG16_LAYERS``, ``vgg16_layer``, ``parse_layer``).
 """
 
 from __future__ import annotations
 
-from ir.programs import ConvLayer, Pipeline
+from ir.conv_layer import ConvLayer
+from ir.pipeline import Pipeline
 from mapper.candidates import default_stage_mappings, first_mapping
-from mapper.errors import ConfigurationError
-
-# GPGPU'20 Table 3: the nine unique VGG-16 convolution layer configurations.
-VGG16_LAYERS: tuple[ConvLayer, ...] = (
-    ConvLayer("0", 3, 224, 224, 64),
-    ConvLayer("2", 64, 224, 224, 64),
-    ConvLayer("5", 64, 112, 112, 128),
-    ConvLayer("7", 128, 112, 112, 128),
-    ConvLayer("10", 128, 56, 56, 256),
-    ConvLayer("12,14", 256, 56, 56, 256),
-    ConvLayer("17", 256, 28, 28, 512),
-    ConvLayer("19,21", 512, 28, 28, 512),
-    ConvLayer("24,26,28", 512, 14, 14, 512),
-)
 
 # Hand-picked tuning values of GPGPU'20 Table 4 (layer 7) and the paper's hand mapping.
 PAPER_TUNING_LAYER7 = {"theta": 5, "kappa": 4, "sigma": 3, "omega": 144, "rho": 11, "v": 4}
 PAPER_HAND_MAPPING = {"T": "mapWrg(1)", "G": "mapWrg(0)", "W": "mapLcl(1)", "C": "mapLcl(0)"}
-
-
-def vgg16_layer(name: str) -> ConvLayer:
-    """A VGG-16 layer by its number, e.g. ``vgg16_layer("19")``; ``KeyError`` otherwise."""
-    for layer in VGG16_LAYERS:
-        if name == layer.name or name in layer.name.split(","):
-            return layer
-    raise KeyError(f"no VGG-16 layer {name!r}; layers: {[la.name for la in VGG16_LAYERS]}")
-
-
-def parse_layer(text: str) -> ConvLayer:
-    """``"19"`` or ``"19/2"`` (a VGG-16 layer, H and W divided by 2) -> ``ConvLayer``;
-    ``ConfigurationError`` (a ``ValueError``) for an unknown layer or scale, and
-    ``ir.programs.ConvShapeError`` for a scale that leaves no convolution."""
-    name, _, scale = text.partition("/")
-    try:
-        base = vgg16_layer(name)
-    except KeyError as e:
-        raise ConfigurationError(str(e).strip("'\"")) from None
-    try:
-        k = int(scale) if scale else 1
-    except ValueError:
-        raise ConfigurationError(f"the layer scale must be a whole number, got {scale!r}") \
-            from None
-    if k < 1:
-        raise ConfigurationError(f"the layer scale must be >= 1, got {k}")
-    if k == 1:
-        return base
-    return ConvLayer(f"{base.name}/{k}", base.C, base.H // k, base.W // k, base.M, base.K,
-                     base.S, base.P)
 
 
 def conv_stage_mappings(pipeline: Pipeline) -> dict[str, dict[str, int]]:

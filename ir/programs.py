@@ -1,4 +1,5 @@
-"""Example programs from the two papers, and convolution layer shapes.
+"""Example programs from the two papers: CC'22's listings, GPGPU'20's stencil, its
+convolution as one program (Listing 3) and as the four-kernel pipeline of Listing 4.
 
 Every builder returns a fresh program (new map uids) with symbolic sizes.
 Maps are free (plain ``map``) unless the name says otherwise: choosing their
@@ -7,9 +8,7 @@ parallel mapping is the mapper's job.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ir.builders import (
     add,
@@ -38,9 +37,10 @@ from ir.builders import (
     userfun,
     zip_,
 )
-from ir.errors import InvalidOptionError, LiftmapError, UnknownStageError
+from ir.errors import InvalidOptionError
 from ir.nodes import FunCall, FunDecl, Id, Lambda, Literal
-from ir.sym import Expr, Var
+from ir.pipeline import Pipeline, Stage
+from ir.sym import Var
 from ir.types import Float, VectorType, array
 
 # ------------------------------------------------------------------ CC'22 examples
@@ -173,42 +173,6 @@ TUNING_SYMBOLS = {
     "omega": "sequentially processed input elements (ω)",
     "v": "vector width",
 }
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One kernel of a pipeline: a program and where each of its inputs comes from.
-
-    ``sources`` maps each input name to a pipeline input name or ``"<previous>"``.
-    ``identity_when``: pairs of sizes whose equality makes the stage copy its one input
-    unchanged (a crop of nothing): at such sizes the lowering leaves the kernel out and the
-    next stage reads the input (``identity_at``).
-    """
-
-    name: str
-    program: Lambda
-    sources: tuple[tuple[str, str], ...]
-    identity_when: tuple[tuple[Expr, Expr], ...] = ()
-
-    def identity_at(self, sizes: Mapping[str, int]) -> bool:
-        """Whether the stage copies its input unchanged at ``sizes``."""
-        return bool(self.identity_when) and all(
-            a.evaluate(sizes) == b.evaluate(sizes) for a, b in self.identity_when)
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """A chain of kernels (stages) computing one result."""
-
-    name: str
-    inputs: tuple[str, ...]
-    stages: tuple[Stage, ...]
-
-    def stage(self, name: str) -> Stage:
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise UnknownStageError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
 
 
 def _sz(name: str):
@@ -527,89 +491,6 @@ def gpgpu20_conv_pipeline(coalesce: bool = True, vectorise: str = "window") -> P
                   identity_when=((s["outPH"], s["outH"]), (s["outPW"], s["outW"]))),
         ),
     )
-
-
-def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mapping[str, int],
-                 evaluate=None):
-    """Evaluates the stages in order with the reference interpreter (or ``evaluate``)."""
-    if evaluate is None:
-        from ir.interp import evaluate
-    prev = None
-    for st in pipeline.stages:
-        args = {}
-        for name, src in st.sources:
-            args[name] = prev if src == "<previous>" else inputs[src]
-        prev = evaluate(st.program, args, sizes)
-    return prev
-
-
-# ------------------------------------------------------------- convolution layers
-
-
-class ConvShapeError(LiftmapError, ValueError):
-    """A convolution layer's sizes that no convolution has (the message names the layer and
-    the size, and says what to give instead)."""
-
-
-_CONV_SIZE_MEANING = {"C": "input channels", "H": "input height", "W": "input width",
-                      "M": "kernels (output channels)", "K": "kernel size", "S": "stride",
-                      "P": "padding"}
-
-
-@dataclass(frozen=True)
-class ConvLayer:
-    """A convolution layer: input ``C x H x W``, ``M`` kernels ``K x K``, stride S, pad P.
-
-    The sizes are checked on construction: integers (numpy's included; stored as ``int``),
-    ``C, H, W, M, K, S >= 1``, ``P >= 0``, and the kernel fits the padded input
-    (``K <= H + 2P`` and ``K <= W + 2P``, so the output has at least one row and column);
-    else :class:`ConvShapeError`, one line naming the layer and the size.
-    """
-
-    name: str
-    C: int
-    H: int
-    W: int
-    M: int
-    K: int = 3
-    S: int = 1
-    P: int = 1
-
-    def __post_init__(self) -> None:
-        where = f"convolution {self.name}"
-        for key, meaning in _CONV_SIZE_MEANING.items():
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise ConvShapeError(f"{where}: {key}={v!r} is not an integer: give the "
-                                     f"{meaning} as a whole number")
-            object.__setattr__(self, key, int(v))
-            least = 0 if key == "P" else 1
-            if v < least:
-                raise ConvShapeError(f"{where}: {key}={v} is less than {least}: give "
-                                     f"{key} >= {least} ({meaning})")
-        for side in ("H", "W"):
-            padded = getattr(self, side) + 2 * self.P
-            if self.K > padded:
-                raise ConvShapeError(
-                    f"{where}: K={self.K} is larger than the padded input ({side} + 2P = "
-                    f"{padded}): give K <= {padded} or more padding")
-
-    @property
-    def out_h(self) -> int:
-        return (self.H + 2 * self.P - self.K) // self.S + 1
-
-    @property
-    def out_w(self) -> int:
-        return (self.W + 2 * self.P - self.K) // self.S + 1
-
-    @property
-    def flops(self) -> int:
-        """2 * multiply-adds, as the papers count a layer's work."""
-        return 2 * self.out_h * self.out_w * self.M * self.C * self.K * self.K
-
-    def sizes(self) -> dict[str, int]:
-        return {"H": self.H, "W": self.W, "C": self.C, "M": self.M, "K": self.K,
-                "S": self.S, "P": self.P}
 
 
 PROGRAMS = {

@@ -14,7 +14,7 @@ from dataclasses import replace
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import Device
 from ir.nodes import Node
-from ir.programs import Pipeline
+from ir.pipeline import Pipeline
 from mapper.api import MappingProblem, enumerate_mappings, lower_mapping, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
 from mapper.errors import InvalidMappingError

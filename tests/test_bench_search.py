@@ -11,7 +11,7 @@ import pytest
 @pytest.mark.slow  # FMA-peak probe and OpenCL runs
 def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(tmp_path):
     from experiments import bench_search
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
     from mapper.explore import Task
 
     layer = ConvLayer("tiny", 4, 8, 8, 4)
@@ -43,7 +43,7 @@ def test_pytorch_gets_the_layers_own_weights_whatever_the_variant(monkeypatch):
     import types
 
     from experiments import baselines, bench_search
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
     from mapper.explore import Task
 
     layer = ConvLayer("tiny", 3, 6, 6, 8)

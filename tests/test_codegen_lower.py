@@ -43,15 +43,10 @@ from ir.builders import (
     transpose,
     vectorize,
 )
+from ir.conv_layer import ConvLayer
 from ir.interp import evaluate
 from ir.nodes import FunCall, Join, Lambda, Map, Split, ToMem, UserFun, maps_in, rebuild, replace
-from ir.programs import (
-    ConvLayer,
-    cc22_listing1,
-    cc22_listing3,
-    conv_partial_stage,
-    gpgpu20_conv_pipeline,
-)
+from ir.programs import cc22_listing1, cc22_listing3, conv_partial_stage, gpgpu20_conv_pipeline
 from ir.sym import Var
 from ir.types import Float, array
 

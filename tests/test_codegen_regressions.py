@@ -87,7 +87,8 @@ def test_private_memory_bounds_the_work_group(runner):
     from codegen.errors import PrivateMemoryError
     from codegen.lower import lower
     from codegen.target import POCL_CPU
-    from ir.programs import ConvLayer, conv_partial_stage
+    from ir.conv_layer import ConvLayer
+    from ir.programs import conv_partial_stage
     from mapper.api import lower_mapping
 
     layer = ConvLayer("s", C=8, H=14, W=14, M=64, K=3, S=1, P=1)

@@ -9,7 +9,9 @@ import pytest
 from conv_reference import conv2d_hwc
 
 from codegen.worker import WorkerPool
-from ir.programs import ConvLayer, gpgpu20_conv_pipeline, run_pipeline
+from ir.conv_layer import ConvLayer
+from ir.pipeline import run_pipeline
+from ir.programs import gpgpu20_conv_pipeline
 from mapper.explore.task import Task, conv_variants
 
 SHAPES = [

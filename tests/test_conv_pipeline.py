@@ -21,8 +21,9 @@ from conv_reference import conv2d_hwc
 from codegen.launch import fit_private_local_size
 from codegen.target import POCL_CPU
 from codegen.worker import WorkerPool
-from experiments.vgg16 import VGG16_LAYERS, conv_stage_mappings, paper_like_tuning
-from ir.programs import ConvLayer, gpgpu20_conv_pipeline
+from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
+from ir.conv_layer import VGG16_LAYERS, ConvLayer
+from ir.programs import gpgpu20_conv_pipeline
 from mapper.candidates import lower_pipeline, reduction_tolerance
 
 

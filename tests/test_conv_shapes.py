@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments.vgg16 import VGG16_LAYERS, parse_layer
+from ir.conv_layer import VGG16_LAYERS, ConvLayer, ConvShapeError, parse_layer
 from ir.errors import LiftmapError
-from ir.programs import ConvLayer, ConvShapeError
 
 
 @pytest.mark.parametrize("sizes, out", [

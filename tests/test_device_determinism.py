@@ -10,7 +10,7 @@ import pytest
 from opencl_required import import_pyopencl
 
 from codegen.target import Device, stable_memory_size
-from ir.programs import ConvLayer
+from ir.conv_layer import ConvLayer
 
 GiB = 1 << 30
 

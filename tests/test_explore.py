@@ -397,7 +397,7 @@ def test_joint_space_and_task_with_heuristics_off():
 
 @pytest.fixture(scope="module")
 def conv_task():
-    from experiments.vgg16 import parse_layer
+    from ir.conv_layer import parse_layer
 
     return Task.conv_layer(parse_layer("19/8"))
 

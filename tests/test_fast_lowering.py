@@ -12,9 +12,11 @@ from codegen.lower import lower
 from codegen.runner import Runner
 from experiments.vgg16 import PAPER_HAND_MAPPING, conv_stage_mappings
 from ir.builders import add, as_vector, dot, get, lam, map_glb, param, reduce_, zip_
+from ir.conv_layer import ConvLayer
 from ir.interp import evaluate
 from ir.nodes import FunCall, Lambda, Literal
-from ir.programs import ConvLayer, conv_partial_stage, gpgpu20_conv_pipeline, run_pipeline
+from ir.pipeline import run_pipeline
+from ir.programs import conv_partial_stage, gpgpu20_conv_pipeline
 from ir.types import Float, array
 from mapper.api import lower_mapping
 from mapper.candidates import first_mapping, lower_pipeline, reduction_tolerance

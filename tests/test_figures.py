@@ -315,7 +315,7 @@ def test_heuristics_off_settings():
 
 @pytest.fixture(scope="module")
 def task_off():
-    from experiments.vgg16 import parse_layer
+    from ir.conv_layer import parse_layer
 
     return paper.conv_task(parse_layer("19/8"), heuristics=False,
                            name_suffix="[fusion-always-heuristics-off]")

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.vgg16 import vgg16_layer
 from ir import nodes
 from ir.builders import (
     add,
@@ -32,11 +31,12 @@ from ir.builders import (
     vectorize,
     zip_,
 )
+from ir.conv_layer import ConvLayer, vgg16_layer
 from ir.errors import ConstraintViolation, IRError, LiftmapError
 from ir.flops import FlopsError, Work, count_bytes, count_flops, count_work, user_fun_flops
 from ir.interp import Interpreter, bind_sizes, evaluate
 from ir.nodes import FunCall, Lambda, UserFun
-from ir.programs import ConvLayer, conv_final_stage, conv_partial_stage, gpgpu20_conv_highlevel
+from ir.programs import conv_final_stage, conv_partial_stage, gpgpu20_conv_highlevel
 from ir.randprog import random_program, sizes_for
 from ir.syntax import parse_file
 from ir.typecheck import typecheck

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from experiments.vgg16 import parse_layer
+from ir.conv_layer import parse_layer
 from mapper.api import problem
 from mapper.explore import Task
 from mapper.explore.prior import feature_values, work

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 from conv_reference import conv2d_hwc
 
-from experiments.vgg16 import PAPER_TUNING_LAYER7, VGG16_LAYERS, vgg16_layer
+from experiments.vgg16 import PAPER_TUNING_LAYER7
+from ir.conv_layer import VGG16_LAYERS, ConvLayer, ConvPresetError, vgg16_layer
 from ir.errors import ConstraintViolation
 from ir.interp import evaluate
+from ir.pipeline import run_pipeline
 from ir.programs import (
-    ConvLayer,
     conv_partial_stage,
     gpgpu20_conv_highlevel,
     gpgpu20_conv_pipeline,
     gpgpu20_stencil2d,
-    run_pipeline,
 )
 from ir.typecheck import typecheck
 
@@ -116,7 +116,7 @@ def test_vgg16_table():
     assert vgg16_layer("19") is vgg16_layer("21")
     assert vgg16_layer("7").C == 128 and vgg16_layer("7").H == 112
     assert vgg16_layer("0").flops == 2 * 224 * 224 * 64 * 3 * 9
-    with pytest.raises(KeyError, match="no VGG-16 layer"):
+    with pytest.raises(ConvPresetError, match="no VGG-16 layer"):
         vgg16_layer("99")
 
 

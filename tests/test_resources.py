@@ -11,7 +11,8 @@ from codegen.errors import LoweringError
 from codegen.lower import lower, program_resources
 from codegen.resources import check
 from codegen.target import H100, POCL_CPU
-from ir.programs import ConvLayer, conv_partial_stage
+from ir.conv_layer import ConvLayer
+from ir.programs import conv_partial_stage
 from ir.syntax import parse_file as load
 from mapper.api import lower_mapping
 from mapper.tuning import JointSpace

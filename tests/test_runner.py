@@ -34,7 +34,7 @@ from experiments.handwritten import (
     register_tiled_conv_program,
     vector_add_program,
 )
-from ir.programs import ConvLayer
+from ir.conv_layer import ConvLayer
 
 pytestmark = pytest.mark.opencl
 

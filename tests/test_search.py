@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from experiments.vgg16 import parse_layer
+from ir.conv_layer import parse_layer
 from mapper.explore import Task, explore
 from mapper.explore.prior import prior_score
 from mapper.explore.strategies import Candidate, make_strategy
@@ -540,7 +540,7 @@ def test_first_proposals_start_from_the_knowledges_best(joint, tmp_path, monkeyp
 def test_conv_task_adds_zero_channels_so_that_the_reduction_vectorises():
     """3 RGB channels of a 3x3 kernel make a reduction of 27, which only v=1 divides: the
     task runs with a fourth, zero channel (the layer's FLOP count and result unchanged)."""
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
     from mapper.explore.task import conv_channels
 
     rgb = ConvLayer("rgb", 3, 8, 8, 4)
@@ -560,7 +560,7 @@ def test_conv_task_adds_zero_channels_so_that_the_reduction_vectorises():
 @pytest.mark.opencl
 @pytest.mark.slow  # over 3 s: the model strategy's start on a convolution
 def test_conv_task_with_added_channels_computes_the_layer(tmp_path):
-    from ir.programs import ConvLayer
+    from ir.conv_layer import ConvLayer
 
     res = explore(Task.conv_layer(ConvLayer("rgb", 3, 8, 8, 4)), budget=4,
                   store=tmp_path / "s.sqlite", count=False)

@@ -9,14 +9,10 @@ from conv_reference import conv2d_hwc
 
 from codegen.lower import lower
 from codegen.target import POCL_CPU
+from ir.conv_layer import ConvLayer
 from ir.interp import evaluate
-from ir.programs import (
-    ConvLayer,
-    cc22_listing3,
-    conv_partial_stage,
-    gpgpu20_conv_pipeline,
-    run_pipeline,
-)
+from ir.pipeline import run_pipeline
+from ir.programs import cc22_listing3, conv_partial_stage, gpgpu20_conv_pipeline
 from ir.sym import NonIntegralError, SymbolicZeroDivisionError
 from ir.typecheck import typecheck
 from mapper.errors import ConfigurationError
@@ -141,7 +137,8 @@ def test_joint_sample_per_mapping_skips_mappings_without_a_configuration():
     import dataclasses
 
     from codegen.target import POCL_CPU
-    from ir.programs import ConvLayer, conv_partial_stage
+    from ir.conv_layer import ConvLayer
+    from ir.programs import conv_partial_stage
     from mapper.tuning import JointSpace
 
     tiny = dataclasses.replace(POCL_CPU, private_mem_size=8, private_group_budget=32,

@@ -34,7 +34,7 @@ def _explore_tasks(args) -> dict:
         raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
     if args.file == "conv":
         if args.sizes:
-            from ir.programs import ConvLayer
+            from ir.conv_layer import ConvLayer
 
             if args.layer:
                 raise CliError("conv takes --sizes or --layer, not both")
@@ -57,7 +57,7 @@ def _explore_tasks(args) -> dict:
             if not re.fullmatch(r"\w+(/[0-9]{1,4})?", text):
                 raise CliError(f"--layer {text!r}: give a VGG-16 layer and an optional scale, "
                                "e.g. 19 or 19/2")
-            from experiments.vgg16 import parse_layer
+            from ir.conv_layer import parse_layer
 
             try:
                 layer = parse_layer(text)

@@ -179,7 +179,7 @@ def _task(program, sizes, *, fusion, heuristics, inputs, reference, flops, max_v
           data_seed) -> Task:
     if isinstance(program, Task):
         return program
-    from ir.programs import Pipeline
+    from ir.pipeline import Pipeline
 
     if isinstance(program, Pipeline):
         if inputs is None or reference is None:

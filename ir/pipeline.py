@@ -1,0 +1,64 @@
+"""A pipeline: a chain of kernels (stages) computing one result, each stage a program with
+where each of its inputs comes from; evaluated stage by stage with the reference
+interpreter (:func:`run_pipeline`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ir.errors import UnknownStageError
+from ir.nodes import Lambda
+from ir.sym import Expr
+
+__all__ = ["Pipeline", "Stage", "run_pipeline"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kernel of a pipeline: a program and where each of its inputs comes from.
+
+    ``sources`` maps each input name to a pipeline input name or ``"<previous>"``.
+    ``identity_when``: pairs of sizes whose equality makes the stage copy its one input
+    unchanged (a crop of nothing): at such sizes the lowering leaves the kernel out and the
+    next stage reads the input (``identity_at``).
+    """
+
+    name: str
+    program: Lambda
+    sources: tuple[tuple[str, str], ...]
+    identity_when: tuple[tuple[Expr, Expr], ...] = ()
+
+    def identity_at(self, sizes: Mapping[str, int]) -> bool:
+        """Whether the stage copies its input unchanged at ``sizes``."""
+        return bool(self.identity_when) and all(
+            a.evaluate(sizes) == b.evaluate(sizes) for a, b in self.identity_when)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A chain of kernels (stages) computing one result."""
+
+    name: str
+    inputs: tuple[str, ...]
+    stages: tuple[Stage, ...]
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise UnknownStageError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+
+def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mapping[str, int],
+                 evaluate=None):
+    """Evaluates the stages in order with the reference interpreter (or ``evaluate``)."""
+    if evaluate is None:
+        from ir.interp import evaluate
+    prev = None
+    for st in pipeline.stages:
+        args = {}
+        for name, src in st.sources:
+            args[name] = prev if src == "<previous>" else inputs[src]
+        prev = evaluate(st.program, args, sizes)
+    return prev
