@@ -430,7 +430,13 @@ class WorkerPool:
         """The device spec and limits as a worker sees them (starts one if needed)."""
         w = self._idle.get()
         try:
-            self._ensure(w)
+            try:
+                self._ensure(w)
+            except WorkerStartError:
+                if not w.killed_outside:
+                    raise
+                self.retried += 1  # killed from outside while starting: once more
+                self._ensure(w)
             return dict(w.info)
         finally:
             self._idle.put(w)
