@@ -423,7 +423,7 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             return
     seen = {text for text, _ in problem.restrictions}
     # the translation of a relation is the same in every mapping of a joint space (the
-    # global buffers' sizes, say): cached with the spaces, keyed by its text, as
+    # global buffers' sizes, say): cached with the spaces, keyed by the relation, as
     # (predicate, its text)
     texts = problem.space_cache.setdefault("relations", {}) \
         if problem.space_cache is not None else {}
@@ -441,7 +441,7 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             problem.feature_exprs = feats
             problem.probe = dict(probe)
         for r in res:
-            key = str(r.rel)
+            key = r.rel  # (hashed by value: its text would cost more than the lookup)
             if key not in texts:
                 rel = r.rel.subs(problem.sizes)
                 pred = None if rel.is_trivially_true else \
