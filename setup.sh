@@ -27,4 +27,4 @@ fi
 # dev: tests and type checks; kernel-tuner: its cache/T4 formats and restriction forms are
 # tested against Kernel Tuner itself; cluster: the Ray evaluator is tested on a local cluster
 .venv/bin/pip install -q -e ".[dev,kernel-tuner,cluster]"
-echo "liftmap is set up in .venv (try: .venv/bin/mapper demo)"
+echo "liftmap is set up in .venv (try: .venv/bin/python -m experiments.demo)"

@@ -60,8 +60,7 @@ def parse_shapes(text: str) -> list:
         for item in part.split(","):
             k, _, v = item.partition("=")
             kv[k.strip()] = int(v)
-        out.append(ConvLayer(f"shape{i}", kv["C"], kv["H"], kv["W"], kv["M"], kv.get("K", 3),
-                             kv.get("S", 1), kv.get("P", 1)))
+        out.append(ConvLayer.from_sizes(kv, name=f"shape{i}"))
     return out
 
 

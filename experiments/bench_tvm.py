@@ -69,14 +69,7 @@ def parse_layer_args(layer: str | None, sizes: str | None) -> Any:
         if not eq or not v.strip().lstrip("-").isdigit():
             raise ValueError(f"--sizes: {item!r} is not NAME=INTEGER")
         kv[k.strip()] = int(v)
-    unknown = sorted(set(kv) - {"C", "H", "W", "M", "K", "S", "P"})
-    if unknown:
-        raise ValueError(f"--sizes: no size {', '.join(unknown)} (C, H, W, M, K, S, P)")
-    missing = [k for k in ("C", "H", "W", "M") if k not in kv]
-    if missing:
-        raise ValueError(f"--sizes: missing {', '.join(missing)}")
-    return ConvLayer("custom", kv["C"], kv["H"], kv["W"], kv["M"], kv.get("K", 3),
-                     kv.get("S", 1), kv.get("P", 1))
+    return ConvLayer.from_sizes(kv, name="custom")  # ConvShapeError (a ValueError) if wrong
 
 
 def nchw_shapes(layer: Any) -> dict[str, tuple[int, ...]]:

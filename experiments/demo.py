@@ -1,4 +1,6 @@
-"""``mapper demo``: the main job, end to end on the OpenCL device.
+"""The main job, end to end on the OpenCL device (``python -m experiments.demo``).
+
+Run from a checkout (``experiments/`` is not installed with the package).
 
 1. CC'22 Listing 3 (``X*y + z`` with the multiplication in local memory): every valid
    mapping is lowered, compiled, run and checked against the reference interpreter.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -327,3 +330,20 @@ def _verdict(console: Console, bad: Counter, refused: list[str], slow: list[str]
     for reason in refused:
         console.print(f"[red]FAILED: required candidate not ok: {escape(reason)}[/red]")
     return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    args = ap.parse_args(argv)
+    try:
+        return run_demo(quick=args.quick)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

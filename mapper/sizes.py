@@ -9,8 +9,8 @@ from numbers import Integral
 
 from ir.nodes import Node, walk
 from ir.sym import Expr
-from ir.types import Type
-from mapper.errors import ArgumentError, SizeError, value_text
+from ir.types import Type, shape_of
+from mapper.errors import ArgumentError, InputError, SizeError, value_text
 
 MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
 
@@ -92,3 +92,18 @@ def check_sizes(prog: Node, sizes: Mapping[str, int], where: str = "the program"
     if bad:
         raise SizeError(f"size {bad[0]}={sizes[bad[0]]!r} of {where} is not a "
                         "non-negative integer")
+
+
+def check_input_sizes(prog: Node, sizes: Mapping[str, int], where: str | None = None, *,
+                      how: str = "in the sizes") -> None:
+    """Every size an input's shape names is given in ``sizes`` (an exploration tunes the
+    other sizes, not the shape of its data): else ``InputError`` naming the first input with
+    a size missing, ``where`` the program is (its path) and ``how`` to give it."""
+    for p in getattr(prog, "params", ()):
+        dims, _ = shape_of(p.type)
+        missing = sorted(set().union(*(d.free_vars() for d in dims)) - sizes.keys(),
+                         key=str) if dims else []
+        if missing:
+            of = f" of {where}" if where else ""
+            raise InputError(f"input {p.name}{of} has size(s) {', '.join(map(str, missing))} "
+                             f"that are not given: give them {how} (the other sizes are tuned)")

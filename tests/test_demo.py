@@ -1,5 +1,6 @@
-"""``mapper demo``, the main job, end to end: it must say ok only when the candidates it
-must run (the hand-mapped convolution above all) ran ok, and fail loudly otherwise."""
+"""``python -m experiments.demo``, the main job, end to end: it must say ok only when the
+candidates it must run (the hand-mapped convolution above all) ran ok, and fail loudly
+otherwise."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_demo_quick_runs_the_hand_mapped_convolution_ok():
-    r = subprocess.run([sys.executable, "-m", "mapper.cli", "demo", "--quick"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "experiments.demo", "--quick"], cwd=ROOT,
                        capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, COLUMNS="250"))
     out = r.stdout + r.stderr

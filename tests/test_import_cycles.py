@@ -272,9 +272,8 @@ def _library_files() -> list[Path]:
 
 def test_the_library_never_imports_the_experiments() -> None:
     """experiments/ reproduces the papers with the library's public API; no module of the
-    library reaches into it (an import anywhere in a module, not only at its top). The
-    command line sits above both (``mapper demo``, ``--layer``), and experiments/ never
-    imports the command line."""
+    library reaches into it (an import anywhere in a module, not only at its top), and
+    experiments/ never imports the command line."""
     pattern = re.compile(r"^\s*(from|import)\s+experiments\b", re.MULTILINE)
     users = sorted(str(path.relative_to(ROOT)) for path in _library_files()
                    if pattern.search(path.read_text(encoding="utf-8")))
@@ -284,6 +283,52 @@ def test_the_library_never_imports_the_experiments() -> None:
     users = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "experiments").rglob("*.py")
                    if cli.search(path.read_text(encoding="utf-8")))
     assert not users, f"experiments import the command line: {users}"
+
+
+def _experiments_imports(source: str, name: str) -> list[str]:
+    """Where the module ``source`` imports ``experiments`` (an import statement anywhere in
+    it, or a call of ``importlib.import_module``/``__import__`` with a literal name under
+    it), as ``name:line: module``."""
+    found = []
+    for node in ast.walk(ast.parse(source, name)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names = [node.args[0].value]
+        found += [f"{name}:{node.lineno}: {n}" for n in names
+                  if n == "experiments" or n.startswith("experiments.")]
+    return found
+
+
+def test_the_command_line_never_imports_the_experiments() -> None:
+    """The command line only parses and prints over the library: no module of mapper/cli/
+    imports experiments/, which is not installed with the package (the demo is
+    ``python -m experiments.demo``; the layer presets are ``ir.conv_layer``'s)."""
+    files = sorted((ROOT / "mapper" / "cli").rglob("*.py"))
+    assert len(files) > 5
+    users = [hit for path in files for hit in _experiments_imports(
+        path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
+    assert not users, f"the command line imports experiments: {users}"
+
+
+@pytest.mark.parametrize("source, found", [
+    ("import experiments.demo", True),
+    ("from experiments import vgg16", True),
+    ("def f():\n    from experiments.vgg16 import x", True),
+    ("import importlib\nimportlib.import_module('experiments.demo')", True),
+    ("__import__('experiments')", True),
+    ("import experimental\nfrom mapper.experiments_x import y\nfrom . import experiments", False),
+])
+def test_the_experiments_scan_sees_every_form_of_import(source: str, found: bool) -> None:
+    """The scan above finds each way a module can name experiments, and nothing else (a
+    witness that it can fail)."""
+    assert bool(_experiments_imports(source + "\n", "probe.py")) == found
 
 
 def test_nothing_paper_specific_in_the_library() -> None:

@@ -1,9 +1,10 @@
-"""The ``mapper`` command line: show, constraints, enumerate, check, explain, space, run, demo,
-explore, results, plot, tune (``python -m mapper.cli`` runs it too).
+"""The ``mapper`` command line: show, constraints, enumerate, check, explain, space, device,
+run, repl, explore, results, plot, tune (``python -m mapper.cli`` runs it too).
 
 The package only parses and prints over the library: ``args`` (the parser), ``common``
 (consoles, JSON, progress, loading), ``mapping``, ``build``, ``explore`` and ``tune`` (the
-commands).
+commands). It imports nothing of ``experiments/`` (a test forbids it): the main job
+runs from a checkout, ``python -m experiments.demo``.
 
 Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
 mistakes (bad files, bad arguments, bad mappings, contradictory constraints) print one
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from mapper.cli.args import build_parser, negative_values_joined
-from mapper.cli.build import cmd_demo, cmd_device, cmd_repl, cmd_run, cmd_space
+from mapper.cli.build import cmd_device, cmd_repl, cmd_run, cmd_space
 from mapper.cli.common import (
     JSON_SCHEMA_VERSION,
     CliError,
@@ -52,7 +53,6 @@ COMMANDS = {
     "device": cmd_device,
     "repl": cmd_repl,
     "run": cmd_run,
-    "demo": cmd_demo,
     "explore": cmd_explore,
     "results": cmd_results,
     "plot": cmd_plot,

@@ -1,4 +1,4 @@
-"""The commands that build and run: ``device``, ``space``, ``run``, ``repl``, ``demo``."""
+"""The commands that build and run: ``device``, ``space``, ``run``, ``repl``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from mapper.cli.common import (
-    MAX_RANGE,
     CliError,
     console,
     emit_json,
@@ -49,8 +48,8 @@ def cmd_device(args) -> int:
 
 
 def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
-    """``--domain`` checked against the program's tuning parameters, and ``--max`` against
-    the largest range the space may list."""
+    """``--domain`` checked against the program's tuning parameters (``--max`` is checked
+    by the parser: 1..``MAX_RANGE``, the largest range the space may list)."""
     domains = parse_domains(args.domain)
     tunable = sorted(size_names(prog) - sizes.keys())
     for k in domains:
@@ -60,9 +59,6 @@ def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
         if k not in tunable:
             raise CliError(f"--domain {k}: {args.file} has no tuning parameter {k}; its "
                            f"tuning parameters are: {', '.join(tunable) or 'none'}")
-    if args.max is not None and not 1 <= args.max <= MAX_RANGE:
-        raise CliError(f"--max {args.max} is out of range: the upper end of inferred ranges "
-                       f"is 1..{MAX_RANGE:,}")
     # no --max: the default of explore (twice the largest size); the space's build refuses
     # it only for parameters that would list that range (not a split's divisors)
     return domains
@@ -202,9 +198,3 @@ def cmd_repl(args) -> int:
     from mapper.repl import run_repl
 
     return run_repl(args.file, console)
-
-
-def cmd_demo(args) -> int:
-    from experiments.demo import run_demo
-
-    return run_demo(console, quick=args.quick)

@@ -20,7 +20,7 @@ from mapper.cli.common import (
     store_path,
     unfused_stages,
 )
-from mapper.sizes import check_sizes, parse_sizes
+from mapper.sizes import check_input_sizes, check_sizes, parse_sizes
 
 
 def _explore_tasks(args) -> dict:
@@ -33,35 +33,21 @@ def _explore_tasks(args) -> dict:
     if args.file == "conv" and args.tiling not in (None, "none"):
         raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
     if args.file == "conv":
-        if args.sizes:
-            from ir.conv_layer import ConvLayer
+        from ir.conv_layer import ConvLayer, ConvPresetError, ConvShapeError, parse_layer
 
+        if args.sizes:
             if args.layer:
                 raise CliError("conv takes --sizes or --layer, not both")
-            s = parse_sizes(args.sizes, minimum=0)  # P=0: no padding; ConvLayer checks
-            need = ("C", "H", "W", "M")
-            unknown = sorted(set(s) - {*need, "K", "S", "P"})
-            if unknown:
-                raise CliError(f"conv has no size {', '.join(unknown)}: its sizes are C, H, "
-                               "W, M (input channels, height, width, kernels) and K, S, P "
-                               "(kernel size 3, stride 1, padding 1 unless given)")
-            missing = [k for k in need if k not in s]
-            if missing:
-                raise CliError(f"conv needs sizes {', '.join(need)} (K, S, P optional) or "
-                               f"--layer, e.g. --layer 19/2; missing {', '.join(missing)}")
-            k, st, pad = s.get("K", 3), s.get("S", 1), s.get("P", 1)
-            layer = ConvLayer(f"{s['C']}x{s['H']}x{s['W']}-M{s['M']}-K{k}-S{st}-P{pad}",
-                              s["C"], s["H"], s["W"], s["M"], k, st, pad)
+            # P=0: no padding; the names and the shape are ConvLayer's to check
+            layer = ConvLayer.from_sizes(parse_sizes(args.sizes, minimum=0))
         else:
             text = args.layer or "19/2"
             if not re.fullmatch(r"\w+(/[0-9]{1,4})?", text):
                 raise CliError(f"--layer {text!r}: give a VGG-16 layer and an optional scale, "
                                "e.g. 19 or 19/2")
-            from ir.conv_layer import parse_layer
-
             try:
                 layer = parse_layer(text)
-            except ValueError as e:  # parse_layer's own message (an unknown layer name)
+            except (ConvPresetError, ConvShapeError) as e:  # a layer or scale it has not
                 raise CliError(f"--layer {text!r}: {e}") from None
             layer = dataclasses.replace(layer, name=f"vgg16-{layer.name}")
         if args.flops is not None:
@@ -81,14 +67,7 @@ def _explore_tasks(args) -> dict:
 
     prog = parse_file(args.file)
     check_sizes(prog, sizes, args.file)
-    from ir.types import shape_of
-
-    for p in getattr(prog, "params", ()):
-        dims = shape_of(p.type)[0]
-        missing = sorted({str(v) for d in dims for v in d.free_vars()} - sizes.keys())
-        if missing:
-            raise CliError(f"input {p.name} of {args.file} has size(s) {', '.join(missing)}: "
-                           "give them with --sizes (the other sizes are tuned)")
+    check_input_sizes(prog, sizes, args.file, how="with --sizes")
     from ir.tiling import tiling_variants
 
     # by default a stencil pipeline is explored unfused and fused through tiling (a manual

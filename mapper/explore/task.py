@@ -98,6 +98,7 @@ class Task:
         from ir.syntax import parse, parse_file, print_program
         from mapper.api import problem
         from mapper.data import check_inputs, random_inputs, reduction_tolerance
+        from mapper.sizes import check_input_sizes
 
         if isinstance(program, str):
             if program.endswith(".lift"):
@@ -110,15 +111,7 @@ class Task:
         if not isinstance(prog, Lambda):
             raise InputError("the explored program must declare its inputs (e.g. X : [float]N)")
         text = print_program(prog)
-        for p in prog.params:
-            from ir.types import shape_of
-
-            dims, _ = shape_of(p.type)
-            missing = sorted(set().union(*(d.free_vars() for d in dims)) - sizes.keys(),
-                             key=str) if dims else []
-            if missing:
-                raise InputError(f"input {p.name} has size(s) {', '.join(map(str, missing))}"
-                                 " that are not given: give them in the sizes")
+        check_input_sizes(prog, sizes)
         task = cls(name or "program", text, prog, sizes, {}, None, flops, {},
                    fusion=fusion, heuristics=heuristics, max_value=max_value)
         task.inputs = check_inputs(prog, sizes, random_inputs(prog, sizes, seed=seed)
