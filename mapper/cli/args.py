@@ -137,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", required=True, help="the fixed sizes, e.g. H=28,W=28,C=64,...")
     p.add_argument("--mapping", help="apply this mapping first (adds launch constraints)")
     p.add_argument("--domain", action="append", help="override a domain: theta=3..20 or v=1,4")
-    p.add_argument("--max", type=_int_in(1, MAX_RANGE), help="upper end of inferred ranges "
-                   f"(default 2x sizes; 1..{MAX_RANGE})")
+    p.add_argument("--max", type=int, help="upper end of inferred ranges (default 2x sizes; "
+                   f"1..{MAX_RANGE}, checked by the command)")
     add_device(p, "the device whose limits become constraints: a preset (pocl-cpu, h100), a "
                "JSON description or an OpenCL device spec (default: the pocl-cpu preset)")
     p = sub.add_parser("device", help="describe a device (preset, JSON description or live "

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mapper.cli.common import (
+    MAX_RANGE,
     CliError,
     console,
     emit_json,
@@ -48,8 +49,8 @@ def cmd_device(args) -> int:
 
 
 def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
-    """``--domain`` checked against the program's tuning parameters (``--max`` is checked
-    by the parser: 1..``MAX_RANGE``, the largest range the space may list)."""
+    """``--domain`` checked against the program's tuning parameters, and ``--max`` against
+    the largest range the space may list."""
     domains = parse_domains(args.domain)
     tunable = sorted(size_names(prog) - sizes.keys())
     for k in domains:
@@ -59,6 +60,9 @@ def _space_domains(args, prog, sizes: dict[str, int]) -> dict:
         if k not in tunable:
             raise CliError(f"--domain {k}: {args.file} has no tuning parameter {k}; its "
                            f"tuning parameters are: {', '.join(tunable) or 'none'}")
+    if args.max is not None and not 1 <= args.max <= MAX_RANGE:
+        raise CliError(f"--max {args.max} is out of range: the upper end of inferred ranges "
+                       f"is 1..{MAX_RANGE:,}")
     # no --max: the default of explore (twice the largest size); the space's build refuses
     # it only for parameters that would list that range (not a split's divisors)
     return domains

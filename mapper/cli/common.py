@@ -15,7 +15,7 @@ from rich.console import Console
 
 from mapper.encoding import MapCodes
 from mapper.errors import UsageError
-from mapper.space_report import MAX_RANGE  # noqa: F401  (its importer: args)
+from mapper.space_report import MAX_RANGE  # noqa: F401  (its importers: args, build)
 
 console = Console(highlight=False)
 
