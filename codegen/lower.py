@@ -55,7 +55,7 @@ from codegen.resources import (
     program_features,
 )
 from codegen.stmt import Decl, Loop, Store, leaves_of, walk_stmts
-from ir.nodes import Lambda, Map, Node, walk
+from ir.nodes import Lambda, Map, Node, size_names, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo
 from ir.types import ArrayType, Type, VectorType
@@ -218,8 +218,7 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
 
     groups = split_kernels(b.top)
     base = name if name.isidentifier() and name not in C_RESERVED else None
-    header_map = _mapping_text(program)
-    header_sizes = " ".join(f"{k}={v}" for k, v in sorted(b.sizes.items()))
+    header: list[str] = []  # the kernels' comment, made when the first is printed
     funs = list(b.funs.values())
     kfeats: list[dict[str, Expr]] = []
     kernels: list[Kernel] = []
@@ -301,13 +300,17 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
                 "tiles or smaller work-groups"))
         args = [x for x in kbufs if x.space == "global"]
         used_funs = _used_functions(stmts, funs)
-        header = [
-            f"mapping: {header_map}",
-            f"sizes: {header_sizes}",
-            f"kernel {ki + 1} of {len(groups)}: global size {cfg.global_size}, local size "
-            f"{local_size}",
-        ]
-        src = kernel_source(kname, header, used_funs, args, written, locs, stmts)
+        if not header:  # the sizes the program mentions: a size it does not mention
+            # changes nothing in its kernels (a pipeline's stage lowered at a candidate's
+            # sizes: the source, and so the compiled-program caches, stay the same)
+            names = size_names(program)
+            header = [f"mapping: {_mapping_text(program)}",
+                      "sizes: " + " ".join(f"{k}={v}" for k, v in sorted(b.sizes.items())
+                                           if k in names)]
+        src = kernel_source(
+            kname, [*header, f"kernel {ki + 1} of {len(groups)}: global size "
+                             f"{cfg.global_size}, local size {local_size}"],
+            used_funs, args, written, locs, stmts)
         kernels.append(Kernel(
             name=kname, source=src, args=tuple(x.name for x in args),
             global_size=cfg.global_size, local_size=local_size,

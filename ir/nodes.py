@@ -406,6 +406,23 @@ def walk(node: Node) -> Iterator[Node]:
         stack.extend(reversed(list(n.children())))
 
 
+def size_names(prog: Node) -> frozenset[str]:
+    """Every size variable the program mentions (input types, split/slide/pad sizes...)."""
+    out: set[str] = set()
+
+    def visit(v: object) -> None:
+        if isinstance(v, (Expr, Type)):
+            out.update(v.free_vars())
+        elif isinstance(v, tuple):
+            for x in v:
+                visit(x)
+
+    for node in walk(prog):
+        for name in field_names(node):
+            visit(getattr(node, name))
+    return frozenset(x for x in out if not x.startswith("_"))
+
+
 def maps_in(node: Node) -> list[Map]:
     """Every map node, pre-order."""
     return [n for n in walk(node) if isinstance(n, Map)]

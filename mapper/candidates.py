@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import Device
-from ir.nodes import Node
+from ir.nodes import Node, size_names
 from ir.pipeline import Pipeline
 from mapper.api import MappingProblem, enumerate_mappings, lower_mapping, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
@@ -46,6 +46,26 @@ def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
     return replace(cp, flops=flops) if flops is not None else cp
 
 
+@functools.lru_cache(maxsize=64)
+def _mapped(program: Node, mapping: tuple[tuple[str, int], ...], fusion: str,
+            heuristics: bool) -> tuple[Node, frozenset[str]]:
+    """A stage's mapped program (the mapping checked) and the sizes it mentions, once per
+    process: the stages an exploration does not explore have one mapping throughout."""
+    low = lower_mapping(_problem(program, fusion, heuristics), dict(mapping), fusion=fusion,
+                        heuristics=heuristics)
+    return low, size_names(low)
+
+
+@functools.lru_cache(maxsize=64)
+def _lowered(low: Node, sizes: tuple[tuple[str, int], ...], name: str,
+             device: Device | None) -> CompiledProgram:
+    """``codegen.lower.lower`` of a mapped stage at the sizes it mentions, once per process:
+    a stage's kernels do not depend on another stage's tuning values."""
+    from codegen.lower import lower
+
+    return lower(low, dict(sizes), name=name, device=device)
+
+
 def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
                    sizes: Mapping[str, int], *, flops: int | None = None,
                    fusion: str = "free", heuristics: bool = True,
@@ -54,8 +74,6 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     stage's output buffer is the next stage's ``<previous>`` input; a stage that copies its
     input unchanged at ``sizes`` (``Stage.identity_at``) is left out. Each mapping is
     checked against the rules of ``fusion`` (the heuristic rules too when ``heuristics``)."""
-    from codegen.lower import lower
-
     kernels: list[Kernel] = []
     buffers: dict[str, Buffer] = {}
     prev_out: str | None = None
@@ -64,9 +82,10 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
         if (prev_out is not None and [src for _, src in st.sources] == ["<previous>"]
                 and st.identity_at(sizes)):
             continue  # it would copy its input unchanged: the next stage reads that
-        low = lower_mapping(_problem(st.program, fusion, heuristics), mappings[st.name],
-                            fusion=fusion, heuristics=heuristics)
-        cp = lower(low, dict(sizes), name=st.name, device=device)
+        low, names = _mapped(st.program, tuple(dict(mappings[st.name]).items()), fusion,
+                             heuristics)
+        cp = _lowered(low, tuple(sorted((k, v) for k, v in sizes.items() if k in names)),
+                      st.name, device)
         rename: dict[str, str] = {}
         for name, src in st.sources:
             if src == "<previous>":

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import fields, is_dataclass
 from numbers import Integral
 
-from ir.nodes import Node, walk
-from ir.sym import Expr
-from ir.types import Type, shape_of
+from ir.nodes import Node, size_names
+from ir.types import shape_of
 from mapper.errors import ArgumentError, InputError, SizeError, value_text
 
 MAX_SIZE = 2**31 - 1  # sizes index OpenCL buffers with int
@@ -50,24 +48,6 @@ def sizes_argument(sizes: object, what: str = "sizes") -> dict:
         raise ArgumentError(f"{what} must be a dict from size names to integers, such as "
                             f"{{'N': 4096}}; got {value_text(sizes)}")
     return dict(sizes)
-
-
-def size_names(prog: Node) -> frozenset[str]:
-    """Every size variable the program mentions (input types, split/slide/pad sizes...)."""
-    out: set[str] = set()
-
-    def visit(v) -> None:
-        if isinstance(v, (Expr, Type)):
-            out.update(v.free_vars())
-        elif isinstance(v, tuple):
-            for x in v:
-                visit(x)
-
-    for node in walk(prog):
-        if is_dataclass(node):
-            for f in fields(node):
-                visit(getattr(node, f.name))
-    return frozenset(x for x in out if not x.startswith("_"))
 
 
 def check_sizes(prog: Node, sizes: Mapping[str, int], where: str = "the program", *,

@@ -111,6 +111,27 @@ def test_the_crop_is_left_out_where_the_tiles_cover_the_output():
     assert any(n.startswith("crop") for n in names), names
 
 
+def test_a_stage_kernel_does_not_depend_on_another_stage_s_tuning():
+    """The pad stage mentions P and rho only: candidates that differ in the partial
+    stage's tuning share its kernel source, so its compiled program is reused; its header
+    names only the sizes it mentions. Lowered once per process (the cache in
+    ``mapper.candidates``), it is the kernel a fresh lowering gives."""
+    from codegen.lower import lower
+    from mapper.api import lower_mapping
+
+    layer = ConvLayer("t", 4, 6, 6, 4)
+    pipe = gpgpu20_conv_pipeline()
+    maps = conv_stage_mappings(pipe)
+    base = {**layer.sizes(), "theta": 4, "rho": 2, "kappa": 2, "sigma": 2, "omega": 12,
+            "v": 4}
+    a = lower_pipeline(pipe, maps, base).kernels[0]
+    b = lower_pipeline(pipe, maps, {**base, "kappa": 4, "sigma": 1}).kernels[0]
+    assert a.name == b.name == "pad" and a.source == b.source
+    assert "kappa" not in a.source and "rho=2" in a.source
+    fresh = lower(lower_mapping(pipe.stage("pad").program, maps["pad"]), base, name="pad")
+    assert fresh.kernels[0].source == a.source
+
+
 @pytest.mark.slow
 @pytest.mark.opencl
 @pytest.mark.parametrize("rho", [0, 2])
