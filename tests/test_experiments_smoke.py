@@ -86,6 +86,8 @@ TINY: dict[str, tuple[list[str], str]] = {
     "build_knowledge": (["{s24}", "--out", "{tmp}/k.jsonl"], r"k\.jsonl: \d+ row\(s\)"),
     "check_tiling": (["--pipelines", "blur_separable", "--memories", "local", "--tiles", "2",
                       "--limit", "2"], r"TOTAL \{'ok': \d+"),
+    # the main job (tests/test_demo.py checks its lines): python -m experiments.demo
+    "demo": (["--quick"], r"done in \d+ s: the required candidates"),
     "disasm_conv": (["--layer", "24", "--v", "4"], r"hot loop: "),
     "explore_conv": (["--layer", "19", "--scale", "14", "--candidates", "2"],
                     r"best [\d.]+ GFLOP/s vs hand mapping [\d.]+"),
