@@ -107,13 +107,15 @@ class SoakTask(Task):
         return fn if fault is None else functools.partial(faulty_lower, fault, fn)
 
 
+def sizes(text: str) -> dict[str, int]:
+    """``"M=64,N=64"`` -> ``{"M": 64, "N": 64}``."""
+    return {k.strip(): int(v) for k, v in (kv.split("=") for kv in text.split(","))}
+
+
 def make_task(name: str, args: argparse.Namespace, quiet: bool = False) -> SoakTask:
     """The task ``name`` (conv, matmul, blur), built afresh, with its faults (none when
     ``quiet``)."""
     from ir.conv_layer import ConvLayer
-
-    def sizes(text: str) -> dict[str, int]:
-        return {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))}
 
     if name == "conv":  # K=3, S=1, P=1, as VGG-16's layers
         s = sizes(args.conv)
@@ -459,6 +461,13 @@ def main(argv: list[str] | None = None) -> int:
     args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not args.tasks or set(args.tasks) - {"conv", *PROGRAMS}:
         ap.error("--tasks: give some of conv, matmul, blur")
+    for opt, need in (("conv", "CHWM"), ("matmul", "MNK"), ("blur", "HW")):
+        try:
+            ok = set(sizes(getattr(args, opt))) == set(need)
+        except ValueError:
+            ok = False
+        if not ok:
+            ap.error(f"--{opt}: give {','.join(f'{k}=N' for k in need)}")
     secs = args.minutes * 60.0
     args.slice_s = args.slice_s or max(20.0, secs / 6)
     if args.kill_every_s is None:
