@@ -221,18 +221,31 @@ class Soak:
         return "error" in info
 
     def pool_done(self, pool: Any) -> None:
-        self.pools.append({"started": pool.restarts, "crashes": pool.crashes,
-                           "timeouts": pool.timeouts, "retried": pool.retried})
+        self.pools.append({k: getattr(pool, k) for k in ("restarts", "crashes", "timeouts",
+                                                         "retried")})
 
 
 def run_soak(args: argparse.Namespace) -> Soak:
+    """The soak in a private folder (its TMPDIR, and PoCL's cache unless given), removed
+    at the end, however it ends."""
+    root = tempfile.mkdtemp(prefix="liftmap-soak-")
+    saved = dict(os.environ)
+    try:
+        return _soak(args, root)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)  # TMPDIR and POCL_CACHE_DIR as they were
+        tempfile.tempdir = None
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _soak(args: argparse.Namespace, root: str) -> Soak:
     """The explorations (a rotation with faults and kills, then the quiet phase) while the
     threads sample and kill; the last sample is taken after every pool closed."""
     from multiprocessing import resource_tracker
 
     from codegen.worker import WorkerPool
 
-    root = tempfile.mkdtemp(prefix="liftmap-soak-")
     tmp = os.path.join(root, "tmp")
     os.makedirs(tmp)
     os.environ["TMPDIR"] = tmp  # the workers inherit it; the driver's tempfile too
@@ -482,7 +495,6 @@ def main(argv: list[str] | None = None) -> int:
         {"args": vars(args), "samples": sk.samples, "kills": sk.kills, "runs": sk.runs,
          "pools": sk.pools, "fds_start": sk.fds_start, "verdicts": verdicts}, indent=1))
     print(f"written to {out / 'soak.md'} and {out / 'samples.json'}")
-    shutil.rmtree(os.path.dirname(sk.tmp), ignore_errors=True)
     failed = [f"FAIL {n}: {t}" for n, v, t in verdicts if v == "FAIL"]
     for line in failed:
         print(line, file=sys.stderr)
