@@ -136,6 +136,7 @@ def build(program: Node, sizes: Mapping[str, int], info: TypeInfo | None = None)
     """
     if not isinstance(program, Lambda):
         raise UnsupportedError("lower() takes a program: a lambda with typed inputs")
+    vw.new_build()
     defaults = lane_defaults(program, sizes)
     if defaults.keys() - sizes.keys():
         sizes = {**defaults, **sizes}

@@ -156,11 +156,13 @@ class Runner:
 
     ``device`` is a ``pyopencl.Device``, a spec string (see ``codegen.device``) or ``None``
     (``LIFTMAP_DEVICE``, else the default of ``select_device``). Builds are cached in memory
-    by source hash and options (the ``cache_size`` most recently used programs); PoCL also
-    keeps its own on-disk cache in ``POCL_CACHE_DIR``.
+    by source hash and options (the ``cache_size`` most recently used programs: a built
+    program holds 0.3-1 MB in PoCL, so 512 of them grew a worker by hundreds of MB over an
+    exploration); PoCL also keeps its own on-disk cache in ``POCL_CACHE_DIR``, from which a
+    dropped program is rebuilt quickly.
     """
 
-    def __init__(self, device=None, *, cache_size: int = 512):
+    def __init__(self, device=None, *, cache_size: int = 64):
         ensure_pocl_environment()
         import pyopencl as cl
 

@@ -312,6 +312,15 @@ _fresh = itertools.count()
 _VARS: dict[str, Expr] = {}  # index variables by name, with their ranges (for normalize)
 
 
+def new_build() -> None:
+    """Starts the index variables of a new statement tree (``codegen.lower.build``): the
+    fresh names count from 0 again and the registry forgets the previous tree's, so that a
+    long exploration does not fill the caches of ``ir.sym`` with names used once."""
+    global _fresh
+    _fresh = itertools.count()
+    _VARS.clear()
+
+
 def register_var(v: Expr) -> Expr:
     """Records an index variable so that :func:`normalize` can rebuild it with its range."""
     _VARS[v.name] = v

@@ -451,7 +451,7 @@ def Var(name: str, lo: int | None = None, hi: int | None = None) -> Expr:  # noq
     if lo is not None and hi is not None and lo > hi:
         raise SymbolicError(f"empty range [{lo}, {hi}] for {name}")
     e = _mk({frozenset(((_Atom(_VAR, name, None, None, lo, hi), 1),)): 1})
-    if len(_VAR_CACHE) > 50000:
+    if len(_VAR_CACHE) > 20000:  # an interning cache: bounded, so a long run stays flat
         _VAR_CACHE.clear()
     _VAR_CACHE[key] = e
     return e

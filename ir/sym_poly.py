@@ -260,7 +260,7 @@ def _mono_key(m: frozenset) -> tuple:
     if k is None:
         deg = -sum(e if e > 0 else -e for _, e in m)
         k = (not m, deg, tuple(sorted((a.key(), e) for a, e in m)))
-        if len(_MONO_KEYS) > 100000:
+        if len(_MONO_KEYS) > 20000:  # bounded: a long run stays flat
             _MONO_KEYS.clear()
         _MONO_KEYS[m] = k
     return k
