@@ -86,8 +86,6 @@ TINY: dict[str, tuple[list[str], str]] = {
     "build_knowledge": (["{s24}", "--out", "{tmp}/k.jsonl"], r"k\.jsonl: \d+ row\(s\)"),
     "check_tiling": (["--pipelines", "blur_separable", "--memories", "local", "--tiles", "2",
                       "--limit", "2"], r"TOTAL \{'ok': \d+"),
-    # the main job (tests/test_demo.py checks its lines): python -m experiments.demo
-    "demo": (["--quick"], r"done in \d+ s: the required candidates"),
     "disasm_conv": (["--layer", "24", "--v", "4"], r"hot loop: "),
     "explore_conv": (["--layer", "19", "--scale", "14", "--candidates", "2"],
                     r"best [\d.]+ GFLOP/s vs hand mapping [\d.]+"),
@@ -137,6 +135,12 @@ PEERS: dict[str, list[tuple[str, str]]] = {
     "bench_tiling": [("OpenCV", "cv2")],
 }
 
+# script -> the test that runs it with its tiny arguments already (the main job: its own
+# test checks its lines; running it here too would cost CI another minute)
+ELSEWHERE: dict[str, str] = {
+    "demo": "tests/test_demo.py::test_demo_quick_runs_the_hand_mapped_convolution_ok",
+}
+
 TIMEOUT_S = 240  # per script: tiny cases take seconds, a loaded CI machine more
 
 
@@ -160,8 +164,19 @@ def test_the_directory_is_covered() -> None:
     ``TINY``/``PEERS`` name no script that is gone."""
     assert len(SCRIPTS) > 20 and "bench_joint_space" in SCRIPTS
     assert "vgg16" in MODULES
-    stale = sorted((set(TINY) | set(PEERS)) - set(SCRIPTS))
+    stale = sorted((set(TINY) | set(PEERS) | set(ELSEWHERE)) - set(SCRIPTS))
     assert not stale, f"TINY or PEERS name scripts that are not runnable any more: {stale}"
+
+
+@pytest.mark.parametrize("name", sorted(ELSEWHERE))
+def test_a_script_run_elsewhere_has_that_test(name: str) -> None:
+    """A script left out here is run by the test named, with ``python -m experiments.NAME``."""
+    path, _, func = ELSEWHERE[name].partition("::")
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    fn = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == func]
+    assert fn, f"{ELSEWHERE[name]} does not exist: run {name} here (TINY) instead"
+    assert f"experiments.{name}" in ast.unparse(fn[0]), \
+        f"{ELSEWHERE[name]} does not run python -m experiments.{name}"
 
 
 @pytest.mark.smoke
@@ -175,7 +190,7 @@ def test_helper_module_imports(name: str) -> None:
 @pytest.mark.smoke
 @pytest.mark.slow
 @pytest.mark.opencl
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", [s for s in SCRIPTS if s not in ELSEWHERE])
 def test_script_runs_on_a_tiny_case(name: str, tmp_path: Path) -> None:
     """``python -m experiments.NAME <tiny args>`` exits 0 and prints its figure; a missing
     peer is named as skipped."""
