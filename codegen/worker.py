@@ -105,8 +105,23 @@ def _judge(runner, kind: str, payload, inputs, reference, kw: dict,
     return replace(out, lower_s=lower_s) if lower_s is not None else out
 
 
+ORPHAN_POLL_S = 1.0  # how often a worker checks that the process that started it lives
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """Ends this worker (at once, whatever it is doing: a kernel that never returns, a
+    lowering that takes minutes) when the process that started it is gone, e.g. killed
+    with SIGKILL, which closes no pipe while the worker is busy: no worker outlives its
+    exploration."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_POLL_S)
+    os._exit(3)
+
+
 def _worker_main(conn, spec: str | None, log_path: str) -> None:
     """Entry point of a worker process: build a Runner, then serve requests."""
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True,
+                     name="orphan-watch").start()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

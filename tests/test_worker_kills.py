@@ -128,3 +128,56 @@ def test_a_worker_killed_while_the_pool_starts_is_started_again():
         info = pool.device_info()
         t.join(60)
         assert info["spec"] and pool.retried == 1 and w.started == 2
+
+
+def _hang():
+    """A candidate whose lowering never ends (as a kernel that never returns would)."""
+    time.sleep(3600)
+
+
+_DRIVER = r"""
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+from codegen.worker import WorkerPool
+from tests.test_worker_kills import _data, _hang
+pool = WorkerPool()
+d, ref = _data()
+threading.Thread(target=pool.evaluate_candidate, args=(_hang, d, ref),
+                 kwargs={"timeout_s": 3600}, daemon=True).start()
+import time
+while not any(w.started and w.conn is not None for w in pool._workers):
+    time.sleep(0.05)
+time.sleep(1.0)
+print(pool._workers[0].proc.pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_busy_worker_does_not_outlive_its_killed_driver():
+    """The driver killed with SIGKILL while its worker is busy (nothing reads the pipe):
+    the worker notices within seconds and exits, instead of living on."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    drv = subprocess.Popen([sys.executable, "-c", _DRIVER, root], cwd=root,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert drv.stdout is not None
+        worker = int(drv.stdout.readline())
+        os.kill(drv.pid, signal.SIGKILL)
+        drv.wait(timeout=30)
+        deadline = time.time() + 20
+        while time.time() < deadline and os.path.exists(f"/proc/{worker}"):
+            with open(f"/proc/{worker}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):  # exited, not yet reaped
+                    break
+            time.sleep(0.2)
+        alive = os.path.exists(f"/proc/{worker}")
+        if alive:
+            with open(f"/proc/{worker}/stat") as f:
+                alive = not f.read().split(") ")[1].startswith("Z")
+        assert not alive, f"worker {worker} outlived its driver"
+    finally:
+        if drv.poll() is None:
+            drv.kill()
