@@ -1,4 +1,4 @@
-"""Tune the tiled matmul of examples/kernels/matmul.cl with mapper.tune.tune_kernel, the way
+"""Tune the tiled matmul of examples/kernels/matmul.cl with mapper.explore.tune.tune_kernel, the way
 Kernel Tuner's tune_kernel is called (run from the repository root):
 
     .venv/bin/python examples/tune_matmul.py [N] [BUDGET]
@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from mapper.tune import tune_kernel
+from mapper.explore.tune import tune_kernel
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 256
 budget = int(sys.argv[2]) if len(sys.argv) > 2 else 20

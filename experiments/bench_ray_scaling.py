@@ -128,7 +128,7 @@ class Row:
 def run_one(store: str, workers: int, *, strategy: str, candidates: int, seed: int,
             time_scale: float, tmp: str, options: Mapping[str, Any]) -> Row:
     """The exploration of ``store``'s candidates on ``workers`` simulated device actors."""
-    from mapper.explore import explore
+    from mapper.explore import ExploreOptions, explore
     from mapper.explore.ray_pool import RayPool
     from mapper.explore.simulate import ReplayTask, SimulatedDevice, StoredOutcomes
 
@@ -145,7 +145,8 @@ def run_one(store: str, workers: int, *, strategy: str, candidates: int, seed: i
                  timeout_s=1e6) as pool:
         t_call = time.perf_counter()
         res = explore(task, budget=candidates, store=st, pool=pool, strategy=strategy,
-                      seed=seed, cut=None, retime=0, timeout_s=1e6,
+                      options=ExploreOptions.of(seed=seed, cut=None, retime=0,
+                                                timeout_s=1e6),
                       on_start=lambda _: started.append(time.perf_counter()), **options)
     st.close()
     loop_s = res.elapsed_s - (started[0] - t_call)

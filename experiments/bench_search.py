@@ -219,6 +219,7 @@ def _run_records(paths, since: float) -> list:
 
 def bench_shape(layer, args) -> dict:
     """Explores ``layer`` with the defaults, then times what it found (``time_found``)."""
+    from mapper.explore import ExploreOptions
     from mapper.explore.task import conv_variants
     from mapper.explore.variants import explore_variants, variant_store
 
@@ -232,8 +233,8 @@ def bench_shape(layer, args) -> dict:
     store.parent.mkdir(parents=True, exist_ok=True)
     stores = {n: variant_store(str(store), n, i == 0) for i, n in enumerate(tasks)}
     t0 = time.time()
-    vr = explore_variants(tasks, budget=args.budget, stores=stores, seed=args.seed,
-                          count=False)
+    vr = explore_variants(tasks, budget=args.budget, stores=stores,
+                          options=ExploreOptions.of(seed=args.seed))
     wall = time.time() - t0
     res, task = vr.results, tasks[vr.chosen]
     best = res.final  # the winner of the end-of-run re-timing

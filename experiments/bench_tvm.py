@@ -219,7 +219,7 @@ def tvm_runner(lib: Any, x_nchw: np.ndarray, w_mckk: np.ndarray,
 
 def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace) -> tuple[Any, dict]:
     """liftmap's found kernel (a ``lower_fn``) from ``--liftmap-store`` or a new search."""
-    from mapper.explore import explore
+    from mapper.explore import ExploreOptions, explore
     from mapper.explore.store import ResultStore
 
     if args.liftmap_store:
@@ -239,7 +239,8 @@ def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace) -> tuple[Any
         path = os.path.join(args.store_dir, f"tvm-bench-{layer.C}x{layer.H}x{layer.W}x"
                             f"{layer.M}k{layer.K}s{layer.S}p{layer.P}.sqlite")
         t0 = time.time()
-        res = explore(task, budget=f"{args.budget_s:g}s", store=path, seed=args.seed)
+        res = explore(task, budget=f"{args.budget_s:g}s", store=path,
+                      options=ExploreOptions.of(seed=args.seed))
         if res.final is None:
             raise RuntimeError("liftmap's search found no candidate that runs")
         best = res.final

@@ -239,7 +239,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         # what `mapper explore conv` does: both vectorisations where the budget allows
         tasks = conv_variants(layer)
         budget = "25s" if quick else "75s"
-        vr = explore_variants(tasks, budget=budget, seed=0, pool=pool)
+        vr = explore_variants(tasks, budget=budget, pool=pool)
         res, task = vr.results, tasks[vr.chosen]
         if vr.probes:
             console.print(vr.summary())
@@ -286,7 +286,7 @@ def _plain(console: Console, judge, refused: list[str], quick: bool) -> None:
     r = p.run(scalar, sizes)
     judge(r, f"separable blur {scalar}", True)
     budget = "15s" if quick else "30s"
-    res = explore(path, sizes, budget=budget, seed=0)
+    res = explore(path, sizes, budget=budget)
     final, win = res.final, res.final_retimed
     t = Table(title=f"The separable blur written plainly (examples/blur_separable.lift), "
                     f"{n}x{n + 2}: as written, and the default search for {budget}")

@@ -19,7 +19,7 @@ import time
 from codegen.worker import WorkerPool
 from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
 from ir.conv_layer import ConvLayer, vgg16_layer
-from mapper.explore import Task, explore
+from mapper.explore import ExploreOptions, Task, explore
 from mapper.explore.record import short_mapping
 
 
@@ -75,8 +75,8 @@ def main() -> None:
                   flush=True)
 
         res = explore(task, strategy=args.strategy, budget=args.budget or args.candidates,
-                      store=args.store, seed=args.seed, timeout_s=args.timeout, pool=pool,
-                      on_result=show)
+                      store=args.store, pool=pool, on_result=show,
+                      options=ExploreOptions.of(seed=args.seed, timeout_s=args.timeout))
     print(f"\n{res.summary()}\nbest {best[0]:.2f} GFLOP/s vs hand mapping {hand_gflops:.2f}")
 
 

@@ -222,11 +222,14 @@ def explore_logged(task, store, *, tag: str, **kw: Any):
     from rich.live import Live
 
     from mapper.explore.display import Dashboard
+    from mapper.explore.options import ExploreOptions, option_names
     from mapper.explore.run import explore
 
     console = Console()
-    kw.setdefault("count", False)
-    kw.setdefault("retime", 0)  # a figure is about the exploration sequence itself
+    # a figure is about the exploration sequence itself: no count, no re-timing
+    flat = {"count": False, "retime": 0, **{k: v for k, v in kw.items() if k in option_names()}}
+    kw = {k: v for k, v in kw.items() if k not in option_names()}
+    kw["options"] = ExploreOptions.of(**flat)
     if not console.is_terminal:
         return explore(task, store=store, on_result=_progress_line(tag), **kw)
     dash = Dashboard()

@@ -192,7 +192,7 @@ class Soak:
         whether it raised. A quiet one has a budget of candidates, not of time: the end of
         a time budget kills the workers of the candidates in flight."""
         from ir.errors import LiftmapError
-        from mapper.explore import explore
+        from mapper.explore import ExploreOptions, explore
 
         mine = [path for task, path in self.stores if task == name]
         last = [r for r in self.runs if r["task"] == name]
@@ -208,8 +208,10 @@ class Soak:
                                 "budget": budget}
         try:
             res = explore(make_task(name, self.args, quiet), budget=budget,
-                          store=mine[-1], seed=info["seed"], timeout_s=self.args.timeout_s,
-                          pool=pool, on_result=functools.partial(self.observe, mine[-1]))
+                          store=mine[-1], pool=pool,
+                          options=ExploreOptions.of(seed=info["seed"],
+                                                    timeout_s=self.args.timeout_s),
+                          on_result=functools.partial(self.observe, mine[-1]))
             info.update(stopped_by=res.stopped_by, evaluated=res.evaluated,
                         cached=res.cached, counts=dict(res.counts))
             if quiet:  # candidates a second, for the next one's budget

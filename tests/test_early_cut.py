@@ -11,6 +11,7 @@ import pytest
 
 from mapper import problem
 from mapper.explore import explore
+from mapper.explore.options import ExploreOptions
 from mapper.explore.strategies import STRATEGIES, Candidate, Strategy
 from mapper.explore.task import Task
 
@@ -67,7 +68,7 @@ def test_a_faster_candidate_is_never_cut_and_a_slower_one_is(monkeypatch, pool):
     monkeypatch.setattr(_Ordered, "ORDER", [("A=S B=F", {"s": 128}), ("A=G0 B=V", {"s": 16}),
                                             ("A=S B=F", {"s": 64}), ("A=G0 B=V", {"s": 8})])
     res = explore(SLOW_SEQ, {"N": 8192}, strategy=_Ordered.name, budget=4, pool=pool,
-                  cut=3.0, cut_min_s=0.015, retime=0)
+                  options=ExploreOptions.of(cut=3.0, cut_min_s=0.015, retime=0))
     got = [(r.status, r.check) for r in res.records]
     assert got == [("ok", None), ("ok", None), ("timeout", "early-cut"), ("ok", None)], \
         [r.reason for r in res.records]

@@ -26,6 +26,7 @@ from mapper.explore import (
     make_strategy,
     parse_budget,
 )
+from mapper.explore.options import ExploreOptions
 from mapper.explore.strategies import Candidate
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
@@ -196,10 +197,12 @@ def pool():
 @pytest.mark.opencl
 def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
     path = tmp_path / "r.sqlite"
-    r1 = explore(L3, {"N": 1024}, strategy="solver", budget=2, store=path, seed=4, pool=pool)
+    r1 = explore(L3, {"N": 1024}, strategy="solver", budget=2, store=path, pool=pool,
+                 options=ExploreOptions.of(seed=4))
     assert (r1.evaluated, r1.cached, r1.stopped_by) == (2, 0, "budget")
     assert all(r.status for r in r1.records) and r1.best is not None
-    r2 = explore(L3, {"N": 1024}, strategy="solver", budget=3, store=path, seed=4, pool=pool)
+    r2 = explore(L3, {"N": 1024}, strategy="solver", budget=3, store=path, pool=pool,
+                 options=ExploreOptions.of(seed=4))
     assert (r2.evaluated, r2.cached) == (1, 2)
     assert [r.key for r in r2.records[:2]] == [r.key for r in r1.records]
     assert [r.cached for r in r2.records] == [True, True, False]
@@ -211,7 +214,8 @@ def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
         for r in rows:
             assert r.wall_s > 0 and r.search_s is not None
             assert not r.ok or (r.time_s and r.source_hash and r.memory_bytes)
-    r3 = explore(L3, {"N": 1024}, strategy="random", budget=1, store=path, seed=1, pool=pool)
+    r3 = explore(L3, {"N": 1024}, strategy="random", budget=1, store=path, pool=pool,
+                 options=ExploreOptions.of(seed=1))
     assert r3.draws >= 1 and all(r.draws for r in r3.records if not r.cached)
     with pytest.raises(StoreMismatchError, match="use another --store"):
         explore(L3, {"N": 2048}, strategy="solver", budget=1, store=path, pool=pool)
@@ -222,7 +226,8 @@ def test_explore_resumes_without_evaluating_twice(tmp_path, pool):
 def test_explore_manual_exhausts_and_records_failures(tmp_path, pool):
     # s0 fixed: only s1 (a divisor of s0) is tuned; every configuration once, all stored
     res = explore(L3, {"N": 64, "s0": 16}, strategy="manual", mapping="A=W0 B=L0 C=L0 D=S",
-                  budget=1000, store=tmp_path / "m.sqlite", pool=pool, count=True)
+                  budget=1000, store=tmp_path / "m.sqlite", pool=pool,
+                  options=ExploreOptions.of(count=True))
     assert res.stopped_by == "exhausted"
     assert res.considered == res.total_candidates == res.evaluated
     with ResultStore(tmp_path / "m.sqlite", readonly=True) as st:
@@ -350,12 +355,13 @@ def test_the_repeats_budget_follows_the_best_kernel_time():
             budgets.append(kw.get("run_budget_s"))
             return super().evaluate_candidate(lower_fn, inputs, reference, **kw)
 
-    explore(L3, {"N": 1024}, strategy="solver", budget=3, pool=Recording(), count=False,
-            retime=0, cut=2.0, repeats=4, run_budget_s=1.0)
+    explore(L3, {"N": 1024}, strategy="solver", budget=3, pool=Recording(),
+            options=ExploreOptions.of(count=False, retime=0, cut=2.0, repeats=4, run_budget_s=1.0))
     assert budgets == [1.0, pytest.approx(8e-3), pytest.approx(8e-3)]
     budgets.clear()
-    explore(L3, {"N": 1024}, strategy="solver", budget=2, pool=Recording(), count=False,
-            retime=0, cut=None, run_budget_s=1.0)  # no cut: the fixed budget only
+    explore(L3, {"N": 1024}, strategy="solver", budget=2, pool=Recording(),
+            # no cut: the fixed budget only
+            options=ExploreOptions.of(count=False, retime=0, cut=None, run_budget_s=1.0))
     assert budgets == [1.0, 1.0]
 
 
@@ -366,8 +372,8 @@ def test_split_search_time_heuristics_and_fusion_are_recorded(tmp_path):
     from mapper.api import check_mapping
 
     path = tmp_path / "h.sqlite"
-    res = explore(L3, {"N": 1024}, strategy="solver", budget=12, store=path, seed=1,
-                  heuristics=False, fusion="free", pool=FakePool(), count=False)
+    res = explore(L3, {"N": 1024}, strategy="solver", budget=12, store=path, pool=FakePool(),
+                  options=ExploreOptions.of(seed=1, heuristics=False, fusion="free", count=False))
     assert (res.stopped_by, res.evaluated, res.total_candidates) == ("budget", 12, None)
     with ResultStore(path, readonly=True) as st:
         meta, rows, (run,) = st.meta(), st.records(), st.runs()
@@ -380,7 +386,7 @@ def test_split_search_time_heuristics_and_fusion_are_recorded(tmp_path):
     heuristic_only = [r for r in rows if check_mapping(L3_PROGRAM, r.mapping, fusion="free")]
     assert heuristic_only, "a seed whose candidates include heuristic-only mappings"
     counted = explore(L3, {"N": 1024}, strategy="solver", budget=1, pool=FakePool(),
-                      count=True)
+                      options=ExploreOptions.of(count=True))
     assert counted.total_candidates and counted.total_candidates > 1
 
 
@@ -422,7 +428,7 @@ def test_random_strategy_ends_at_its_draw_limit_or_deadline(conv_task):
 def test_explore_random_ends_cleanly_within_the_time_budget(tmp_path, conv_task):
     path = tmp_path / "r.sqlite"
     res = explore(conv_task, strategy="random", budget="1.5s", store=path, pool=FakePool(),
-                  count=False)
+                  options=ExploreOptions.of(count=False))
     assert (res.stopped_by, res.considered) == ("time", 0)
     assert res.draws >= 1 and res.mapping_s > 0  # the fruitless search is accounted for
     with ResultStore(path, readonly=True) as st:
@@ -436,7 +442,7 @@ def test_explore_random_at_its_draw_limit(tmp_path, conv_task, monkeypatch):
 
     monkeypatch.setattr(RandomAssignment, "max_draws", 2000)
     res = explore(conv_task, strategy="random", budget=5, store=tmp_path / "d.sqlite",
-                  pool=FakePool(), count=False)
+                  pool=FakePool(), options=ExploreOptions.of(count=False))
     assert res.stopped_by == "exhausted: no valid candidate in 2,000 draws"
     assert res.draws == 2000 and res.considered == 0
     assert "random code assignments drawn: 2000" in res.summary()
@@ -595,8 +601,8 @@ def test_cli_results_compare(synthetic_store, capsys):
 def test_early_cut_relative_to_the_best(tmp_path, pool):
     # 4 MiB of input: no run part (upload, runs, read-back, comparison) ends within the
     # millisecond a pipe's poll resolves
-    res = explore(L3, {"N": 1 << 20}, strategy="solver", budget=2, seed=4, pool=pool,
-                  cut=1e-6, cut_min_s=1e-6, retime=0)
+    res = explore(L3, {"N": 1 << 20}, strategy="solver", budget=2, pool=pool,
+                  options=ExploreOptions.of(seed=4, cut=1e-6, cut_min_s=1e-6, retime=0))
     first, second = res.records
     assert first.ok
     assert (second.status, second.check, second.label) == ("timeout", "early-cut", "timeout")
@@ -638,13 +644,15 @@ def test_explore_with_parallel_workers_evaluates_each_candidate_once(tmp_path):
     """Two workers: the budget holds, every candidate is stored once, the same store then
     replays them all from the cache."""
     path = tmp_path / "w.sqlite"
-    r = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2, workers=2)
+    r = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path,
+                options=ExploreOptions.of(seed=2, workers=2))
     assert r.stopped_by == "budget" and len(r.records) == 6 and r.evaluated == 6
     assert len({row.key for row in r.records}) == 6
-    again = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path, seed=2)
+    again = explore(L3, {"N": 1024}, strategy="solver", budget=6, store=path,
+                    options=ExploreOptions.of(seed=2))
     assert (again.evaluated, again.cached) == (0, 6)
     with pytest.raises(ConfigurationError, match="workers must be at least 1"):
-        explore(L3, {"N": 1024}, budget=1, workers=0)
+        explore(L3, {"N": 1024}, budget=1, options=ExploreOptions.of(workers=0))
 
 
 def test_model_features_include_the_lowered_kernel(joint):
@@ -668,7 +676,7 @@ def test_model_features_include_the_lowered_kernel(joint):
 def test_explore_random_time_budget_is_kept(tmp_path, conv_task):
     t0 = time.perf_counter()
     res = explore(conv_task, strategy="random", budget="1.5s", store=None, pool=FakePool(),
-                  count=False)
+                  options=ExploreOptions.of(count=False))
     assert time.perf_counter() - t0 < 1.5 + 5.0  # the budget, and start-up
     assert res.draws > 1000 and res.mapping_s >= 1.0
 
@@ -681,7 +689,8 @@ def test_the_model_strategy_explores_a_program_with_nothing_to_tune() -> None:
     search moves maps (it used to ask the empty tuning problem for its space and end in a
     traceback)."""
     res = explore(os.path.join(ROOT, "examples", "blur_laplacian.lift"), {"H": 18, "W": 18},
-                  budget=20, retime=0)  # past the initial design: the fitted model's climb
+                  budget=20,  # past the initial design: the fitted model's climb
+                  options=ExploreOptions.of(retime=0))
     assert res.counts["ok"] >= 16 and res.stopped_by == "budget", res.counts
     widths = {f"{p}{m}" for p in "vu" for m in "ABCDEFGH"} | {f"rv{k}" for k in range(1, 9)}
     assert all(set(r.tuning) <= widths for r in res.records)

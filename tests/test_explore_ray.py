@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from killing import kill_when, store_rows
 
+from mapper.explore.options import ExploreOptions
+
 if os.environ.get("LIFTMAP_REQUIRE_RAY"):  # CI sets it: there, a missing Ray is a failure
     import ray
 else:
@@ -50,7 +52,8 @@ SIZES = {"N": 1024}
 TINY = os.path.join(ROOT, "tests", "data", "figures",
                     "fig6-layer19-scale8-fusion-always-heuristics-on.sqlite")
 # no early cut and no re-timing: the outcomes do not depend on the machine's load
-RUN = dict(strategy="solver", seed=3, cut=None, retime=0, timeout_s=120.0)
+OPTIONS = ExploreOptions.of(seed=3, cut=None, retime=0, timeout_s=120.0)
+RUN = dict(strategy="solver", options=OPTIONS)
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +149,8 @@ def test_an_address_where_nothing_answers_is_one_error_at_once(tmp_path):
 def test_ray_and_local_evaluators_agree_and_the_store_resumes_locally(cluster, local_run,
                                                                       tmp_path):
     path = tmp_path / "ray.sqlite"
-    remote = explore(cc22_listing3(), SIZES, budget=6, store=path, ray=cluster.address,
-                     **RUN)
+    remote = explore(cc22_listing3(), SIZES, budget=6, store=path, strategy="solver",
+                     options=OPTIONS.but(ray=cluster.address))
     assert ray.is_initialized()  # a connection made by the caller stays open
     assert remote.evaluated == local_run.evaluated == 6
     assert _statuses(remote) == _statuses(local_run)  # same device, same candidates
@@ -163,7 +166,8 @@ def test_a_local_store_resumes_on_ray(cluster, local_run, tmp_path):
     cluster, which evaluates only the candidates it does not hold."""
     path = tmp_path / "from-local.sqlite"
     shutil.copy(local_run.store_path, path)
-    more = explore(cc22_listing3(), SIZES, budget=8, store=path, ray=cluster.address, **RUN)
+    more = explore(cc22_listing3(), SIZES, budget=8, store=path, strategy="solver",
+                   options=OPTIONS.but(ray=cluster.address))
     assert (more.evaluated, more.cached) == (2, 6)
     assert [r.key for r in more.records[:6]] == [r.key for r in local_run.records]
     rows = _rows(path)
@@ -198,7 +202,7 @@ def _simulated_run(n: int, tmp_path, time_scale: float = 0.01
 
         pool._submit = submit  # type: ignore[method-assign]
         res = explore(task, budget=12, store=tmp_path / f"sim{n}.sqlite", pool=pool,
-                      strategy="solver", seed=1, cut=None, retime=0)
+                      strategy="solver", options=ExploreOptions.of(seed=1, cut=None, retime=0))
     return res, got, outs
 
 

@@ -12,6 +12,7 @@ import pickle
 import pytest
 
 from mapper.explore import ResultStore, explore
+from mapper.explore.options import ExploreOptions
 from mapper.explore.simulate import (
     ReplayTask,
     SimulatedDevice,
@@ -96,8 +97,9 @@ def test_the_backend_travels_whole(outcomes):
 def test_an_exploration_over_a_store_replays_its_candidates(stored, task, outcomes,
                                                             strategy, tmp_path):
     path = tmp_path / "sim.sqlite"
-    res = explore(task, budget=12, store=path, strategy=strategy, seed=2, cut=None,
-                  retime=0, pool=SimulatedDevice(outcomes, time_scale=FAST))
+    res = explore(task, budget=12, store=path, strategy=strategy,
+                  pool=SimulatedDevice(outcomes, time_scale=FAST),
+                  options=ExploreOptions.of(seed=2, cut=None, retime=0))
     by = {(r.mapping, r.tuning): r for r in stored}
     assert res.evaluated == 12 and set(by) == {(r.mapping, r.tuning) for r in res.records}
     for r in res.records:
@@ -105,8 +107,9 @@ def test_an_exploration_over_a_store_replays_its_candidates(stored, task, outcom
         assert (r.status, r.check, r.gflops, r.time_s) == (s.status, s.check, s.gflops,
                                                           s.time_s)
     assert 0 < res.wait_s <= res.elapsed_s  # the driver waited for the device, not more
-    again = explore(task, budget=12, store=path, strategy=strategy, seed=2, cut=None,
-                    retime=0, pool=SimulatedDevice(outcomes, time_scale=FAST))
+    again = explore(task, budget=12, store=path, strategy=strategy,
+                    pool=SimulatedDevice(outcomes, time_scale=FAST),
+                    options=ExploreOptions.of(seed=2, cut=None, retime=0))
     assert (again.evaluated, again.cached) == (0, 12)  # resumes like any store
 
 
@@ -122,8 +125,9 @@ def test_the_model_proposes_a_batch_per_round_of_the_devices(task, outcomes, wor
 
     st = ResultStore(":memory:")
     opts = {} if given is None else {"batch": given}
-    res = explore(task, budget=10, store=st, strategy="model", seed=0, cut=None, retime=0,
-                  pool=SimulatedDevice(outcomes, workers=workers, time_scale=FAST), **opts)
+    res = explore(task, budget=10, store=st, strategy="model",
+                  pool=SimulatedDevice(outcomes, workers=workers, time_scale=FAST), **opts,
+                  options=ExploreOptions.of(seed=0, cut=None, retime=0))
     assert res.evaluated == 10
     [run] = st.runs()
     assert json.loads(run["options"]).get("batch") == batch

@@ -31,6 +31,7 @@ from located_cases import TYPE_ERRORS
 
 from ir.errors import LiftmapError, NotUTF8Error
 from mapper.cli import main
+from mapper.explore.options import ExploreOptions
 from mapper.explore.store import (
     NotAStoreError,
     ResultStore,
@@ -77,7 +78,7 @@ def explore_l3(path: str, seed: int = 9, budget: int = 100, delay: float = 0.0):
     from mapper.explore import explore
 
     return explore(L3, {"N": 1024}, strategy="solver", budget=budget, store=path,
-                   seed=seed, pool=FakePool(delay), retime=0)
+                   pool=FakePool(delay), options=ExploreOptions.of(seed=seed, retime=0))
 
 
 # explore_l3 in a process of its own; argv: store, seed, budget, seconds per candidate

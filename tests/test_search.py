@@ -10,6 +10,7 @@ import pytest
 
 from ir.conv_layer import parse_layer
 from mapper.explore import Task, explore
+from mapper.explore.options import ExploreOptions
 from mapper.explore.prior import prior_score
 from mapper.explore.strategies import Candidate, make_strategy
 from mapper.tuning import infer_tuning
@@ -230,7 +231,8 @@ def test_a_candidate_stopped_by_the_budget_end_is_not_recorded():
 @pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_explore_defaults_are_the_model_with_the_early_cut(tmp_path):
-    res = explore(L3, {"N": 1024}, budget=6, store=tmp_path / "s.sqlite", count=False)
+    res = explore(L3, {"N": 1024}, budget=6, store=tmp_path / "s.sqlite",
+                  options=ExploreOptions.of(count=False))
     assert res.strategy == "model" and res.evaluated == 6
     import json
     import sqlite3
@@ -386,8 +388,9 @@ def test_shipped_knowledge_is_readable():
 @pytest.mark.opencl
 def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
     path = tmp_path / "r.sqlite"
-    res = explore(L3, {"N": 4096}, strategy="solver", budget=5, store=path, seed=1,
-                  count=False, retime=2, retime_rounds=2, repeats=2)
+    res = explore(L3, {"N": 4096}, strategy="solver", budget=5, store=path,
+                  options=ExploreOptions.of(seed=1, count=False, retime=2, retime_rounds=2,
+                                            repeats=2))
     ok = [r for r in res.records if r.ok]
     assert len(res.retimed) == min(2, len(ok)) >= 1
     from mapper.explore.store import ResultStore
@@ -563,7 +566,7 @@ def test_conv_task_with_added_channels_computes_the_layer(tmp_path):
     from ir.conv_layer import ConvLayer
 
     res = explore(Task.conv_layer(ConvLayer("rgb", 3, 8, 8, 4)), budget=4,
-                  store=tmp_path / "s.sqlite", count=False)
+                  store=tmp_path / "s.sqlite", options=ExploreOptions.of(count=False))
     assert res.counts.get("ok", 0) >= 1 and "wrong-result" not in res.counts, res.counts
 
 

@@ -1,4 +1,4 @@
-"""Tuning a user's own OpenCL kernel (mapper/tune.py, mapper/cli/tune.py): launch sizes as
+"""Tuning a user's own OpenCL kernel (mapper/explore/tune.py, mapper/cli/tune.py): launch sizes as
 Kernel Tuner computes them, the arguments' checks, and (``opencl``) kernels tuned end to
 end, checked against ``answer``, with every failure of a configuration a typed outcome."""
 
@@ -13,7 +13,7 @@ import pytest
 from mapper import cli
 from mapper.cli.tune import parse_arg, parse_values
 from mapper.explore.interop import decode_tuning
-from mapper.tune import (
+from mapper.explore.tune import (
     KernelSpec,
     TuneError,
     define_value,

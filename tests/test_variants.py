@@ -9,6 +9,7 @@ import pytest
 
 from codegen.worker import WorkerPool
 from mapper.explore import Task, explore
+from mapper.explore.options import ExploreOptions
 from mapper.explore.run import Budget, Results
 from mapper.explore.variants import CLOSE, _close, explore_variants, variant_store
 
@@ -39,7 +40,8 @@ def test_variant_stores_are_named_after_the_first():
 @pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_a_budget_too_small_to_probe_explores_the_first_variant(pool):
-    vr = explore_variants(_tasks(), budget=5, strategy="solver", pool=pool, retime=0)
+    vr = explore_variants(_tasks(), budget=5, strategy="solver", pool=pool,
+                          options=ExploreOptions.of(retime=0))
     assert vr.chosen == "big" and not vr.probes
     assert vr.results.considered == 5 and vr.summary() == ""
 
@@ -51,8 +53,8 @@ def test_each_variant_is_probed_then_the_fastest_resumed(pool, tmp_path):
     stores = {n: variant_store(str(tmp_path / "s.sqlite"), n, i == 0)
               for i, n in enumerate(_tasks())}
     vr = explore_variants(_tasks(), budget=14, probe=3, stores=stores, strategy="solver",
-                          pool=pool, retime=0,
-                          on_phase=lambda n, p: phases.append((n, p)))
+                          pool=pool, on_phase=lambda n, p: phases.append((n, p)),
+                          options=ExploreOptions.of(retime=0))
     assert phases[:2] == [("big", "probe"), ("small", "probe")]
     assert phases[-1] == (vr.chosen, "explore")
     assert set(vr.probes) == {"big", "small"}
@@ -82,8 +84,9 @@ def test_each_variant_is_probed_then_the_fastest_resumed(pool, tmp_path):
 def test_a_known_best_cuts_from_the_first_candidate(pool):
     """``known_best_s`` (another variant's best time) is what the early cut measures
     against before the run has a candidate of its own: here every candidate is cut."""
-    res = explore(L3, {"N": 1 << 20}, strategy="solver", budget=2, seed=4, pool=pool,
-                  cut=1e-6, cut_min_s=1e-6, retime=0, known_best_s=1e-6)
+    res = explore(L3, {"N": 1 << 20}, strategy="solver", budget=2, pool=pool,
+                  options=ExploreOptions.of(seed=4, cut=1e-6, cut_min_s=1e-6, retime=0,
+                                            known_best_s=1e-6))
     assert [(r.status, r.check) for r in res.records] == [("timeout", "early-cut")] * 2
 
 
@@ -149,7 +152,8 @@ def test_close_probes_are_timed_again_interleaved_and_the_fastest_wins(pool,
     phases = []
     task = Task.from_program(L3, {"N": 1 << 14})
     vr = explore_variants({"one": task, "two": task}, budget=8, probe=2, strategy="solver",
-                          pool=pool, retime=0, on_phase=lambda n, p: phases.append((n, p)))
+                          pool=pool, on_phase=lambda n, p: phases.append((n, p)),
+                          options=ExploreOptions.of(retime=0))
     assert phases[:3] == [("one", "probe"), ("two", "probe"), ("one,two", "compare")]
     assert set(vr.probe_medians) == {"one", "two"}
     assert all(m > 0 for m in vr.probe_medians.values())
@@ -175,8 +179,9 @@ def test_an_exhausted_space_hands_the_rest_of_the_budget_on(pool, tmp_path, monk
     tasks = {"tiny": Task.from_program(str(tiny), {"N": 3}),
              "big": Task.from_program(L3, {"N": 1 << 12})}
     phases = []
-    vr = explore_variants(tasks, budget=24, probe=2, strategy="solver", pool=pool, retime=0,
-                          on_phase=lambda n, p: phases.append((n, p)))
+    vr = explore_variants(tasks, budget=24, probe=2, strategy="solver", pool=pool,
+                          on_phase=lambda n, p: phases.append((n, p)),
+                          options=ExploreOptions.of(retime=0))
     assert vr.explored == ["tiny", "big"], vr.explored
     assert phases[-2:] == [("tiny", "explore"), ("big", "explore")]
     assert "handed the budget on" in vr.summary()
@@ -208,7 +213,8 @@ def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, mo
     stores = {n: variant_store(str(tmp_path / "s.sqlite"), n, i == 0)
               for i, n in enumerate(_tasks())}
     vr = explore_variants(_tasks(), budget="20s", probe=2, stores=stores, strategy="solver",
-                          pool=pool, retime=0, on_phase=lambda n, p: phases.append((n, p)))
+                          pool=pool, on_phase=lambda n, p: phases.append((n, p)),
+                          options=ExploreOptions.of(retime=0))
     assert phases[:6] == [("big", "probe"), ("small", "probe"), ("big,small", "compare"),
                           ("big", "contest"), ("small", "contest"), ("big,small", "compare")]
     assert phases[6] == ("small", "explore") and vr.chosen == "small"

@@ -112,7 +112,7 @@ def cmd_explore(args) -> int:
     from rich.live import Live
 
     from ir.programs import CONV_VECTORISE
-    from mapper.explore import ResultStore, get_strategy, parse_budget
+    from mapper.explore import ExploreOptions, ResultStore, get_strategy, parse_budget
     from mapper.explore import output as out
     from mapper.explore.display import Dashboard
     from mapper.explore.variants import explore_variants, variant_store
@@ -170,10 +170,11 @@ def cmd_explore(args) -> int:
 
     before = {n: len(st) for n, st in stores.items()}  # rows the stores held already
     try:
-        kw = dict(strategy=args.strategy, budget=budget, device=args.device,
-                  seed=args.seed, timeout_s=args.timeout, repeats=args.repeats,
-                  cut=args.cut or None, workers=args.workers or 1,
-                  run_budget_s=args.run_budget or None, pool=pool)
+        options = ExploreOptions.of(device=args.device, seed=args.seed,
+                                    timeout_s=args.timeout, repeats=args.repeats,
+                                    cut=args.cut or None, workers=args.workers or 1,
+                                    run_budget_s=args.run_budget or None)
+        kw = dict(strategy=args.strategy, budget=budget, pool=pool, options=options)
         if args.mapping:
             kw["mapping"] = args.mapping
 

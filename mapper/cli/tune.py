@@ -1,6 +1,6 @@
-"""``mapper tune``: :func:`mapper.tune.tune_kernel` from the command line.
+"""``mapper tune``: :func:`mapper.explore.tune.tune_kernel` from the command line.
 
-Kept apart from ``mapper.tune`` so that building the command line's parser imports nothing
+Kept apart from ``mapper.explore.tune`` so that building the command line's parser imports nothing
 heavy; the kernel's arguments are described by ``--arg`` (:func:`parse_arg`) and the
 expected output by ``--answer OUT = EXPR`` (a numpy expression over the arguments).
 """
@@ -48,7 +48,7 @@ def parse_arg(text: str, sizes: Mapping[str, int], seed: int) -> tuple[str, Any]
     """One ``--arg``: ``NAME:TYPE[COUNT]`` (random values in [0, 1); ``=V`` fills with V),
     ``NAME:TYPE=V`` (a scalar); TYPE ``float`` (float32) or ``int`` (int32); COUNT an
     integer expression over the problem size ``x``, ``y``, ``z``."""
-    from mapper.tune import LaunchSizeError, TuneError, eval_size
+    from mapper.explore.tune import LaunchSizeError, TuneError, eval_size
 
     m = _ARG.fullmatch(text.strip())
     if not m:
@@ -122,11 +122,11 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    """``mapper tune``: :func:`mapper.tune.tune_kernel` from the command line; status 0
+    """``mapper tune``: :func:`mapper.explore.tune.tune_kernel` from the command line; status 0
     when a configuration ran and matched the answer, 1 when none did."""
     from rich.console import Console
 
-    from mapper.tune import TuneError, eval_size, tune_kernel
+    from mapper.explore.tune import TuneError, eval_size, tune_kernel
 
     dims = [int(s) for s in str(args.problem_size).split(",") if s.strip()]
     if not 1 <= len(dims) <= 3 or min(dims) <= 0:

@@ -9,6 +9,14 @@ device and a resumable SQLite results store (see ``docs/exploration.md``).
 """
 
 from mapper.explore import model as _model  # noqa: F401  (registers the "model" strategy)
+from mapper.explore.options import (
+    Devices,
+    Evaluation,
+    ExploreOptions,
+    Retiming,
+    SpaceOptions,
+    option_names,
+)
 from mapper.explore.record import Record, Retimed, Tuning
 from mapper.explore.replay import Comparison, compare, replay
 from mapper.explore.run import Budget, BudgetError, Results, explore, parse_budget
@@ -35,5 +43,6 @@ __all__ = [
     "StoreError", "StoreMismatchError", "candidate_key", "STRATEGIES", "Candidate",
     "Strategy", "StrategyError", "get_strategy", "make_strategy", "register", "Task",
     "conv_reference", "Comparison", "compare", "replay", "Record", "Retimed",
-    "Tuning",
+    "Tuning", "ExploreOptions", "Evaluation", "Retiming", "SpaceOptions", "Devices",
+    "option_names",
 ]

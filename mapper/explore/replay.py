@@ -116,7 +116,7 @@ def load_space(store: str | ResultStore, *, transfer: bool = False
                ) -> tuple[ReplaySpace, ResultStore]:
     """The replay space of a store (opened read-only when given a path; a Kernel Tuner
     cache or T4 file is read by ``mapper.explore.interop``). A store of a kernel without
-    liftmap maps (``mapper.tune``, a cache made by Kernel Tuner) replays its stored
+    liftmap maps (``mapper.explore.tune``, a cache made by Kernel Tuner) replays its stored
     configurations alone. ``transfer``: the ``model`` strategy may use the shipped
     knowledge of the program at other sizes than the store's (leave-one-out when the
     knowledge was built from stores of distinct sizes); by default replay transfers

@@ -24,6 +24,7 @@ from typing import Any
 
 from ir.errors import LiftmapError
 from mapper.errors import ConfigurationError
+from mapper.explore.options import ExploreOptions, option_names
 from mapper.explore.record import Record, Retimed
 from mapper.explore.store import ResultStore
 from mapper.explore.strategies import Candidate, Manual, get_strategy
@@ -194,82 +195,77 @@ def _task(program, sizes, *, fusion, heuristics, inputs, reference, flops, max_v
 
 def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = "model",
             budget: int | str | Budget = 100, store: str | ResultStore | None = None,
-            device: str | None = None, seed: int = 0, mapping=None,
-            timeout_s: float = 30.0, repeats: int = 3, cut: float | None = 3.0,
-            cut_min_s: float = 2.0, run_budget_s: float | None = 1.0,
-            fusion: str = "always", heuristics: bool = True, inputs=None, reference=None,
-            flops: int | None = None,
-            max_value: int | None = None, pool=None, workers: int = 1,
-            ray: str | bool | None = None, count: bool = False,
-            retime: int = 8, retime_rounds: int = 3, known_best_s: float | None = None,
+            pool=None, options: ExploreOptions | None = None,
             on_start: Callable[[Results], None] | None = None,
             on_result: Callable[[Record, Results], None] | None = None,
             **strategy_options: Any) -> Results:
     """Explores ``program`` (a ``Task``, a program ``Lambda``, its text, a ``.lift`` path,
-    or a ``Pipeline`` with ``inputs``/``reference``) for ``sizes`` with ``strategy`` until
-    ``budget`` is spent, recording every candidate in ``store`` (a path, a ``ResultStore``
-    or ``None`` for an in-memory store). ``mapping`` is the fixed mapping of ``manual``.
-    ``strategy``: ``model`` by default (prior, learned model and local search), or any
-    registered name. ``timeout_s`` limits one candidate's lowering, build and runs.
-    ``cut``: the early cut (on by default; ``None`` or 0: off): once a candidate ran ok,
-    the kernels of the next ones' first execution may run ``cut`` times the best
-    candidate's kernel time (at least ``cut_min_s``, at most ``timeout_s``; upload,
-    PoCL's compilation at the first launch and the comparison not counted), so a slow
-    kernel is stopped inside its first execution and one faster than the best never is; a
-    cut candidate is stored as ``timeout`` with check ``early-cut``.
+    or a ``Pipeline`` with ``options.space.inputs``/``reference``) for ``sizes`` with
+    ``strategy`` until ``budget`` is spent, recording every candidate in ``store`` (a path,
+    a ``ResultStore`` or ``None`` for an in-memory store). ``pool``: the evaluator's pool
+    (default: one made from ``options.devices``). ``options``: every other option, grouped
+    (``mapper.explore.options.ExploreOptions``; ``ExploreOptions.of(repeats=5, ...)`` by
+    flat names). ``strategy``: ``model`` by default (prior, learned model and local
+    search), or any registered name; ``strategy_options`` go to its constructor (``mapping``
+    for ``manual``).
+
     A time budget counts from the call (start-up included) and bounds the candidate in
     flight: the run ends within about a second of it (a candidate stopped by the end of
     the budget is not recorded); one candidate may take a twentieth of it (at least 5 s,
-    at most ``timeout_s``).
-    ``run_budget_s``: a candidate's timed repeats stop after about this long (judged by its
-    first execution; at least one is timed), and after ``cut`` x ``repeats`` times the best
-    kernel time so far: slow candidates cost one or two executions.
-    ``workers``: candidates lowered and built in parallel worker processes (their timed
-    runs still take turns on the device).
-    ``ray``: evaluate on a Ray cluster (``mapper.explore.ray_pool.RayPool``): its address
-    (``"auto"``, ``"host:port"``), or ``True``/``"local"`` to start one on this machine;
-    ``device`` applies on every node, ``workers`` > 1 is the worker processes per device
-    (default: every CPU of each node). The store is written here, by the driver.
-    ``fusion`` and ``heuristics`` are the rules of a program's space (a ``Task`` has its
-    own); both are recorded in the store's meta and the run's options.
-    ``count``: count the joint space first (``Results.total_candidates``, information
-    only; off by default: it builds every mapping's tuning space, minutes for thousands of
-    mappings, which a time budget would pay for).
-    ``retime``: at the end, the ``retime`` best ``ok`` candidates of the run are timed
-    again, ``retime_rounds`` interleaved rounds of ``repeats`` runs each; every execution's
-    time is stored (``ResultStore.retimes``) and ``Results.final`` is the winner by the
-    median of its fastest round (a single noisy first measurement does not decide, nor a
-    slow phase of the host over one round). With a time budget, fewer are re-timed where
-    they would take more than ``RETIME_SHARE`` of it, and the search stops early enough
-    to leave room for them. 0: no re-timing.
-    ``known_best_s``: a kernel time known to be reachable (another variant's best, for the
-    same result): the early cut measures against it until the run has a faster candidate.
+    at most ``timeout_s``). The early cut (``options.evaluation.cut``) stops a slow
+    kernel inside its first execution, measured against the best kernel time so far (upload,
+    PoCL's compilation at the first launch and the comparison not counted); a cut
+    candidate is stored as ``timeout`` with check ``early-cut``. ``options.devices.workers``:
+    candidates lowered and built in parallel worker processes (their timed runs still take
+    turns on the device); ``ray``: on a Ray cluster (``mapper.explore.ray_pool.RayPool``),
+    the store written here, by the driver. ``options.count``: count the joint space first
+    (``Results.total_candidates``, information only; off by default: it builds every
+    mapping's tuning space). ``options.retiming``: at the end, the ``best`` best ``ok``
+    candidates are timed again, ``rounds`` interleaved rounds of ``repeats`` runs each;
+    every execution's time is stored (``ResultStore.retimes``) and ``Results.final`` is
+    the winner by the median of its fastest round. With a time budget, fewer are re-timed
+    where they would take more than ``RETIME_SHARE`` of it, and the search stops early
+    enough to leave room for them.
+
     ``on_result(record, results)`` is called after each candidate (a ``Record``). Ctrl-C
     stops the run cleanly (``stopped_by == "interrupted"``); the candidates in flight are
     not recorded. A strategy that gives up (``random`` after its draw limit) ends the run
     with its reason as ``stopped_by`` (``"exhausted: ..."``).
     """
+    opts = options if options is not None else ExploreOptions()
+    if not isinstance(opts, ExploreOptions):
+        raise ConfigurationError(f"options must be an ExploreOptions, not "
+                                 f"{type(opts).__name__}: ExploreOptions.of(repeats=5, ...)")
+    misplaced = sorted(set(strategy_options) & set(option_names()))
+    if misplaced:
+        raise ConfigurationError(
+            f"{', '.join(misplaced)} {'is an option' if len(misplaced) == 1 else 'are options'}"
+            f" of the exploration, not of the strategy: pass options=ExploreOptions.of("
+            f"{', '.join(f'{k}=...' for k in misplaced)})")
+    if "mapping" in strategy_options and strategy_options["mapping"] is None:
+        del strategy_options["mapping"]  # manual's, where a caller passes "none given"
+    ev, dv, sp, rt = opts.evaluation, opts.devices, opts.space, opts.retiming
+    seed = opts.seed
     t_call = time.perf_counter()  # a time budget counts from here: start-up included
-    if workers < 1:
-        raise ConfigurationError(f"workers must be at least 1, not {workers}")
+    if dv.workers < 1:
+        raise ConfigurationError(f"workers must be at least 1, not {dv.workers}")
     bud = parse_budget(budget)
     cls = get_strategy(strategy)
-    if mapping is not None:
-        strategy_options["mapping"] = mapping
     own_store = not isinstance(store, ResultStore)
     st = store if isinstance(store, ResultStore) else ResultStore(store or ":memory:")
     evaluator = None
     try:
-        task = _task(program, sizes, fusion=fusion, heuristics=heuristics, inputs=inputs,
-                     reference=reference, flops=flops, max_value=max_value, data_seed=0)
+        task = _task(program, sizes, fusion=sp.fusion, heuristics=sp.heuristics,
+                     inputs=sp.inputs, reference=sp.reference, flops=sp.flops,
+                     max_value=sp.max_value, data_seed=0)
         from codegen.target import Device
         from mapper.explore.evaluator import Evaluator
 
         run_id = uuid.uuid4().hex[:12]
         evaluator = Evaluator(task, st, run_id=run_id, strategy=strategy, seed=seed,
-                              device=device, pool=pool, timeout_s=timeout_s, repeats=repeats,
-                              cut=cut, cut_min_s=cut_min_s, workers=workers,
-                              run_budget_s=run_budget_s, ray=ray)
+                              device=dv.device, pool=pool, timeout_s=ev.timeout_s,
+                              repeats=ev.repeats, cut=ev.cut, cut_min_s=ev.cut_min_s,
+                              workers=dv.workers, run_budget_s=ev.run_budget_s, ray=dv.ray)
         heur = "on" if task.heuristics else "off"
         st.bind(evaluator.context, {"explored_program": task.explored_text,
                                     "fusion": task.fusion, "heuristics": heur,
@@ -280,29 +276,29 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         strat = cls(joint, seed=seed, **strategy_options)
         res = Results(run_id, strategy, seed, st.path, evaluator.context, bud)
         res.mapping_s = joint.enumerate_s if strat.uses_mappings else 0.0
-        if count:
+        if opts.count:
             try:
                 res.total_candidates = joint.tuning(strat.mapping).count() \
                     if isinstance(strat, Manual) else joint.count()
             except LiftmapError:  # counting is informative only (too large, ...)
                 res.total_candidates = None
         st.start_run(run_id, strategy, seed, bud.text,
-                     {"timeout_s": timeout_s, "repeats": repeats, "cut": cut,
-                      "run_budget_s": run_budget_s, "task": task.name,
+                     {"timeout_s": ev.timeout_s, "repeats": ev.repeats, "cut": ev.cut,
+                      "run_budget_s": ev.run_budget_s, "task": task.name,
                       "fusion": task.fusion, "heuristics": heur,
                       **{k: str(v) for k, v in strategy_options.items()}})
         if on_start:
             on_start(res)
-        count_of = functools.partial(_retime_count, res, retime, retime_rounds, bud.seconds)
+        count_of = functools.partial(_retime_count, res, rt.best, rt.rounds, bud.seconds)
 
         def reserve() -> float:
-            return _retime_reserve(res, count_of(), retime_rounds)
+            return _retime_reserve(res, count_of(), rt.rounds)
 
         _loop(res, strat, evaluator, st, bud, on_result,
               workers=getattr(evaluator.pool, "size", 1), t_start=t_call,
-              reserve=reserve if retime > 0 else None, known_best_s=known_best_s)
-        if retime > 0 and res.stopped_by != "interrupted":
-            _retime(res, evaluator, st, count_of(), retime_rounds, repeats)
+              reserve=reserve if rt.best > 0 else None, known_best_s=ev.known_best_s)
+        if rt.best > 0 and res.stopped_by != "interrupted":
+            _retime(res, evaluator, st, count_of(), rt.rounds, ev.repeats)
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
                       strat.draws_total if strategy == "random" else None, res.mapping_s)
         return res

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mapper.errors import ConfigurationError
+from mapper.explore.options import ExploreOptions
 from mapper.explore.record import Record
 from mapper.explore.run import Budget, Results, explore, parse_budget
 from mapper.explore.store import ResultStore
@@ -161,16 +162,19 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
                      stores: Mapping[str, str | ResultStore | None] | None = None,
                      probe: int = PROBE,
                      on_phase: Callable[[str, str], None] | None = None,
-                     **options: Any) -> VariantsResults:
+                     pool: Any = None, options: ExploreOptions | None = None,
+                     **strategy_options: Any) -> VariantsResults:
     """Explores ``variants`` (name -> ``Task``, in order of preference) within
     ``budget``: each is probed with ``probe`` candidates, then the fastest gets the rest
     (see the module docstring). ``stores``: name -> store (path, ``ResultStore`` or None;
     default: in memory). ``on_phase(name, "probe" | "compare" | "contest" | "explore")``
     is called as each phase starts ("compare": the close probes', or the contests', best
-    kernels timed again; ``name`` lists them, comma-separated). ``options`` go to every
+    kernels timed again; ``name`` lists them, comma-separated). ``pool``, ``options`` and
+    ``strategy_options`` (``strategy=`` among them) go to every
     :func:`mapper.explore.explore` call."""
     if not variants:
         raise ConfigurationError("explore_variants needs at least one variant")
+    opts = options if options is not None else ExploreOptions()
     t0 = time.perf_counter()
     bud = parse_budget(budget)
     names = list(variants)
@@ -181,25 +185,26 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
     if len(names) == 1 or small:
         if on_phase:
             on_phase(names[0], "explore")
-        res = explore(variants[names[0]], budget=bud, store=stores.get(names[0]), **options)
+        res = explore(variants[names[0]], budget=bud, store=stores.get(names[0]), pool=pool,
+                      options=opts, **strategy_options)
         return VariantsResults(names[0], res, {}, {names[0]: paths.get(names[0])})
-    shared = options.get("pool") is None and not options.get("ray")
+    shared = pool is None and not opts.devices.ray
     if shared:
         from codegen.worker import WorkerPool
 
-        pool_cm: Any = WorkerPool(options.get("device"), workers=options.get("workers", 1))
+        pool_cm: Any = WorkerPool(opts.devices.device, workers=opts.devices.workers)
     else:
-        pool_cm = nullcontext(options.get("pool"))
-    with pool_cm as pool:
-        opts = {**options, "pool": pool} if shared else dict(options)
+        pool_cm = nullcontext(pool)
+    with pool_cm as p:
         return _probe_then_explore(variants, names, bud, stores, paths, probe, on_phase, t0,
-                                   pool, opts)
+                                   p, opts, strategy_options)
 
 
 def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budget,
                         stores: Mapping[str, Any], paths: dict[str, str | None], probe: int,
                         on_phase: Callable[[str, str], None] | None, t0: float,
-                        pool: Any, options: dict[str, Any]) -> VariantsResults:
+                        pool: Any, opts: ExploreOptions,
+                        strategy_options: dict[str, Any]) -> VariantsResults:
     """:func:`explore_variants` once its budget allows every probe (``pool``: the worker
     pool the close probes are timed again on; None on a Ray cluster: the stored times
     decide)."""
@@ -211,9 +216,9 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
         seconds = None if bud.seconds is None else bud.seconds / (len(names) + 1)
         if on_phase:
             on_phase(name, "probe")
-        r = explore(variants[name], store=stores.get(name), known_best_s=known,
+        r = explore(variants[name], store=stores.get(name), pool=pool,
                     budget=Budget(candidates=probe, seconds=seconds, text=f"probe {probe}"),
-                    **{**options, "retime": 0})
+                    options=opts.but(known_best_s=known, retime=0), **strategy_options)
         probes[name] = r
         if r.stopped_by == "interrupted":
             return VariantsResults(name, r, probes, paths)
@@ -227,8 +232,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
         if on_phase:
             on_phase(",".join(close), "compare")
         medians = retime_probes(variants, probes, close, pool,
-                                repeats=options.get("repeats", 3),
-                                timeout_s=options.get("timeout_s", 30.0))
+                                repeats=opts.evaluation.repeats,
+                                timeout_s=opts.evaluation.timeout_s)
         if medians:
             chosen = min(medians, key=lambda n: medians[n])
     contest: dict[str, float] = {}
@@ -241,10 +246,10 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
             for name in _ranking(probes, medians):
                 if on_phase:
                     on_phase(name, "contest")
-                rounds[name] = explore(variants[name], store=stores.get(name),
-                                       known_best_s=known,
+                rounds[name] = explore(variants[name], store=stores.get(name), pool=pool,
                                        budget=Budget(seconds=share, text="contest"),
-                                       **{**options, "retime": 0})
+                                       options=opts.but(known_best_s=known, retime=0),
+                                       **strategy_options)
                 if rounds[name].stopped_by == "interrupted":
                     return VariantsResults(name, rounds[name], probes, paths, medians)
                 b = rounds[name].best
@@ -255,8 +260,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                 on_phase(",".join(names_ok), "compare")
             if len(names_ok) > 1:
                 contest = retime_probes(variants, rounds, names_ok, pool,
-                                        repeats=options.get("repeats", 3),
-                                        timeout_s=options.get("timeout_s", 30.0))
+                                        repeats=opts.evaluation.repeats,
+                                        timeout_s=opts.evaluation.timeout_s)
             if contest:
                 chosen = min(contest, key=lambda n: contest[n])
     if bud.seconds is not None:
@@ -271,8 +276,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
         left = Budget(candidates=max(1, bud.candidates - others), text=bud.text)
     if on_phase:
         on_phase(chosen, "explore")
-    res = explore(variants[chosen], budget=left, store=stores.get(chosen),
-                  known_best_s=known, **options)
+    res = explore(variants[chosen], budget=left, store=stores.get(chosen), pool=pool,
+                  options=opts.but(known_best_s=known), **strategy_options)
     best = (chosen, res)
     explored = [chosen]
     # a space explored to its end leaves budget: the next variants (by their probes) get it
@@ -295,8 +300,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
             known = res.best.time_s if known is None else min(known, res.best.time_s)
         if on_phase:
             on_phase(name, "explore")
-        res = explore(variants[name], budget=left, store=stores.get(name),
-                      known_best_s=known, **options)
+        res = explore(variants[name], budget=left, store=stores.get(name), pool=pool,
+                      options=opts.but(known_best_s=known), **strategy_options)
         explored.append(name)
         if res.best is not None and res.best.time_s and (
                 best[1].best is None or not best[1].best.time_s

@@ -477,6 +477,7 @@ def tune_kernel(kernel_name: str, kernel_source: str | os.PathLike, problem_size
     ``constraints.space.EmptySpaceError``-like errors for a space without configurations;
     a configuration's own failure is its record's status."""
     from codegen.worker import WorkerPool
+    from mapper.explore.options import ExploreOptions
     from mapper.explore.run import explore
     from mapper.explore.store import device_description
 
@@ -542,8 +543,10 @@ def tune_kernel(kernel_name: str, kernel_source: str | os.PathLike, problem_size
         ctx = Context(kernel_name, task.program_hash, dims, device_description(limits))
         st.bind(ctx, {TUNE_PARAMS_META: json.dumps(params), "kernel": kernel_name})
         res = explore(task, strategy=strategy, budget=budget or max(1, space.count()),
-                      store=st, seed=seed, pool=pool, timeout_s=timeout_s, repeats=repeats,
-                      cut=None, retime=retime, on_result=on_result, **strategy_options)
+                      store=st, pool=pool, on_result=on_result,
+                      options=ExploreOptions.of(seed=seed, timeout_s=timeout_s,
+                                                repeats=repeats, cut=None, retime=retime),
+                      **strategy_options)
         return TuneResult(res, params, space.count())
     finally:
         if own_store:
