@@ -9,6 +9,7 @@ order and reads the output back. Every evaluation of a candidate ends in one
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 
@@ -75,21 +76,51 @@ class CompiledProgram:
         }
 
 
-# lost: the evaluator lost the candidate twice (a Ray device actor or its node died in
-# flight, mapper/explore/ray_pool.py): not the candidate's outcome, the cluster's
-OUTCOME_STATUSES = ("ok", "rejected", "compile-error", "wrong-result", "timeout", "crash",
-                    "lost")
+class Status(str, Enum):
+    """What became of an evaluated candidate (a string: it compares, prints, stores and
+    serialises as its value, ``"ok"``...)."""
+
+    OK = "ok"
+    REJECTED = "rejected"
+    COMPILE_ERROR = "compile-error"
+    WRONG_RESULT = "wrong-result"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    # the evaluator lost the candidate twice (a Ray device actor or its node died in
+    # flight, mapper/explore/ray_pool.py): not the candidate's outcome, the cluster's
+    LOST = "lost"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:  # as its text, so printed counts read as before: {'ok': 3}
+        return repr(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def of(cls, value: str) -> Status:
+        """``value`` as a status; an unknown one is an ``InvalidArgumentError``."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"unknown outcome status {value!r}; the statuses are "
+                f"{', '.join(s.value for s in cls)}") from None
+
 
 
 @dataclass(frozen=True)
 class Outcome:
     """The result of evaluating one candidate.
 
-    ``status`` is one of ``OUTCOME_STATUSES``; ``check`` names the check that rejected a
-    candidate (``rejected:synchronizability``), ``reason`` says what happened in words.
+    ``status`` is a :class:`Status` (given as one or as its text); ``check`` names the
+    check that rejected a candidate (``rejected:synchronizability``), ``reason`` says what
+    happened in words.
     """
 
-    status: str
+    status: Status
     reason: str = ""
     check: str | None = None
     time_s: float | None = None  # median kernel time (all kernels of the program)
@@ -103,8 +134,8 @@ class Outcome:
     run_window: tuple[float, float] | None = None  # wall clock (epoch s) of the timed runs
 
     def __post_init__(self) -> None:
-        if self.status not in OUTCOME_STATUSES:
-            raise InvalidArgumentError(f"unknown outcome status {self.status!r}")
+        if type(self.status) is not Status:  # given as its text
+            object.__setattr__(self, "status", Status.of(self.status))
 
     @property
     def label(self) -> str:

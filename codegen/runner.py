@@ -23,7 +23,7 @@ import numpy as np
 from codegen.device import DeviceFeatureError, check_features, device_limits, select_device
 from codegen.errors import InvalidArgumentError, KernelInputError
 from codegen.opencl_env import ensure_pocl_environment
-from codegen.program import DTYPES, CompiledProgram, Outcome
+from codegen.program import DTYPES, CompiledProgram, Outcome, Status
 from ir.errors import LiftmapError
 
 _FILL = {"float": np.float32(np.nan), "int": np.int32(-0x7F7F7F7F)}
@@ -107,7 +107,7 @@ class BuildError(LiftmapError, RuntimeError):
 
 
 @dataclass
-class RunResult:
+class Measurement:
     """What one ``Runner.run`` measured: output, per-repeat kernel times, build time."""
 
     output: np.ndarray
@@ -291,7 +291,7 @@ class Runner:
         return ts
 
     def run(self, program: CompiledProgram, inputs: Mapping[str, np.ndarray], *,
-            repeats: int = 5, warmup: int = 1) -> RunResult:
+            repeats: int = 5, warmup: int = 1) -> Measurement:
         """Builds (cached), uploads ``inputs``, runs the kernels ``warmup + repeats`` times.
 
         The output is read after the first execution; warm-up executions are not timed
@@ -302,7 +302,7 @@ class Runner:
 
     def _run_built(self, program: CompiledProgram, built, inputs, repeats: int,
                    warmup: int, budget_s: float | None = None,
-                   on_kernel: Callable[[bool], None] | None = None) -> RunResult:
+                   on_kernel: Callable[[bool], None] | None = None) -> Measurement:
         """``budget_s``: time the repeats may take in all, judged by the first execution:
         fewer repeats (at least one) when they would exceed it, and when the first
         execution alone takes longer, it is the only (timed) one. ``on_kernel``: see
@@ -341,7 +341,7 @@ class Runner:
             output = output.reshape(program.output_shape)
         except ValueError:
             pass
-        return RunResult(output, tuple(totals), {n: tuple(v) for n, v in per_kernel.items()},
+        return Measurement(output, tuple(totals), {n: tuple(v) for n, v in per_kernel.items()},
                          build_s, hits, misses)
 
     # ---------------------------------------------------------------- judging
@@ -368,17 +368,17 @@ class Runner:
         common = _Common(memory=memory, source_hash=h)
         bad = check_launch(program, self.limits)
         if bad is not None:
-            return Outcome("rejected", bad[1], check=bad[0], **common)
+            return Outcome(Status.REJECTED, bad[1], check=bad[0], **common)
         try:
             for k in program.kernels:
                 check_features(k.source, self.limits)
         except DeviceFeatureError as e:
-            return Outcome("rejected", str(e), check=e.check, **common)
+            return Outcome(Status.REJECTED, str(e), check=e.check, **common)
         try:
             built = self._build_all(program)
             kernels, build_s = built[0], built[1]
         except BuildError as e:
-            return Outcome("compile-error", f"kernel {e.kernel}: " + _first_lines(e.log),
+            return Outcome(Status.COMPILE_ERROR, f"kernel {e.kernel}: " + _first_lines(e.log),
                            **common)
         for k, kern in zip(program.kernels, kernels):
             if k.local_size is None:
@@ -386,7 +386,7 @@ class Runner:
             kmax = kern.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
                                             self.device)
             if _prod(k.local_size) > kmax:
-                return Outcome("rejected", f"kernel {k.name}: work-group size "
+                return Outcome(Status.REJECTED, f"kernel {k.name}: work-group size "
                                f"{_prod(k.local_size)} > this kernel's max {kmax}",
                                check="work-group-size", **common)
         if before_run is not None:
@@ -396,7 +396,7 @@ class Runner:
             res = self._run_built(program, built, inputs, repeats, warmup, run_budget_s,
                                   on_kernel)
         except cl.Error as e:
-            return Outcome("rejected", f"launch failed: {e}", check="launch", **common)
+            return Outcome(Status.REJECTED, f"launch failed: {e}", check="launch", **common)
         common["run_window"] = (started, time.time())
         med = res.median_s
         fl = flops if flops is not None else program.flops
@@ -405,10 +405,10 @@ class Runner:
         if reference is not None:
             ok, err, why = compare(res.output, reference, rtol=rtol, atol=atol)
             if not ok:
-                return Outcome("wrong-result", why, max_abs_error=err, **timing, **common)
-            return Outcome("ok", f"max abs error {err:.3g}", max_abs_error=err, **timing,
+                return Outcome(Status.WRONG_RESULT, why, max_abs_error=err, **timing, **common)
+            return Outcome(Status.OK, f"max abs error {err:.3g}", max_abs_error=err, **timing,
                            **common)
-        return Outcome("ok", "not compared (no reference)", **timing, **common)
+        return Outcome(Status.OK, "not compared (no reference)", **timing, **common)
 
 
 def compare(output: np.ndarray, reference: np.ndarray, *, rtol: float = 1e-4,

@@ -48,7 +48,7 @@ import numpy as np
 
 from codegen.errors import InvalidArgumentError
 from codegen.opencl_env import ensure_pocl_environment
-from codegen.program import CompiledProgram, Outcome
+from codegen.program import CompiledProgram, Outcome, Status
 from ir.errors import LiftmapError
 
 STARTUP_TIMEOUT_S = 120.0
@@ -89,11 +89,11 @@ def _judge(runner, kind: str, payload, inputs, reference, kw: dict,
             lower_s = time.perf_counter() - t0
             check = getattr(e, "check", None)
             if check:
-                return Outcome("rejected", str(e), check=str(check), lower_s=lower_s)
-            return Outcome("crash", f"lowering raised {_last_line(e)}", lower_s=lower_s)
+                return Outcome(Status.REJECTED, str(e), check=str(check), lower_s=lower_s)
+            return Outcome(Status.CRASH, f"lowering raised {_last_line(e)}", lower_s=lower_s)
         lower_s = time.perf_counter() - t0
         if not isinstance(program, CompiledProgram):
-            return Outcome("crash", f"lower_fn returned {type(program).__name__}, "
+            return Outcome(Status.CRASH, f"lower_fn returned {type(program).__name__}, "
                            "not a CompiledProgram", lower_s=lower_s)
     else:
         program = payload
@@ -101,7 +101,7 @@ def _judge(runner, kind: str, payload, inputs, reference, kw: dict,
         out = runner.evaluate(program, inputs, reference, before_run=before_run,
                               on_kernel=on_kernel, **kw)
     except Exception as e:
-        out = Outcome("crash", f"evaluation raised {_last_line(e)}")
+        out = Outcome(Status.CRASH, f"evaluation raised {_last_line(e)}")
     return replace(out, lower_s=lower_s) if lower_s is not None else out
 
 
@@ -151,7 +151,7 @@ def _worker_main(conn, spec: str | None, log_path: str) -> None:
             _, want, kind, payload, kw, gated, cut = msg
             _truncate_log(fd)
             if want != token:
-                conn.send(("outcome", Outcome("crash", "worker holds no data for this token")))
+                conn.send(("outcome", Outcome(Status.CRASH, "worker holds no data for this token")))
                 continue
 
             def wait_turn() -> None:  # built: ask the parent for the device, wait for it
@@ -311,7 +311,7 @@ class _Worker:
         tail = _tail(self.log_path)
         self.kill()
         reason = f"worker died {what} ({_signal_name(code)})"
-        return Outcome("crash", reason + (f": {tail}" if tail else ""))
+        return Outcome(Status.CRASH, reason + (f": {tail}" if tail else ""))
 
     def call(self, kind: str, payload, inputs, reference, token: str, timeout_s: float,
              kw: dict, gate: threading.Lock | None = None,
@@ -336,7 +336,7 @@ class _Worker:
                 conn.send(("data", token, dict(inputs), reference))
                 if not conn.poll(STARTUP_TIMEOUT_S):
                     self.kill()
-                    return Outcome("crash", "worker did not acknowledge the data")
+                    return Outcome(Status.CRASH, "worker did not acknowledge the data")
                 conn.recv()
             except (EOFError, OSError):
                 return self._died("while receiving the data")
@@ -348,7 +348,7 @@ class _Worker:
         except (EOFError, OSError):
             return self._died("before the candidate was sent")
         except (pickle.PicklingError, TypeError, AttributeError) as e:
-            return Outcome("crash", f"the candidate cannot be sent to a worker process: {e}; "
+            return Outcome(Status.CRASH, f"the candidate cannot be sent to a worker process: {e}; "
                            "a user function with a statement body needs a numpy meaning "
                            "that pickles (a module-level function, not a lambda)")
         left = timeout_s
@@ -364,8 +364,8 @@ class _Worker:
                 if not conn.poll(max(0.0, wait_s)):
                     self.kill()
                     if running and cut_left is not None and cut_left <= left:
-                        return Outcome("timeout", cut)
-                    return Outcome("timeout", f"no result within {timeout_s:g} s; worker "
+                        return Outcome(Status.TIMEOUT, cut)
+                    return Outcome(Status.TIMEOUT, f"no result within {timeout_s:g} s; worker "
                                    "killed (SIGKILL) and replaced")
                 try:
                     msg = conn.recv()
@@ -379,7 +379,7 @@ class _Worker:
                     running = bool(msg[1])
                     if not running and cut_left is not None and cut_left < 0:
                         self.kill()  # it ended, but past the limit (before the poll saw it)
-                        return Outcome("timeout", cut)
+                        return Outcome(Status.TIMEOUT, cut)
                     continue
                 if msg[0] != "built":
                     return msg[1]
@@ -489,7 +489,7 @@ class WorkerPool:
                 except WorkerDeviceError:
                     raise
                 except WorkerStartError as e:
-                    out = Outcome("crash", str(e))
+                    out = Outcome(Status.CRASH, str(e))
                 else:
                     out = w.call(kind, payload, inputs, reference, token, timeout_s, kw,
                                  self._gate, run_limit_s)

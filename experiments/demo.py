@@ -80,12 +80,13 @@ def _build_and_run(p, m, sizes, inputs, reference):
     """One mapping through the build/run API: (kernel, typed result); a mapping the
     lowering refuses is a ``rejected`` result (no kernel)."""
     from codegen.errors import LoweringError
+    from codegen.program import Status
     from mapper.kernel import RunResult
 
     try:
         k = p.build(m, sizes)
     except LoweringError as e:
-        return None, RunResult("rejected", str(e), e.check, (), None, 0, None, {}, None, "")
+        return None, RunResult(Status.REJECTED, str(e), e.check, (), None, 0, None, {}, None, "")
     return k, k.run(inputs, repeats=3, timeout_s=60, reference=reference)
 
 

@@ -26,7 +26,7 @@ from mapper.errors import (
     NoMapsError,
     SizeError,
 )
-from mapper.kernel import CompiledKernel, RunResult
+from mapper.kernel import CompiledKernel, RunResult, Status
 from mapper.nesting import MapNestingTree, label_maps
 
 __all__ = [
@@ -35,6 +35,6 @@ __all__ = [
     "apply_mapping", "CODES", "MapCodes", "code_name", "parse_code", "short_code",
     "ContradictoryFixedError",
     "InvalidMappingError", "MapperError", "MappingError", "NoMapsError", "MapNestingTree",
-    "label_maps", "CompiledKernel", "RunResult", "ConfigurationError", "DeviceUseError",
+    "label_maps", "CompiledKernel", "RunResult", "Status", "ConfigurationError", "DeviceUseError",
     "InputError", "SizeError", "ArgumentError",
 ]

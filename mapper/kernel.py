@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from codegen.program import CompiledProgram, Kernel, Outcome
+from codegen.program import CompiledProgram, Kernel, Outcome, Status
 from codegen.target import PRESETS, Device
 from constraints.model import Constraint
 from ir.errors import LiftmapError
@@ -99,7 +99,7 @@ class RunResult:
     (seconds, all kernels of the program together), the work counts, the largest error
     against the reference interpreter and the device memory used."""
 
-    status: str
+    status: Status
     reason: str
     check: str | None
     times_s: tuple[float, ...]
@@ -110,6 +110,10 @@ class RunResult:
     build_s: float | None
     device: str
     tolerance: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if type(self.status) is not Status:  # given as its text
+            object.__setattr__(self, "status", Status.of(self.status))
 
     @property
     def ok(self) -> bool:

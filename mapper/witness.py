@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from codegen.errors import LoweringError
-from codegen.program import Outcome
+from codegen.program import Outcome, Status
 from ir.interp import evaluate
 from ir.nodes import Lambda
 from mapper.api import enumerate_mappings
@@ -60,7 +60,7 @@ def check_program(program: Lambda, sizes: Mapping[str, int], runner, *, fusion: 
         try:
             cp = lower_candidate(program, m, sizes, fusion=fusion, device=device)
         except LoweringError as e:
-            outcomes.append((m, Outcome("rejected", str(e), check=e.check)))
+            outcomes.append((m, Outcome(Status.REJECTED, str(e), check=e.check)))
             continue
         outcomes.append((m, runner.evaluate(cp, inputs, reference, rtol=rtol, atol=atol,
                                             repeats=1, warmup=0)))

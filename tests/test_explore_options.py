@@ -48,3 +48,27 @@ def test_explore_takes_at_most_ten_parameters(fn):
     params = [p for p in inspect.signature(fn).parameters.values()
               if p.kind is not inspect.Parameter.VAR_KEYWORD]
     assert len(params) <= 10, [p.name for p in params]
+
+
+def test_a_status_is_its_text_everywhere():
+    """``Status`` (the one status type of outcomes, records and run results) compares,
+    hashes, prints, serialises and stores as its text; an unknown one is refused."""
+    import json
+    import sqlite3
+
+    from codegen.errors import InvalidArgumentError
+    from codegen.program import Outcome, Status
+    from mapper.explore.record import Record
+
+    o = Outcome("timeout", "slow")
+    assert o.status is Status.TIMEOUT and o.status == "timeout"
+    assert {Status.OK: 1}["ok"] == 1 and f"{Status.CRASH}" == "crash"
+    assert repr({Status.OK: 3}) == "{'ok': 3}" and json.dumps([Status.OK]) == '["ok"]'
+    con = sqlite3.connect(":memory:")
+    con.execute("create table t (s text)")
+    con.execute("insert into t values (?)", (Status.WRONG_RESULT,))
+    assert con.execute("select s from t").fetchone() == ("wrong-result",)
+    r = Record(key="k", run_id="r", strategy="solver", mapping={"A": 0}, status="ok")
+    assert r.status is Status.OK
+    with pytest.raises(InvalidArgumentError, match="unknown outcome status 'fine'.*crash"):
+        Outcome("fine")

@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from codegen.program import Outcome
+from codegen.program import Outcome, Status
 from ir.errors import LiftmapError
 
 ACTOR_RESTARTS = 3  # Ray restarts a dead actor on its node this often, then gives it up
@@ -532,7 +532,7 @@ class RayPool:
                 self._release(slot)
         with self._cond:
             self.lost += 1
-        return Outcome("lost", "its device actor was lost in flight, "
+        return Outcome(Status.LOST, "its device actor was lost in flight, "
                        f"{len(why)} time(s): " + "; ".join(why) + " (not the candidate's "
                        "fault: a node or actor died)")
 

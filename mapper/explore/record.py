@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from codegen.program import Status
 from mapper.encoding import FrozenNames, MapCodes
 
 
@@ -60,7 +61,7 @@ class Record:
     idx: int | None = None  # position of the candidate in its run
     mapping: MapCodes
     tuning: Mapping[str, int] = field(default_factory=Tuning)  # a Tuning once built
-    status: str  # ok | rejected | compile-error | wrong-result | timeout | crash | lost
+    status: Status  # ok | rejected | compile-error | wrong-result | timeout | crash | lost
     check: str | None = None  # the lowering check of a rejection, or early-cut
     reason: str | None = None
     search_s: float | None = None  # the strategy's time to propose it, in all:
@@ -80,6 +81,8 @@ class Record:
     cached: bool = False
 
     def __post_init__(self) -> None:
+        if type(self.status) is not Status:  # its text, as a store row holds it
+            object.__setattr__(self, "status", Status.of(self.status))
         if not isinstance(self.mapping, MapCodes):
             object.__setattr__(self, "mapping", MapCodes(dict(self.mapping)))
         if not isinstance(self.tuning, Tuning):

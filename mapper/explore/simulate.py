@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
-from codegen.program import Outcome
+from codegen.program import Outcome, Status
 from ir.errors import LiftmapError
 from mapper.explore.record import Record
 from mapper.explore.replay import ReplaySpace
@@ -197,7 +197,7 @@ class SimulatedDevice:
         with self._slots:
             if so.offdevice_s > limit:
                 time.sleep(limit * k)
-                return Outcome("timeout", f"lowering and build over {limit:.3g} s "
+                return Outcome(Status.TIMEOUT, f"lowering and build over {limit:.3g} s "
                                "(simulated)", lower_s=so.outcome.lower_s)
             time.sleep(so.offdevice_s * k)
             run_limit = limit - so.offdevice_s
@@ -211,7 +211,7 @@ class SimulatedDevice:
                     self.evaluated += 1
                     self.busy_s += window[1] - window[0]
         if so.device_s > run_limit:
-            return Outcome("timeout", f"runs stopped after {run_limit:.3g} s (simulated)",
+            return Outcome(Status.TIMEOUT, f"runs stopped after {run_limit:.3g} s (simulated)",
                            build_s=so.outcome.build_s, lower_s=so.outcome.lower_s,
                            run_window=window)
         return replace(so.outcome, run_window=window)
