@@ -145,9 +145,10 @@ def joint():
 
 def test_strategy_registry(joint):
     assert {"manual", "solver", "random"} <= set(STRATEGIES)
-    with pytest.raises(StrategyError,
-                       match="unknown strategy .nope.*manual, model, random, solver"):
+    with pytest.raises(StrategyError, match="unknown strategy .nope.; strategies: ") as e:
         get_strategy("nope")
+    # every registered one is named (plug-ins too: experiments/soak_probes.py adds one)
+    assert all(name in str(e.value) for name in ("manual", "model", "random", "solver"))
     with pytest.raises(StrategyError, match="needs a mapping"):
         make_strategy("manual", joint)
     with pytest.raises(StrategyError, match="not valid"):
