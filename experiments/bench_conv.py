@@ -80,7 +80,7 @@ def generated_program(layer: ConvLayer, tuning: dict[str, int] | None = None,
         return None
     from experiments.vgg16 import conv_stage_mappings
     from ir.programs import gpgpu20_conv_pipeline
-    from mapper.candidates import lower_pipeline
+    from mapper.candidates import build_pipeline
 
     tuning = {**conv_tuning(layer), **(tuning or {})}
     pipe = gpgpu20_conv_pipeline(coalesce=coalesce)
@@ -88,7 +88,7 @@ def generated_program(layer: ConvLayer, tuning: dict[str, int] | None = None,
     label = ("generated OpenCL, GPGPU'20 pipeline, hand mapping, "
              + " ".join(f"{k}={v}" for k, v in tuning.items())
              + ("" if coalesce else ", contiguous chunks (coalesce=False)"))
-    return functools.partial(lower_pipeline, pipe, mappings, {**layer.sizes(), **tuning},
+    return functools.partial(build_pipeline, pipe, mappings, {**layer.sizes(), **tuning},
                              flops=layer.flops), label
 
 

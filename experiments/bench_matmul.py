@@ -47,10 +47,10 @@ def lower_matmul(path: str, mapping: str, sizes: dict[str, int], fusion: str = "
     """The program of ``path`` with ``mapping``, lowered at ``sizes`` (picklable entry point
     for a worker)."""
     from ir.parser import parse_file
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
 
     m, n, k = sizes["M"], sizes["N"], sizes["K"]
-    return lower_candidate(parse_file(path), mapping, sizes, fusion=fusion,
+    return build_candidate(parse_file(path), mapping, sizes, fusion=fusion,
                            flops=2 * m * n * k)
 
 

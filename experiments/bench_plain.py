@@ -205,9 +205,7 @@ def explore(name: str, budget: str, sizes: dict[str, int]) -> Answer:
                      + (f"; {rec.tuning}" if len(rec.tuning) else ""))
     row["run_retimed_ms"] = round(win.median_s * 1e3, 4) if win else None
     p = problem(programs[vr.chosen])
-    kernel = p.build(rec.mapping, {**sizes, **dict(rec.tuning)})
-    if flops is not None:
-        kernel = dataclasses.replace(kernel, flops=flops)
+    kernel = p.build(rec.mapping, {**sizes, **dict(rec.tuning)}, flops=flops)
     return Answer(row, kernel, inputs)
 
 

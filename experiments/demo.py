@@ -99,7 +99,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     from ir.interp import evaluate
     from ir.programs import cc22_listing1, cc22_listing3, gpgpu20_conv_pipeline
     from mapper.api import problem
-    from mapper.candidates import lower_pipeline, reduction_tolerance
+    from mapper.candidates import build_pipeline, reduction_tolerance
     from mapper.explore.task import conv_variants
     from mapper.explore.variants import explore_variants
 
@@ -207,7 +207,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
                       f"{mem / 1024:.0f}" if mem else "")
 
         o = pool.evaluate_candidate(
-            functools.partial(lower_pipeline, pipe, hand, {**layer.sizes(), **tuning},
+            functools.partial(build_pipeline, pipe, hand, {**layer.sizes(), **tuning},
                               flops=layer.flops, device=device),
             conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)
         row(f"hand mapping {_short(hand['partial'])}; "
@@ -216,7 +216,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         # float8 vectors: the layout a CPU wants (see docs/codegen.md)
         cpu_tuning = paper_like_tuning(layer, v=8)
         o = pool.evaluate_candidate(
-            functools.partial(lower_pipeline, gpgpu20_conv_pipeline(coalesce=False), hand,
+            functools.partial(build_pipeline, gpgpu20_conv_pipeline(coalesce=False), hand,
                               {**layer.sizes(), **cpu_tuning}, flops=layer.flops,
                               device=device),
             conv_in, ref_c, timeout_s=120, repeats=3, flops=layer.flops, **tol)

@@ -90,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
     from ir.conv_layer import vgg16_layer
     from ir.programs import gpgpu20_conv_pipeline
-    from mapper.candidates import lower_pipeline
+    from mapper.candidates import build_pipeline
 
     layer = vgg16_layer(args.layer)
     tuning = paper_like_tuning(layer, v=args.v or 1)
     tuning.update({k: getattr(args, k) for k in tuning if getattr(args, k) is not None})
     pipe = gpgpu20_conv_pipeline(coalesce=not args.no_coalesce)
-    cp = lower_pipeline(pipe, conv_stage_mappings(pipe), {**layer.sizes(), **tuning})
+    cp = build_pipeline(pipe, conv_stage_mappings(pipe), {**layer.sizes(), **tuning})
     rng = np.random.default_rng(0)
     inputs = {"inputData": rng.standard_normal((layer.H, layer.W, layer.C), dtype=np.float32),
               "kernelsWeights": rng.standard_normal((layer.M, layer.K, layer.K, layer.C),

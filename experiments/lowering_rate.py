@@ -26,7 +26,7 @@ from experiments.options import add_bench_seed, add_samples
 from ir.conv_layer import parse_layer
 from ir.errors import ConstraintViolation
 from ir.programs import gpgpu20_conv_pipeline
-from mapper.candidates import lower_candidate
+from mapper.candidates import build_candidate
 from mapper.tuning import JointSpace
 
 
@@ -50,7 +50,7 @@ def measure(layer_name: str, device_spec: str, samples: int, seed: int,
     for i, (mapping, cfg) in enumerate(cands):
         t1 = time.perf_counter()
         try:
-            lower_candidate(js.problem.program, mapping, js.tuning(mapping).sizes_for(cfg),
+            build_candidate(js.problem.program, mapping, js.tuning(mapping).sizes_for(cfg),
                             fusion=js.problem.fusion, heuristics=js.problem.heuristics,
                             device=device)
             outcomes["lowered"] += 1

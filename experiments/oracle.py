@@ -8,7 +8,7 @@ are enumerated when their product is at most ``--full``; otherwise the oracle sa
 *near the valid set*, where the correct mappings are: up to ``--admitted`` mappings the
 validity rules admit, up to ``--near1`` assignments one code away from an admitted one and
 ``--near2`` two codes away (rejected by the rules), and ``--samples`` uniform ones. Each is
-lowered with the mapping checks off (``lower_candidate(..., check=False)``: the lowering's
+lowered with the mapping checks off (``build_candidate(..., force=True)``: the lowering's
 own typed checks still run) and run on the device against the reference interpreter at
 both size points (``WorkerPool.evaluate_candidate``); ``--oclgrind K`` also runs K of the
 accepted ones on Oclgrind at the first size point. The oracle accepts an assignment when

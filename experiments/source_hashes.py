@@ -58,7 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     from ir.programs import gpgpu20_conv_pipeline
     from ir.syntax import parse_file
     from mapper.api import enumerate_mappings
-    from mapper.candidates import lower_candidate, lower_pipeline
+    try:
+        from mapper.candidates import build_candidate, build_pipeline
+    except ImportError:  # before every build went through MappingProblem.build
+        from mapper.candidates import (  # type: ignore[attr-defined,no-redef]
+            lower_candidate as build_candidate,
+        )
+        from mapper.candidates import (  # type: ignore[attr-defined,no-redef]
+            lower_pipeline as build_pipeline,
+        )
     from mapper.explore.task import Task
 
     try:
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in maps[:args.per_example]:
             t = time.perf_counter()
             try:
-                cp = lower_candidate(prog, dict(m), points[0])
+                cp = build_candidate(prog, dict(m), points[0])
             except Exception as e:  # noqa: BLE001 - a refusal is recorded by its type
                 lines.append(f"{path} {dict(m)} refused {type(e).__name__}")
                 refused += 1
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         layer = parse_layer(name)
         pipe = gpgpu20_conv_pipeline()
         sizes = {**layer.sizes(), **paper_like_tuning(layer)}
-        cp = lower_pipeline(pipe, conv_stage_mappings(pipe), sizes)
+        cp = build_pipeline(pipe, conv_stage_mappings(pipe), sizes)
         lines.append(f"conv hand {name} {_sha(cp)}")
         if name != "19/4" or not args.samples:
             continue

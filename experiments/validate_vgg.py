@@ -19,7 +19,7 @@ from codegen.worker import WorkerPool
 from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
 from ir.conv_layer import vgg16_layer
 from ir.programs import gpgpu20_conv_pipeline
-from mapper.candidates import lower_pipeline, reduction_tolerance
+from mapper.candidates import build_pipeline, reduction_tolerance
 
 
 def numpy_conv(x, w, layer) -> np.ndarray:
@@ -57,7 +57,7 @@ def main() -> None:
             tol = reduction_tolerance(ref)
             tuning = paper_like_tuning(layer)
             o = pool.evaluate_candidate(
-                functools.partial(lower_pipeline, pipe, hand, {**layer.sizes(), **tuning},
+                functools.partial(build_pipeline, pipe, hand, {**layer.sizes(), **tuning},
                                   flops=layer.flops),
                 {"inputData": x, "kernelsWeights": w}, ref, timeout_s=600, repeats=3,
                 flops=layer.flops, **tol)

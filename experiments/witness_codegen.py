@@ -18,7 +18,7 @@ from codegen.oclgrind import check_with_oclgrind, oclgrind_available
 from codegen.runner import Runner
 from ir.randprog import random_program, sizes_for
 from mapper.api import enumerate_mappings
-from mapper.candidates import lower_candidate
+from mapper.candidates import build_candidate
 from mapper.witness import check_program, random_inputs
 
 
@@ -43,7 +43,7 @@ def main() -> None:
         if args.oclgrind and oclgrind_available():
             inputs = random_inputs(p, sizes, seed)
             for m in enumerate_mappings(p, order="random", seed=seed, limit=args.oclgrind):
-                r = check_with_oclgrind(lower_candidate(p, m, sizes), inputs, timeout_s=120)
+                r = check_with_oclgrind(build_candidate(p, m, sizes), inputs, timeout_s=120)
                 grind["clean" if r.clean else "issues"] += 1
                 if not r.clean:
                     bad.append((seed, str(m), "oclgrind", str(r.issues or r.error)[:160]))

@@ -19,9 +19,9 @@ from constraints.counting import CountLimitError, count_solutions
 from constraints.model import Constraint, Model, Parameter
 from constraints.scalar import compile_predicate
 from ir.errors import IRTypeError
-from ir.nodes import Node
+from ir.nodes import Node, size_names
 from ir.source_map import SourceMap, parse_mapped
-from mapper.apply import apply_mapping
+from mapper.apply import WidthPlan, apply_mapping, width_plan
 from mapper.encoding import CODES, FUSED, MapCodes, code_name, parse_code
 from mapper.errors import (
     ArgumentError,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 BACKENDS = {"cp": cp_backend, "z3": z3_backend, "brute": bruteforce}
+MAPPED_KEPT = 256  # mapped programs a problem keeps (``MappingProblem.lower``)
 
 
 def _program(expr) -> tuple[Node, SourceMap | None]:
@@ -82,6 +83,33 @@ class MappingProblem:
     device: str | Device | None = None  # what kernels are built and run for (None: default)
     # where the program's nodes are in its text (None: the program was given as a node)
     source: SourceMap | None = field(default=None, repr=False, compare=False)
+    # the mapped programs ``lower`` made, by (mapping, checked): each mapping is checked
+    # and applied once, however many sizes it is built for
+    _mapped: dict[tuple[tuple[tuple[str, int], ...], bool], Node] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    # the sizes each mapping adds and their defaults (``width_plan``), by mapping
+    _plans: dict[tuple[tuple[str, int], ...], WidthPlan] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_mapped": {}, "_plans": {}}  # caches
+
+    @cached_property
+    def program_sizes(self) -> frozenset[str]:
+        """Every size the program names (``ir.nodes.size_names``), computed once."""
+        return size_names(self.program)
+
+    def width_plan(self, mapping) -> WidthPlan:
+        """The sizes ``mapping`` adds to the program (vector widths, unroll counts) and
+        their defaults (``mapper.apply.WidthPlan``), made once per mapping."""
+        m = self.mapping(mapping)
+        key = tuple(m.items())
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= MAPPED_KEPT:
+                self._plans.clear()
+            plan = self._plans[key] = width_plan(self.program, m, self.tree)
+        return plan
 
     @cached_property
     def model(self) -> Model:
@@ -159,20 +187,29 @@ class MappingProblem:
 
     @_locating
     def lower(self, mapping, *, check: bool = True) -> Node:
-        """The program with ``mapping`` applied (the low-level IR; raises if invalid)."""
-        return lower_mapping(self, mapping, check=check)
+        """The program with ``mapping`` applied (the low-level IR; raises if invalid),
+        checked and applied once per mapping (nodes are immutable: the result is shared)."""
+        m = self.mapping(mapping)
+        key = (tuple(m.items()), check)
+        low = self._mapped.get(key)
+        if low is None:
+            if len(self._mapped) >= MAPPED_KEPT:
+                self._mapped.clear()
+            low = self._mapped[key] = lower_mapping(self, m, check=check)
+        return low
 
     @_locating
     def build(self, mapping, sizes: AbcMapping[str, int], *, force: bool = False,
-              flops: int | None = None) -> CompiledKernel:
+              flops: int | None = None, name: str = "kernel") -> CompiledKernel:
         """``mapping`` lowered to OpenCL for ``sizes`` (every size of the program): a
         ``CompiledKernel`` with its source, launch sizes and resources, ready to ``run``.
         ``force``: skip the mapping rules (only the lowering's checks and the run judge
         it; ``CompiledKernel.overridden`` lists the rule instances it violates).
-        ``flops``: the FLOP count (default: derived from the program)."""
+        ``flops``: the FLOP count (default: derived from the program); ``name``: the
+        kernel's name (a program of several kernels numbers them after it)."""
         from mapper.kernel import build
 
-        return build(self, mapping, sizes, force=force, flops=flops)
+        return build(self, mapping, sizes, force=force, flops=flops, name=name)
 
     @_locating
     def run(self, mapping, sizes: AbcMapping[str, int], inputs=None, **options) -> RunResult:

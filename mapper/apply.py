@@ -18,6 +18,7 @@ chain of fused maps collapses into one loop.
 from __future__ import annotations
 
 from collections.abc import Mapping as AbcMapping
+from dataclasses import dataclass
 
 from codegen.lanes import DEFAULT_LANES, reduction_identity
 from ir.builders import compose, fresh, join, split, transpose
@@ -191,23 +192,52 @@ def default_widths(program: Node, codes: AbcMapping[str, int],
     """The widths a build takes where none is given (``codegen.lanes.lane_defaults``): 1
     (no lanes) for each strip-mined parallel map and each reduction, and for a V map the
     widest of 8, 4, 2 that divides its length at ``sizes``."""
-    tree = tree or MapNestingTree(program)
-    names = vector_width_names(program, codes, tree)
-    out = {names[m]: 1 for m in parallel_lanes(tree, codes)}
-    out.update({name: 1 for name in unroll_names(program, codes, tree).values()})
-    out.update({name: 1 for name in reduction_widths(program, tree).values()})
-    if sizes is not None:
-        for m, code in codes.items():
-            if code != VEC or names[m] in sizes:
+    plan = width_plan(program, codes, tree or MapNestingTree(program))
+    return dict(plan.fixed) if sizes is None else plan.defaults(sizes)
+
+
+@dataclass(frozen=True)
+class WidthPlan:
+    """The sizes a mapping adds to its program (``names``: :func:`width_names`) and their
+    defaults (:func:`default_widths`): ``fixed`` those that do not depend on the sizes,
+    ``vec`` each V map's width name with the length it divides. Made once per mapping
+    (``MappingProblem.width_plan``), applied to each set of sizes (``defaults``)."""
+
+    names: frozenset[str]
+    fixed: dict[str, int]
+    vec: tuple[tuple[str, Expr], ...]
+
+    def defaults(self, sizes: AbcMapping[str, int]) -> dict[str, int]:
+        """The default widths at ``sizes`` (a V map's width only where ``sizes`` lacks
+        it and its length evaluates)."""
+        out = dict(self.fixed)
+        for name, length in self.vec:
+            if name in sizes:
                 continue
-            t = tree.info.map_types.get(id(tree.maps[m].node), (None,))[0]
             try:
-                length = t.size.evaluate(sizes) if isinstance(t, ArrayType) else None
+                n = length.evaluate(sizes)
             except LiftmapError:
-                length = None
-            if length:
-                out[names[m]] = next((w for w in DEFAULT_LANES if length % w == 0), 1)
-    return out
+                continue
+            if n:
+                out[name] = next((w for w in DEFAULT_LANES if n % w == 0), 1)
+        return out
+
+
+def width_plan(program: Node, codes: AbcMapping[str, int],
+               tree: MapNestingTree) -> WidthPlan:
+    """The :class:`WidthPlan` of ``codes`` on ``program``."""
+    names = vector_width_names(program, codes, tree)
+    fixed = {names[m]: 1 for m in parallel_lanes(tree, codes)}
+    fixed.update({name: 1 for name in unroll_names(program, codes, tree).values()})
+    fixed.update({name: 1 for name in reduction_widths(program, tree).values()})
+    vec = []
+    for m, code in codes.items():
+        if code != VEC:
+            continue
+        t = tree.info.map_types.get(id(tree.maps[m].node), (None,))[0]
+        if isinstance(t, ArrayType):
+            vec.append((names[m], t.size))
+    return WidthPlan(width_names(program, codes, tree), fixed, tuple(vec))
 
 
 def reduction_widths(program: Node, tree: MapNestingTree) -> dict[int, str]:

@@ -1,79 +1,101 @@
-"""From a mapping and tuning values to a compiled OpenCL program (one kernel or a pipeline).
+"""From a mapping and tuning values to a compiled OpenCL program (one kernel or a pipeline),
+through the public build path (``MappingProblem.build``).
 
-These functions are picklable entry points (``functools.partial`` of them), so a worker
-process can lower a candidate itself: a crash while lowering or compiling then costs a
-worker, not the caller.
+``build_candidate`` and ``build_pipeline`` are picklable entry points (``functools.partial``
+of them), so a worker process builds a candidate itself: a crash while lowering or
+compiling then costs a worker, not the caller.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from codegen.program import Buffer, CompiledProgram, Kernel
-from codegen.target import Device
-from ir.nodes import Node, size_names
+from codegen.target import DEFAULT_DEVICE, Device
+from ir.nodes import Node
 from ir.pipeline import Pipeline
-from mapper.api import MappingProblem, enumerate_mappings, lower_mapping, problem
+from mapper.api import MappingProblem, enumerate_mappings, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
 from mapper.errors import InvalidMappingError
 
 
 @functools.lru_cache(maxsize=64)
-def _problem(program: Node | str, fusion: str, heuristics: bool) -> MappingProblem:
+def _problem(program: Node, fusion: str, heuristics: bool, device: Device) -> MappingProblem:
     """The mapping problem of ``program``, built once per process (nodes are frozen, so a
-    program is its own key): a worker lowering many candidates of one program builds its
-    nesting tree and constraints once."""
-    return problem(program, fusion=fusion, heuristics=heuristics)
+    program is its own key): a worker building many candidates of one program builds its
+    nesting tree and constraints once, and checks and applies each mapping once
+    (``MappingProblem.lower`` keeps the mapped programs)."""
+    return problem(program, fusion=fusion, heuristics=heuristics, device=device)
 
 
-def lower_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
-                    fusion: str = "always", name: str = "kernel",
-                    flops: int | None = None, check: bool = True,
-                    heuristics: bool = True, device: Device | None = None) -> CompiledProgram:
-    """Apply ``mapping`` to ``program`` and lower it for ``sizes`` (layer + tuning values).
+def build_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
+                    fusion: str = "always", heuristics: bool = True,
+                    device: Device | None = None, flops: int | None = None,
+                    force: bool = False, name: str = "kernel") -> CompiledProgram:
+    """The OpenCL program of one candidate: ``problem(program, fusion=, heuristics=,
+    device=).build(mapping, sizes, force=, flops=, name=).compiled``, the public build
+    path, with the problem kept per process. A picklable entry point (a
+    ``functools.partial`` of it is what a worker runs).
 
-    ``check=False`` skips the mapping constraints, so the lowering's own checks judge it;
-    ``heuristics=False`` checks the validity rules only (a mapping that only a heuristic
-    rejects lowers); ``device`` supplies the limits (default:
-    ``codegen.target.DEFAULT_DEVICE``)."""
-    from codegen.lower import lower
-
-    low = lower_mapping(_problem(program, fusion, heuristics), mapping, fusion=fusion,
-                        check=check, heuristics=heuristics)
-    cp = lower(low, dict(sizes), name=name, device=device)
-    return replace(cp, flops=flops) if flops is not None else cp
-
-
-@functools.lru_cache(maxsize=64)
-def _mapped(program: Node, mapping: tuple[tuple[str, int], ...], fusion: str,
-            heuristics: bool) -> tuple[Node, frozenset[str]]:
-    """A stage's mapped program (the mapping checked) and the sizes it mentions, once per
-    process: the stages an exploration does not explore have one mapping throughout."""
-    low = lower_mapping(_problem(program, fusion, heuristics), dict(mapping), fusion=fusion,
-                        heuristics=heuristics)
-    return low, size_names(low)
+    ``sizes``: every size of the program (the fixed ones and the tuning values);
+    ``force``: the mapping rules do not judge it (the lowering's checks do);
+    ``heuristics=False``: the validity rules only; ``device``: the description kernels are
+    lowered for (default ``codegen.target.DEFAULT_DEVICE``; a worker never starts a
+    device of its own to read limits)."""
+    p = _problem(program, fusion, heuristics, device or DEFAULT_DEVICE)
+    # as lowered: its FLOP count as given (a worker does not count them per candidate)
+    return p.build(mapping, sizes, force=force, flops=flops, name=name).compiled
 
 
-@functools.lru_cache(maxsize=64)
-def _lowered(low: Node, sizes: tuple[tuple[str, int], ...], name: str,
-             device: Device | None) -> CompiledProgram:
-    """``codegen.lower.lower`` of a mapped stage at the sizes it mentions, once per process:
-    a stage's kernels do not depend on another stage's tuning values."""
-    from codegen.lower import lower
-
-    return lower(low, dict(sizes), name=name, device=device)
+_STAGES: OrderedDict[tuple, tuple[MappingProblem, CompiledProgram]] = OrderedDict()
+STAGES_KEPT = 64  # built stages a process keeps (the stages a search does not explore)
 
 
-def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
+def _stage_built(p: MappingProblem, mapping: tuple[tuple[str, int], ...],
+                 sizes: tuple[tuple[str, int], ...], name: str) -> CompiledProgram:
+    """One stage built at the sizes it names, once per process: the stages an exploration
+    does not explore have one mapping and one set of sizes throughout. Keyed by the
+    problem's identity (``_problem`` keeps one per program; the entry holds it alive)."""
+    key = (id(p), mapping, sizes, name)
+    hit = _STAGES.get(key)
+    if hit is not None and hit[0] is p:
+        _STAGES.move_to_end(key)
+        return hit[1]
+    cp = p.build(dict(mapping), dict(sizes), name=name).compiled
+    _STAGES[key] = (p, cp)
+    if len(_STAGES) > STAGES_KEPT:
+        _STAGES.popitem(last=False)
+    return cp
+
+
+def stage_sizes(p: MappingProblem, mapping: Mapping[str, int], sizes: Mapping[str, int], *,
+                widths: bool = True) -> tuple[tuple[str, int], ...]:
+    """The ``sizes`` one stage of a pipeline (its problem ``p``) names, sorted: the sizes
+    of its program (a pipeline's sizes hold every stage's, and stages share a size by its
+    name) and, with ``widths``, the vector widths and unroll counts its mapping adds
+    (named after its own maps and reductions: another stage's may have the same names;
+    without ``widths`` the build takes its defaults)."""
+    names = p.program_sizes | p.width_plan(mapping).names if widths else p.program_sizes
+    return tuple(sorted((k, int(v)) for k, v in sizes.items() if k in names))
+
+
+def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
                    sizes: Mapping[str, int], *, flops: int | None = None,
                    fusion: str = "free", heuristics: bool = True,
-                   device: Device | None = None) -> CompiledProgram:
-    """Every stage of ``pipeline`` with its own mapping, chained into one program: a
-    stage's output buffer is the next stage's ``<previous>`` input; a stage that copies its
-    input unchanged at ``sizes`` (``Stage.identity_at``) is left out. Each mapping is
-    checked against the rules of ``fusion`` (the heuristic rules too when ``heuristics``)."""
+                   device: Device | None = None,
+                   explored: str | None = None) -> CompiledProgram:
+    """Every stage of ``pipeline`` built with its own mapping (:func:`build_candidate`,
+    the public build path) and chained into one program: a stage's output buffer is the
+    next stage's ``<previous>`` input; a stage that copies its input unchanged at
+    ``sizes`` (``Stage.identity_at``) is left out. Each mapping is checked against the
+    rules of ``fusion`` (the heuristic rules too when ``heuristics``). ``explored``: the
+    stage whose vector widths ``sizes`` holds (its tuning values); the other stages take
+    their default widths (None: every stage takes those ``sizes`` names). A picklable
+    entry point, like :func:`build_candidate`."""
+    device = device or DEFAULT_DEVICE
     kernels: list[Kernel] = []
     buffers: dict[str, Buffer] = {}
     prev_out: str | None = None
@@ -82,10 +104,11 @@ def lower_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
         if (prev_out is not None and [src for _, src in st.sources] == ["<previous>"]
                 and st.identity_at(sizes)):
             continue  # it would copy its input unchanged: the next stage reads that
-        low, names = _mapped(st.program, tuple(dict(mappings[st.name]).items()), fusion,
-                             heuristics)
-        cp = _lowered(low, tuple(sorted((k, v) for k, v in sizes.items() if k in names)),
-                      st.name, device)
+        mapping = tuple(dict(mappings[st.name]).items())
+        p = _problem(st.program, fusion, heuristics, device)
+        own = stage_sizes(p, dict(mapping), sizes,
+                          widths=explored is None or st.name == explored)
+        cp = _stage_built(p, mapping, own, st.name)
         rename: dict[str, str] = {}
         for name, src in st.sources:
             if src == "<previous>":
@@ -131,5 +154,3 @@ def default_stage_mappings(pipeline: Pipeline, *, skip: Collection[str] = ()
         fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
         out[st.name] = first_mapping(st.program, fixed)
     return out
-
-

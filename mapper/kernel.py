@@ -15,6 +15,7 @@ import os
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -23,7 +24,7 @@ from codegen.program import CompiledProgram, Kernel, Outcome, Status
 from codegen.target import PRESETS, Device
 from constraints.model import Constraint
 from ir.errors import LiftmapError
-from mapper.apply import default_widths, width_names
+from mapper.apply import WidthPlan
 from mapper.data import check_inputs, random_inputs, reduction_tolerance, reference_result
 from mapper.encoding import MapCodes
 from mapper.errors import ConfigurationError, DeviceUseError, InputError
@@ -51,6 +52,11 @@ class Problem(Protocol):
     def check(self, mapping) -> list[Constraint]: ...
 
     def lower(self, mapping, *, check: bool = True) -> Node: ...
+
+    @property
+    def program_sizes(self) -> frozenset[str]: ...
+
+    def width_plan(self, mapping) -> WidthPlan: ...
 
 DEFAULT_REPEATS = 5
 DEFAULT_TIMEOUT_S = 60.0
@@ -178,42 +184,68 @@ def _us(t: float) -> str:
 @dataclass(frozen=True)
 class CompiledKernel:
     """A mapping lowered to OpenCL for fixed sizes: ``program`` (the kernels, buffers and
-    launch sizes), what it computes (``source_program``, ``sizes``), its work counts, the
+    launch sizes; ``compiled`` as the lowering made it), what it computes
+    (``source_program``, ``sizes``), its work counts (``flops``, ``bytes``: derived when
+    first asked), the
     device it was lowered for (``live``: whether it is a live OpenCL device to run on,
     ``spec`` the device spec given, None for the default), and the rule instances a
     forced build overrode."""
 
-    program: CompiledProgram
+    compiled: CompiledProgram  # as lowered (its FLOP count only where build was given one)
     mapping: MapCodes
     sizes: dict[str, int]
     source_program: Lambda
-    flops: int | None
-    bytes: int
     device: Device
     live: bool
     spec: str | None
     overridden: tuple[Constraint, ...] = ()
+    given_flops: int | None = field(default=None, repr=False)  # build's flops=
+
+    @cached_property
+    def program(self) -> CompiledProgram:
+        """The kernels, buffers and launch sizes, with the FLOP count (``flops``)."""
+        if self.compiled.flops is None and self.flops is not None:
+            return replace(self.compiled, flops=self.flops)
+        return self.compiled
+
+    @cached_property
+    def flops(self) -> int | None:
+        """The FLOP count: as given to ``build``, else derived from the program
+        (``ir.flops.count_flops``; None where its functions cannot be counted) when first
+        asked: a worker that builds a candidate does not pay for it."""
+        if self.given_flops is not None:
+            return self.given_flops
+        return derived_flops(self.source_program, self.sizes)
+
+    @cached_property
+    def bytes(self) -> int:
+        """The compulsory global traffic (inputs + output), derived from the program
+        (``ir.flops.count_bytes``) when first asked: a worker that builds a candidate for
+        its program does not pay for it."""
+        from ir.flops import count_bytes
+
+        return count_bytes(self.source_program, self.sizes)
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:
         """The OpenCL kernels, in launch order."""
-        return self.program.kernels
+        return self.compiled.kernels
 
     @property
     def source(self) -> str:
         """The OpenCL source of every kernel (each compiles on its own)."""
-        return "\n".join(k.source.rstrip("\n") + "\n" for k in self.program.kernels)
+        return "\n".join(k.source.rstrip("\n") + "\n" for k in self.compiled.kernels)
 
     @property
     def launch(self) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...] | None], ...]:
         """(kernel name, global size, local size) per kernel."""
-        return tuple((k.name, k.global_size, k.local_size) for k in self.program.kernels)
+        return tuple((k.name, k.global_size, k.local_size) for k in self.compiled.kernels)
 
     @property
     def resources(self) -> dict[str, int]:
         """Bytes by address space (``global_total``, ``local_per_group``,
         ``private_per_item``, ...)."""
-        return self.program.memory_report()
+        return self.compiled.memory_report()
 
     def __str__(self) -> str:
         launch = ", ".join(f"{n} {g}/{loc}" for n, g, loc in self.launch)
@@ -256,22 +288,24 @@ def result_of(o: Outcome, flops: int | None, nbytes: int, device: str,
                      dict(tolerance or {}))
 
 
-def work_counts(program: Lambda, sizes: Mapping[str, int]) -> tuple[int | None, int]:
-    """(FLOPs, compulsory bytes) of ``program`` for ``sizes``, derived from the program
-    (``ir.flops``); FLOPs None where the program's functions cannot be counted."""
-    from ir.flops import count_bytes, count_flops
+def derived_flops(program: Lambda, sizes: Mapping[str, int]) -> int | None:
+    """The FLOPs of ``program`` for ``sizes``, derived from the program (``ir.flops``);
+    None where the program's functions cannot be counted."""
+    from ir.flops import count_flops
 
     try:
-        flops: int | None = count_flops(program, sizes)
+        return count_flops(program, sizes)
     except LiftmapError:
-        flops = None
-    return flops, count_bytes(program, sizes)
+        return None
 
 
 def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
           flops: int | None = None, name: str = "kernel") -> CompiledKernel:
     """``mapping`` of problem ``p`` lowered to OpenCL for ``sizes`` (see
-    ``MappingProblem.build``)."""
+    ``MappingProblem.build``). This is the one way a candidate becomes OpenCL: the
+    exploration's workers (``mapper.candidates.build_candidate``), the oracle, the
+    witnesses and the benchmarks call it too. The mapping is checked and applied once per
+    problem (``MappingProblem.lower`` keeps the result), not once per set of sizes."""
     from codegen.lower import lower
     from ir.nodes import Lambda
 
@@ -281,9 +315,10 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
     sizes = {k: int(v) if isinstance(v, (int, np.integer)) else v
              for k, v in sizes_argument(sizes).items()}
     m = p.mapping(mapping)
-    sizes = {**default_widths(prog, m, p.tree, sizes), **sizes}
-    check_sizes(prog, sizes, complete=True, flag="sizes",
-                extra=width_names(prog, m, p.tree))
+    plan = p.width_plan(m)
+    sizes = {**plan.defaults(sizes), **sizes}
+    check_sizes(prog, sizes, complete=True, flag="sizes", extra=plan.names,
+                names=p.program_sizes)
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int)
                               or flops < 0):
         raise ConfigurationError(f"flops must be a non-negative integer, got {flops!r}")
@@ -291,9 +326,8 @@ def build(p: Problem, mapping, sizes: Mapping[str, int], *, force: bool = False,
     low = p.lower(m, check=not force)
     device = target_device(p.device)
     cp = lower(low, sizes, name=name, device=device)
-    derived, nbytes = work_counts(prog, sizes)
-    count = derived if flops is None else flops
-    cp = replace(cp, flops=count)
+    if flops is not None:
+        cp = replace(cp, flops=flops)
     live = not is_description(p.device)
     spec = p.device if isinstance(p.device, str) and live else None
-    return CompiledKernel(cp, m, sizes, prog, count, nbytes, device, live, spec, overridden)
+    return CompiledKernel(cp, m, sizes, prog, device, live, spec, overridden, flops)

@@ -138,10 +138,10 @@ def _reference(prog: Lambda, sizes: Mapping[str, int], seed: int) -> tuple[dict,
 
 def _eval_point(pool: Any, prog: Lambda, maps: list[dict], sizes: Mapping[str, int],
                 seed: int, timeout: float) -> tuple[list, dict]:
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
 
     inputs, ref, tol = _reference(prog, sizes, seed)
-    fns = [functools.partial(lower_candidate, prog, m, sizes, fusion="free", check=False)
+    fns = [functools.partial(build_candidate, prog, m, sizes, fusion="free", force=True)
            for m in maps]
     return pool.map_candidates(fns, inputs, ref, timeout_s=timeout, repeats=1, warmup=0,
                                **tol), inputs
@@ -154,13 +154,13 @@ def oclgrind_agrees(prog: Lambda, mapping: dict, sizes: Mapping[str, int], seed:
     through ``get_local_id(d)``, what it wrote through the equal ``get_global_id(d)``)."""
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
     from codegen.runner import compare
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
 
     if not oclgrind_available():
         return False
     inputs, ref, tol = _reference(prog, sizes, seed)
     try:
-        cp = lower_candidate(prog, mapping, sizes, fusion="free", check=False)
+        cp = build_candidate(prog, mapping, sizes, fusion="free", force=True)
         rep = check_with_oclgrind(cp, inputs, timeout_s=300)
     except Exception:  # noqa: BLE001  (no verdict from Oclgrind: the device's stands)
         return False
@@ -208,12 +208,12 @@ def oracle_program(pool: Any, prog: Lambda, sizes_pts: Sequence[Mapping[str, int
             verdict[i] = (True, "ok on Oclgrind, wrong on the device (its compiler's bug)")
     if oclgrind and todo:
         from codegen.oclgrind import check_with_oclgrind, oclgrind_available
-        from mapper.candidates import lower_candidate
+        from mapper.candidates import build_candidate
 
         if oclgrind_available():
             for i in random.Random(seed).sample(todo, min(oclgrind, len(todo))):
-                cp = lower_candidate(pv.program, maps[i], sizes_pts[0], fusion="free",
-                                     check=False)
+                cp = build_candidate(pv.program, maps[i], sizes_pts[0], fusion="free",
+                                     force=True)
                 from mapper.data import random_inputs
 
                 rep = check_with_oclgrind(cp, random_inputs(pv.program, sizes_pts[0], seed),

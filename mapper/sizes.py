@@ -52,12 +52,14 @@ def sizes_argument(sizes: object, what: str = "sizes") -> dict:
 
 def check_sizes(prog: Node, sizes: Mapping[str, int], where: str = "the program", *,
                 complete: bool = False, flag: str = "--sizes",
-                extra: frozenset[str] = frozenset()) -> None:
+                extra: frozenset[str] = frozenset(),
+                names: frozenset[str] | None = None) -> None:
     """Unknown size names raise ``SizeError`` naming the program's sizes; with
     ``complete``, so does a missing one; a value must be a non-negative integer.
     ``where`` names the program (its path) in the message; ``extra`` are sizes a mapping
-    adds (the vector widths of its V maps, ``mapper.apply.vector_width_names``)."""
-    names = size_names(prog) | extra
+    adds (the vector widths of its V maps, ``mapper.apply.vector_width_names``);
+    ``names``: the program's sizes where the caller has them (else walked for)."""
+    names = (size_names(prog) if names is None else names) | extra
     have = ", ".join(sorted(names)) or "none"
     unknown = sorted(set(sizes) - names)
     if unknown:

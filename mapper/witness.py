@@ -18,7 +18,7 @@ from codegen.program import Outcome, Status
 from ir.interp import evaluate
 from ir.nodes import Lambda
 from mapper.api import enumerate_mappings
-from mapper.candidates import lower_candidate
+from mapper.candidates import build_candidate
 from mapper.data import random_inputs
 from mapper.encoding import MapCodes
 
@@ -58,7 +58,7 @@ def check_program(program: Lambda, sizes: Mapping[str, int], runner, *, fusion: 
     order = "random" if limit else "solver"
     for m in enumerate_mappings(program, fusion=fusion, order=order, seed=seed, limit=limit):
         try:
-            cp = lower_candidate(program, m, sizes, fusion=fusion, device=device)
+            cp = build_candidate(program, m, sizes, fusion=fusion, device=device)
         except LoweringError as e:
             outcomes.append((m, Outcome(Status.REJECTED, str(e), check=e.check)))
             continue

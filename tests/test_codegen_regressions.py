@@ -7,7 +7,7 @@ from codegen.runner import Runner
 from ir.builders import as_vector, dot, lam, map_glb, param
 from ir.nodes import FunCall, Lambda
 from ir.types import Float, array
-from mapper.candidates import lower_candidate
+from mapper.candidates import build_candidate
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_listing3_candidate_lowers_with_mapper_candidates(runner):
     x = np.arange(256, dtype=np.float32)
     sizes = {"N": 256, "s0": 32, "s1": 4}
     ref = evaluate(p, {"X": x, "y": 2.0, "z": 1.0}, sizes)
-    cp = lower_candidate(p, "A=W0 B=L0 C=L0 D=S", sizes, flops=512)
+    cp = build_candidate(p, "A=W0 B=L0 C=L0 D=S", sizes, flops=512)
     o = runner.evaluate(cp, {"X": x, "y": np.float32([2.0]), "z": np.float32([1.0])}, ref,
                         repeats=1, flops=512)
     assert o.ok and o.gflops > 0
@@ -69,7 +69,7 @@ def test_written_buffers_are_not_restrict():
 
     from ir.programs import cc22_listing3
 
-    cp = lower_candidate(cc22_listing3(), "A=W0 B=L0 C=S D=L0", {"N": 64, "s0": 16, "s1": 4})
+    cp = build_candidate(cc22_listing3(), "A=W0 B=L0 C=S D=L0", {"N": 64, "s0": 16, "s1": 4})
     src = cp.kernels[0].source
     params = re.search(r"__kernel void \w+\((.*?)\)", src).group(1).split(",")
     assert any("tmpC" in q for q in params)

@@ -8,7 +8,7 @@ from codegen.runner import Runner
 from ir.programs import cc22_listing1, cc22_listing3
 from ir.randprog import random_program, sizes_for
 from mapper.api import enumerate_mappings
-from mapper.candidates import lower_candidate
+from mapper.candidates import build_candidate
 from mapper.witness import check_program, random_inputs
 
 L3_SIZES = {"N": 64, "s0": 16, "s1": 4}
@@ -54,7 +54,7 @@ def test_listing3_local_every_valid_mapping_is_race_free_under_oclgrind():
     inputs = random_inputs(p, L3_SIZES)
     n = 0
     for m in enumerate_mappings(p):
-        report = check_with_oclgrind(lower_candidate(p, m, L3_SIZES), inputs, timeout_s=120)
+        report = check_with_oclgrind(build_candidate(p, m, L3_SIZES), inputs, timeout_s=120)
         assert report.clean, (str(m), report.issues, report.error)
         n += 1
     assert n == 28  # 13 without vector lanes (V)

@@ -24,7 +24,7 @@ from codegen.worker import WorkerPool
 from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
 from ir.conv_layer import VGG16_LAYERS, ConvLayer
 from ir.programs import gpgpu20_conv_pipeline
-from mapper.candidates import lower_pipeline, reduction_tolerance
+from mapper.candidates import build_pipeline, reduction_tolerance
 
 
 def _layer(name: str) -> ConvLayer:
@@ -38,7 +38,7 @@ def _run_hand_mapped(layer: ConvLayer, pool: WorkerPool):
     ref = conv2d_hwc(x, w, stride=layer.S, pad=(layer.P,) * 4).astype(np.float32)
     pipe = gpgpu20_conv_pipeline()
     sizes = {**layer.sizes(), **paper_like_tuning(layer)}
-    lower_fn = functools.partial(lower_pipeline, pipe, conv_stage_mappings(pipe), sizes,
+    lower_fn = functools.partial(build_pipeline, pipe, conv_stage_mappings(pipe), sizes,
                                  flops=layer.flops)
     cp = lower_fn()
     limits = pool.device_info()["limits"]
@@ -104,9 +104,9 @@ def test_the_crop_is_left_out_where_the_tiles_cover_the_output():
     assert crop.identity_at(exact) and not crop.identity_at({**exact, "rho": 2})
     x = np.arange(6 * 6 * 4, dtype=np.float32).reshape(6, 6, 4)
     np.testing.assert_array_equal(evaluate(crop.program, {"paddedOutput": x}, exact), x)
-    names = [k.name for k in lower_pipeline(pipe, conv_stage_mappings(pipe), exact).kernels]
+    names = [k.name for k in build_pipeline(pipe, conv_stage_mappings(pipe), exact).kernels]
     assert not any(n.startswith("crop") for n in names) and len(names) == 3, names
-    names = [k.name for k in lower_pipeline(pipe, conv_stage_mappings(pipe),
+    names = [k.name for k in build_pipeline(pipe, conv_stage_mappings(pipe),
                                             {**exact, "rho": 2}).kernels]
     assert any(n.startswith("crop") for n in names), names
 
@@ -124,8 +124,8 @@ def test_a_stage_kernel_does_not_depend_on_another_stage_s_tuning():
     maps = conv_stage_mappings(pipe)
     base = {**layer.sizes(), "theta": 4, "rho": 2, "kappa": 2, "sigma": 2, "omega": 12,
             "v": 4}
-    a = lower_pipeline(pipe, maps, base).kernels[0]
-    b = lower_pipeline(pipe, maps, {**base, "kappa": 4, "sigma": 1}).kernels[0]
+    a = build_pipeline(pipe, maps, base).kernels[0]
+    b = build_pipeline(pipe, maps, {**base, "kappa": 4, "sigma": 1}).kernels[0]
     assert a.name == b.name == "pad" and a.source == b.source
     assert "kappa" not in a.source and "rho=2" in a.source
     fresh = lower(lower_mapping(pipe.stage("pad").program, maps["pad"]), base, name="pad")
@@ -144,7 +144,7 @@ def test_pipeline_with_and_without_the_crop_computes_the_layer(pool, rho):
     pipe = gpgpu20_conv_pipeline()
     sizes = {**layer.sizes(), "theta": 4, "rho": rho, "kappa": 2, "sigma": 2, "omega": 12,
              "v": 4}
-    fn = functools.partial(lower_pipeline, pipe, conv_stage_mappings(pipe), sizes,
+    fn = functools.partial(build_pipeline, pipe, conv_stage_mappings(pipe), sizes,
                            flops=layer.flops)
     out = pool.evaluate_candidate(fn, {"inputData": x, "kernelsWeights": w}, ref,
                                   timeout_s=120, repeats=1, flops=layer.flops,

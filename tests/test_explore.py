@@ -9,6 +9,7 @@ import time
 
 import pytest
 from killing import kill_when, store_rows
+from observed import observed
 
 from mapper.errors import ConfigurationError
 from mapper.explore import (
@@ -492,8 +493,8 @@ def test_model_strategy_learns_from_observations(joint):
         c = next(it)
         assert c.mapping in joint.mappings and c.tuning in joint.tuning(c.mapping).space
         ok = c.mapping["A"] >= 20  # a hidden constraint: only work-group/global mappings
-        s.observe(c, {"status": "ok" if ok else "rejected",
-                      "gflops": float(c.tuning["s0"]) if ok else None})
+        s.observe(c, observed("ok" if ok else "rejected",
+                              float(c.tuning["s0"]) if ok else None))
         if i >= 20:
             late.append((ok, c.tuning["s0"]))
     assert sum(ok for ok, _ in late) >= 10  # learned the feasibility
@@ -508,8 +509,8 @@ def test_model_strategy_takes_cut_candidates_as_slow_not_infeasible(joint):
     for _ in range(12):
         c = next(it)
         big = c.tuning["s0"] >= 64
-        s.observe(c, {"status": "ok" if big else "timeout",
-                      "gflops": float(c.tuning["s0"]) if big else None})
+        s.observe(c, observed("ok" if big else "timeout",
+                              float(c.tuning["s0"]) if big else None))
     assert SLOW in s.y and None not in s.y  # a cut candidate ran: it is only slow
     assert all(isinstance(y, float) for y, c in zip(s.y, s.X) if y != SLOW)
 
@@ -521,7 +522,7 @@ def test_model_strategy_trees_split_on_a_third_of_the_features(joint):
     it = s.candidates()
     for _ in range(13):
         c = next(it)
-        s.observe(c, {"status": "ok", "gflops": float(c.tuning["s0"])})
+        s.observe(c, observed("ok", float(c.tuning["s0"])))
     reg = s.regressor
     n = reg.n_features_in_
     assert reg is not None and len(reg.estimators_) == 100
@@ -710,8 +711,8 @@ def test_the_model_scores_a_candidate_whose_parameter_it_met_after_its_fit():
     for m in plain[:6]:
         for t in list(joint.tuning(m).space)[:2]:
             k += 1
-            s.observe(Candidate(m, dict(t)), {"status": "ok" if k % 3 else "failed",
-                                               "gflops": float(k)})
+            s.observe(Candidate(m, dict(t)),
+                      observed("ok" if k % 3 else "crash", float(k)))
     s._fit()
     assert s.regressor is not None and "uA" not in s.params
     t = dict(next(iter(joint.tuning(rowed).space)))

@@ -19,7 +19,7 @@ from ir.pipeline import run_pipeline
 from ir.programs import conv_partial_stage, gpgpu20_conv_pipeline
 from ir.types import Float, array
 from mapper.api import lower_mapping
-from mapper.candidates import first_mapping, lower_pipeline, reduction_tolerance
+from mapper.candidates import build_pipeline, first_mapping, reduction_tolerance
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_contiguous_layout_matches_the_interpreter(runner, coalesce, kappa, sigm
     pipe = gpgpu20_conv_pipeline(coalesce=coalesce)
     ref = np.asarray(run_pipeline(pipe, {"inputData": x, "kernelsWeights": w}, sizes),
                      dtype=np.float64)
-    cp = lower_pipeline(pipe, conv_stage_mappings(pipe), sizes)
+    cp = build_pipeline(pipe, conv_stage_mappings(pipe), sizes)
     partial = next(k.source for k in cp.kernels if k.name == "partial")
     assert ("interchanged" in partial) == (kappa > sigma)
     o = runner.evaluate(cp, {"inputData": x, "kernelsWeights": w}, ref, repeats=1,
@@ -267,7 +267,7 @@ def test_copy_kernels_get_a_local_size_from_the_lowering():
 
     tuning = dict(theta=5, rho=2, kappa=4, sigma=3, omega=128, v=8)
     pipe = gpgpu20_conv_pipeline(coalesce=False)
-    cp = lower_pipeline(pipe, conv_stage_mappings(pipe), dict(LAYER19.sizes(), **tuning))
+    cp = build_pipeline(pipe, conv_stage_mappings(pipe), dict(LAYER19.sizes(), **tuning))
     for k in cp.kernels:
         assert k.local_size is not None, k.name
         assert all(g % ls == 0 for g, ls in zip(k.global_size, k.local_size)), k

@@ -287,13 +287,13 @@ def test_a_plain_matmul_runs_a_two_dimensional_register_block(sizes, acc, block)
 ])
 def test_kernels_in_lanes_are_clean_under_oclgrind(path, mapping, sizes):
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
     from mapper.witness import random_inputs
 
     if not oclgrind_available():
         pytest.fail("oclgrind is not installed (setup.sh installs it as root)")
     p = problem(path)
-    report = check_with_oclgrind(lower_candidate(p.program, mapping, sizes),
+    report = check_with_oclgrind(build_candidate(p.program, mapping, sizes),
                                  random_inputs(p.program, sizes), timeout_s=120)
     assert report.clean, (report.issues, report.error)
 
@@ -313,9 +313,9 @@ def test_maps_made_in_a_worker_never_take_a_uid_the_program_brought():
     prog = replace(prog, body=replace(prog.body, f=replace(prog.body.f, uid=big)))
     code = ("import pickle, sys\n"
             "from ir.nodes import Map, walk\n"
-            "from mapper.candidates import lower_candidate\n"
+            "from mapper.candidates import build_candidate\n"
             "prog = pickle.loads(sys.stdin.buffer.read())\n"
-            "lower_candidate(prog, 'A=G1 B=G0', dict(M=8, N=8, K=8, uA=2, uB=2, vB=2, rv1=1))\n"
+            "build_candidate(prog, 'A=G1 B=G0', dict(M=8, N=8, K=8, uA=2, uB=2, vB=2, rv1=1))\n"
             "print(sorted(n.uid for n in walk(prog) if isinstance(n, Map))[-1])\n"
             "print(Map(prog).uid)\n")
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(prog),

@@ -11,7 +11,7 @@ from codegen.lower import lower
 from codegen.runner import Runner
 from ir.parser import parse_file
 from mapper.api import lower_mapping
-from mapper.candidates import lower_candidate, reduction_tolerance
+from mapper.candidates import build_candidate, reduction_tolerance
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BLOCKED = EXAMPLES / "matmul_blocked.lift"
@@ -20,7 +20,7 @@ DEFAULT_MAPPING = "I=G1 J=G0 Z1=S Z2=S R1=S R2=S S1=S S2=S"  # bench_matmul's CP
 
 
 def lower_matmul(path: str, mapping: str, sizes: dict[str, int]):
-    return lower_candidate(parse_file(path), mapping, sizes, fusion="free",
+    return build_candidate(parse_file(path), mapping, sizes, fusion="free",
                            flops=2 * sizes["M"] * sizes["N"] * sizes["K"])
 
 

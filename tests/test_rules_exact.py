@@ -85,7 +85,7 @@ def test_annotations_on_the_output_spine_are_what_the_lowering_ignores():
     """A ``toPrivate`` whose result is written straight into the program's output is not
     private memory in the lowering (the destination is given): the tree agrees, so the maps
     writing it may be parallel."""
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
 
     p = parse("""X : [float]N
 join o transpose o mapA(mapB(toPrivate(\\x -> mult(x, 3.0f)))) o transpose o split(s1) $ X
@@ -94,7 +94,7 @@ join o transpose o mapA(mapB(toPrivate(\\x -> mult(x, 3.0f)))) o transpose o spl
     assert tree.maps["A"].writes == tree.maps["B"].writes == "global"
     assert check_mapping(p, "A=W0 B=S", heuristics=False) == []
     assert check_mapping(p, "A=G0 B=G1") == []
-    cp = lower_candidate(p, "A=W0 B=S", {"N": 64, "s1": 8}, check=False)
+    cp = build_candidate(p, "A=W0 B=S", {"N": 64, "s1": 8}, force=True)
     assert cp.kernels[0].private_bytes == 0
     # materialised (read by another map), the annotation holds: private, sequential
     q = parse("""X : [float]N
@@ -329,12 +329,12 @@ def _runs(p, mapping: str, points) -> None:
 
     from codegen.runner import Runner
     from ir.interp import evaluate
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
     from mapper.data import random_inputs
 
     runner = Runner()
     for sizes in points:
-        cp = lower_candidate(p, mapping, sizes, fusion="free", heuristics=False)
+        cp = build_candidate(p, mapping, sizes, fusion="free", heuristics=False)
         inputs = random_inputs(p, sizes, 0)
         ref = evaluate(p, inputs, sizes)
         o = runner.evaluate(cp, inputs, np.asarray(ref), repeats=1)

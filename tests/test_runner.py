@@ -424,11 +424,11 @@ def test_generated_conv_pipeline_end_to_end(pool):
     """The lowering's GPGPU'20 pipeline (hand mapping), lowered inside a worker."""
     from experiments.vgg16 import conv_stage_mappings, paper_like_tuning
     from ir.programs import gpgpu20_conv_pipeline
-    from mapper.candidates import lower_pipeline
+    from mapper.candidates import build_pipeline
 
     layer = ConvLayer("tiny", 4, 8, 8, 8)
     pipe = gpgpu20_conv_pipeline()
-    lower_fn = functools.partial(lower_pipeline, pipe, conv_stage_mappings(pipe),
+    lower_fn = functools.partial(build_pipeline, pipe, conv_stage_mappings(pipe),
                                  {**layer.sizes(), **paper_like_tuning(layer)},
                                  flops=layer.flops)
     inp = conv_inputs(layer)
@@ -483,7 +483,7 @@ def test_statement_body_user_function_runs_in_a_worker(pool):
     from ir.builders import map_, param
     from ir.nodes import Lambda, UserFun
     from ir.types import Float, array
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
 
     body = "float t = a * 2.0f; return t + 1.0f;"
     x = np.arange(64, dtype=np.float32)
@@ -491,7 +491,7 @@ def test_statement_body_user_function_runs_in_a_worker(pool):
         uf = UserFun("tpo", ("a",), (Float,), Float, body, py)
         X = param("X", array(Float, "N"))
         prog = Lambda((X,), map_(uf, "A")(X))
-        o = pool.evaluate_candidate(functools.partial(lower_candidate, prog, "A=G0",
+        o = pool.evaluate_candidate(functools.partial(build_candidate, prog, "A=G0",
                                                       {"N": 64}), {"X": x}, 2 * x + 1,
                                     timeout_s=60)
         if ok:

@@ -7,6 +7,7 @@ import math
 import os
 
 import pytest
+from observed import observed
 
 from ir.conv_layer import parse_layer
 from mapper.explore import Task, explore
@@ -151,7 +152,7 @@ def test_uphill_proposes_the_ascent_from_the_fastest_candidate(conv17):
     js, m = conv17
     s = make_strategy("model", js, seed=0, transfer=False)
     slow = {"kappa": 8, "omega": 576, "rho": 0, "sigma": 1, "theta": 3, "v": 8}
-    s.observe(Candidate(m, slow), {"status": "ok", "gflops": 10.0})
+    s.observe(Candidate(m, slow), observed("ok", 10.0))
     done = {(m, tuple(sorted(slow.items())))}
     got = s._uphill(done)
     assert len(got) == 1 and got[0][1] != slow and got[0][1] in js.tuning(got[0][0]).space
@@ -182,7 +183,7 @@ def test_local_search_proposes_neighbours_of_the_best(joint):
     for _ in range(40):
         c = next(it)
         seen.append(_key(c))
-        s.observe(c, {"status": "ok", "gflops": 1.0 + c.tuning["s0"] / 64.0})
+        s.observe(c, observed("ok", 1.0 + c.tuning["s0"] / 64.0))
     assert len(set(seen)) == len(seen)  # never proposes a candidate twice
     best_s0 = max(s0 for m in joint.mappings for cfg in joint.tuning(m).space
                   for s0 in [cfg["s0"]])
@@ -196,7 +197,7 @@ def test_same_seed_same_sequence(joint):
         for _ in range(16):
             c = next(it)
             out.append(_key(c))
-            s.observe(c, {"status": "ok", "gflops": float(c.tuning["s0"] % 7 + 1)})
+            s.observe(c, observed("ok", float(c.tuning["s0"] % 7 + 1)))
         return out
 
     assert run(3) == run(3)
@@ -614,7 +615,7 @@ def test_a_second_strategy_on_a_used_space_proposes_the_same():
         for _ in range(n):
             c = next(it)
             out.append(_key(c))
-            s.observe(c, {"status": "ok", "gflops": 1.0 + c.tuning.get("sigma", 1)})
+            s.observe(c, observed("ok", 1.0 + c.tuning.get("sigma", 1)))
         return out
 
     js = Task.conv_layer(parse_layer("17/4")).joint()
@@ -630,7 +631,7 @@ def test_local_search_goes_on_below_the_best_five(joint):
     s = make_strategy("model", joint, seed=1, n_init=4, batch=4, local=2, pool_size=100)
     cands = list({mkey(m, c): (m, c) for m, c in joint.sample(40, seed=0)}.values())[:8]
     for i, (m, c) in enumerate(cands):
-        s.observe(Candidate(m, c), {"status": "ok", "gflops": 10.0 - i})
+        s.observe(Candidate(m, c), observed("ok", 10.0 - i))
     done = {mkey(m, c) for m, c in cands}
     for m, c in cands[:5]:
         done |= {mkey(nm, nc) for nm, nc in s.neighbours(m, c)}

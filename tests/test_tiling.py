@@ -112,16 +112,16 @@ def test_tiles_that_do_not_divide_write_through_a_guard() -> None:
     the padding, and the race check (an independent witness) sees distinct elements in
     the guarded writes; where the tiles divide, no guard at all."""
     from mapper.api import problem
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
 
     tiled = fuse_through_tiling(parse_file(EXAMPLES / "blur_laplacian.lift"),
                                 memory="private")
     mapping = problem(tiled, fusion="always").mapping("TY=G1 TX=G0 A=S B=S C=S D=S")
-    cp = lower_candidate(tiled, mapping, {"H": 13, "W": 15, "t": 4}, fusion="always")
+    cp = build_candidate(tiled, mapping, {"H": 13, "W": 15, "t": 4}, fusion="always")
     (kernel,) = cp.kernels
     writes = [line.strip() for line in kernel.source.splitlines() if "out[" in line]
     assert any(w.startswith("if (") for w in writes), writes  # the last tiles' writes
-    cp = lower_candidate(tiled, mapping, {"H": 12, "W": 16, "t": 4}, fusion="always")
+    cp = build_candidate(tiled, mapping, {"H": 12, "W": 16, "t": 4}, fusion="always")
     (kernel,) = cp.kernels
     assert "if (" not in kernel.source and "?" not in kernel.source
 
@@ -157,7 +157,7 @@ def test_a_tiled_pipeline_with_local_intermediates_is_race_free() -> None:
     bounds (tiles that do not divide the output) and the result is right."""
     from codegen.oclgrind import check_with_oclgrind, oclgrind_available
     from mapper.api import problem
-    from mapper.candidates import lower_candidate
+    from mapper.candidates import build_candidate
     from mapper.witness import random_inputs
 
     if not oclgrind_available():
@@ -170,7 +170,7 @@ def test_a_tiled_pipeline_with_local_intermediates_is_race_free() -> None:
     assert set(codes) <= set(labels), labels
     mapping = p.mapping(" ".join(f"{k}={v}" for k, v in codes.items()))
     sizes = {"H": 13, "W": 15, "t": 4}  # a 9 x 11 output: the last tiles are cropped
-    cp = lower_candidate(tiled, mapping, sizes, fusion="always")
+    cp = build_candidate(tiled, mapping, sizes, fusion="always")
     assert any("barrier" in k.source for k in cp.kernels)
     inputs = random_inputs(tiled, sizes, 0)
     ref = evaluate(tiled, inputs, sizes)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -68,23 +67,24 @@ def _each_tiling(args: argparse.Namespace) -> int:
     the command refuses (``space`` of a program with nothing to tune) says why in its
     place (``{"error": ...}``); the status is 2 only when every variant was refused."""
     from ir.tiling import tiling_variants
-    from mapper.cli.common import emit_json, load
+    from mapper.cli.common import collect_json, emit_json, load
 
     if getattr(args, "mapping", None):
         raise CliError("--mapping names the maps of one variant: give --tiling none, local "
                        "or private with it, not auto")
     names = list(tiling_variants(load(argparse.Namespace(**{**vars(args), "tiling": "none"}))))
+    as_json = getattr(args, "json", False)
     docs: dict[str, object] = {}
     refused = 0
     for name in names:
         tiling = "none" if name == "unfused" else name.removeprefix("tiled-")
         one = argparse.Namespace(**{**vars(args), "tiling": tiling})
-        as_json = getattr(args, "json", False)
         if not as_json:
             console.rule(f"{name} (--tiling {tiling})")
-        out = io.StringIO()
         try:
-            with contextlib.redirect_stdout(out) if as_json else contextlib.nullcontext():
+            with collect_json() if as_json else contextlib.nullcontext() as got, \
+                    contextlib.redirect_stdout(io.StringIO()) if as_json \
+                    else contextlib.nullcontext():  # only the collected document counts
                 rc = COMMANDS[args.command](one)
         except library_errors() as e:
             refused += 1
@@ -97,13 +97,16 @@ def _each_tiling(args: argparse.Namespace) -> int:
         if rc != 0:
             return rc
         if as_json:
-            docs[name] = json.loads(out.getvalue())
+            if got is None or len(got) != 1:
+                raise CliError(f"{args.command} gave {len(got or [])} JSON documents for "
+                               f"the variant {name}, not one (a bug: please report it)")
+            docs[name] = got[0]
     if refused == len(names):
         raise CliError(f"every variant was refused ({', '.join(names)}): see above"
-                       if not getattr(args, "json", False) else
+                       if not as_json else
                        "; ".join(f"{k}: {v['error']}" for k, v in docs.items()
                                  if isinstance(v, dict)))
-    if getattr(args, "json", False):
+    if as_json:
         emit_json(args.command, {"tiling": "auto", "variants": docs})
     return 0
 

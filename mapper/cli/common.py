@@ -70,11 +70,29 @@ def _json_default(x):
     return str(x)
 
 
+_collected: list[list[dict]] = []  # the open collect_json blocks, innermost last
+
+
 def emit_json(command: str, doc: dict) -> None:
     """Print one JSON object for ``command`` on one line of stdout (``command`` and
-    ``schema`` first)."""
+    ``schema`` first), or hand it to the innermost ``collect_json`` block."""
     out = {"command": command, "schema": JSON_SCHEMA_VERSION, **doc}
+    if _collected:
+        _collected[-1].append(out)
+        return
     sys.stdout.write(json.dumps(out, default=_json_default) + "\n")
+
+
+@contextmanager
+def collect_json() -> Iterator[list[dict]]:
+    """The documents ``emit_json`` is given inside the block, collected instead of printed
+    (a command run for each variant of a program, its documents nested in one)."""
+    docs: list[dict] = []
+    _collected.append(docs)
+    try:
+        yield docs
+    finally:
+        _collected.pop()
 
 
 @contextmanager

@@ -63,6 +63,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.explore.record import Record
 from mapper.explore.strategies import Candidate, Strategy, StrategyError, register
 from mapper.tuning import JointSpace
 
@@ -622,16 +623,16 @@ class ModelStrategy(Strategy):
                 done.add(_key(m, cfg))
                 yield Candidate(m, cfg, self._map_s / n, self._tun_s / n, other / n)
 
-    def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
+    def observe(self, candidate: Candidate, record: Record) -> None:
         self.X.append(self._cached(candidate.mapping, candidate.tuning))
         self.seen_cands.append((candidate.mapping, dict(candidate.tuning)))
-        if row["status"] == "timeout":
+        if record.status == "timeout":
             self.y.append(SLOW)
-        elif row["status"] != "ok":
+        elif record.status != "ok":
             self.y.append(None)
-        elif row.get("gflops"):
-            self.y.append(math.log(row["gflops"]))
-        elif row.get("time_s"):
-            self.y.append(-math.log(row["time_s"]))
+        elif record.gflops:
+            self.y.append(math.log(record.gflops))
+        elif record.time_s:
+            self.y.append(-math.log(record.time_s))
         else:
             self.y.append(None)

@@ -186,7 +186,7 @@ def replay(store: str | ResultStore | ReplaySpace, strategy: str = "solver", *,
         res.cached += 1
         spent += (rec.search_s or 0.0) + (rec.wall_s or 0.0)
         res.elapsed_s = spent
-        strat.observe(cand, rec.to_row())
+        strat.observe(cand, rec)
         if stop_at is not None and _perf(rec) >= stop_at:
             res.stopped_by = "target"
             break

@@ -424,7 +424,7 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
         res.candidates[rec.key] = cand
         res.draws = strat.draws_total
         res.elapsed_s = time.perf_counter() - t_start
-        strat.observe(cand, rec.to_row())  # strategies read the store's row form
+        strat.observe(cand, rec)
         if on_result:
             on_result(rec, res)
 

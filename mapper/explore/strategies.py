@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -32,6 +32,7 @@ from mapper.tuning import JointSpace
 
 if TYPE_CHECKING:
     from mapper.api import MappingProblem
+    from mapper.explore.record import Record
 
 STRATEGIES: dict[str, type[Strategy]] = {}
 
@@ -127,8 +128,9 @@ class Strategy:
     def candidates(self) -> Iterator[Candidate]:
         raise NotImplementedError
 
-    def observe(self, candidate: Candidate, row: Mapping[str, Any]) -> None:
-        """Called with the stored row of each candidate (default: nothing learned)."""
+    def observe(self, candidate: Candidate, record: Record) -> None:
+        """Called with the record of each candidate, evaluated or found in the store
+        (default: nothing learned)."""
 
     # helpers ---------------------------------------------------------------
 

@@ -67,18 +67,20 @@ class Task:
 
     def lower_fn(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
                  ) -> Callable[[], CompiledProgram]:
-        """A picklable function that lowers one candidate (runs in a worker), checking its
-        mapping against the task's rules (the heuristic ones only when ``heuristics``)."""
-        from mapper.candidates import lower_candidate, lower_pipeline
+        """A picklable function that builds one candidate (runs in a worker) through the
+        public build path (``mapper.candidates.build_candidate``, or ``build_pipeline`` for
+        a pipeline's stage), its mapping judged by the task's rules (the heuristic ones
+        only when ``heuristics``) once per worker."""
+        from mapper.candidates import build_candidate, build_pipeline
 
         sizes = {**self.sizes, **{k: int(v) for k, v in tuning.items()}}
         if self.pipeline is not None:
             assert self.stage is not None  # a pipeline's task explores one of its stages
             maps = dict(self.stage_mappings, **{self.stage: dict(mapping)})
-            return functools.partial(lower_pipeline, self.pipeline, maps, sizes,
+            return functools.partial(build_pipeline, self.pipeline, maps, sizes,
                                      flops=self.flops, heuristics=self.heuristics,
-                                     device=self.device)
-        return functools.partial(lower_candidate, self.program, dict(mapping), sizes,
+                                     device=self.device, explored=self.stage)
+        return functools.partial(build_candidate, self.program, dict(mapping), sizes,
                                  fusion=self.fusion, flops=self.flops,
                                  heuristics=self.heuristics, device=self.device)
 
@@ -209,10 +211,7 @@ class Task:
         (``ir.programs.conv_partial_kvec_stage``; the weights are passed in KKCM layout)."""
         from ir.programs import gpgpu20_conv_pipeline
 
-        rng = np.random.default_rng(seed)
-        x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
-        w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
-        ref = conv_reference(x, w, layer)
+        x, w, ref = conv_data(layer, seed)
         # the window variant vectorises the window (C*K*K), which may need zero channels
         cp = layer.C if vectorise == "kernels" else conv_channels(layer)
         if cp != layer.C:  # zero channels: the same result, a reduction that vectorises
@@ -236,6 +235,21 @@ def conv_variants(layer, **options: Any) -> dict[str, Task]:
     from ir.programs import CONV_VECTORISE
 
     return {v: Task.conv_layer(layer, vectorise=v, **options) for v in CONV_VECTORISE}
+
+
+def conv_data(layer, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded random data of ``layer`` (HWC input, MKKC weights) and its float64
+    reference (:func:`conv_reference`): computed once for every variant of a layer (the
+    arrays are copies: a caller may write them)."""
+    return tuple(a.copy() for a in _conv_data(layer, seed))
+
+
+@functools.lru_cache(maxsize=1)
+def _conv_data(layer, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((layer.H, layer.W, layer.C)).astype(np.float32)
+    w = rng.standard_normal((layer.M, layer.K, layer.K, layer.C)).astype(np.float32)
+    return x, w, conv_reference(x, w, layer)
 
 
 def conv_channels(layer) -> int:
