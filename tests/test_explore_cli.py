@@ -115,6 +115,60 @@ def test_store_adds_and_reads_records(tmp_path):
         assert [r.key for r in st.best_records(5)] == ["k1"]
 
 
+def test_store_answer_is_the_retimed_median_not_one_lucky_run(tmp_path, capsys, monkeypatch):
+    """``mapper results`` answers with the re-timed median and its spread (issue 45): a
+    candidate whose one exploration measurement was lucky (k1: 45 us stored, 80 us
+    re-timed) ranks below one that re-times faster (k2), by the fastest round's median as a
+    run ranks its winners; rounds of two runs are pooled; an unreadable re-timing is a
+    one-line error, not a traceback."""
+    path = tmp_path / "s.sqlite"
+    with ResultStore(path) as st:
+        st.bind(Context("p", "abc", {"N": 64}, {"name": "dev"}))
+        st.add(_record(created=1.0))  # 12.5 GFLOP/s at 45 us: 562,500 FLOPs
+        st.add(_record(key="k2", gflops=9.0, time_s=6.25e-5, tuning={"s1": 8, "s0": 32},
+                       created=2.0))
+        st.add(_record(key="k3", status="crash", gflops=None, time_s=None, created=3.0))
+        st.add_retime("k1", "r1", 0, [8e-5, 9e-5, 8.5e-5])
+        st.add_retime("k1", "r2", 0, [7.9e-5, 8.1e-5, 8e-5])
+        st.add_retime("k2", "r1", 0, [6e-5, 6.4e-5, 6.2e-5])
+        st.add_retime("k3", "r1", 0, [1e-5])  # not ok: never the answer
+        got = st.retimed()
+    assert [r.record.key for r in got] == ["k2", "k1"]
+    k2, k1 = got
+    assert (k2.median_s, k2.min_s, k2.max_s, k2.n, k2.rounds) == (6.2e-5, 6e-5, 6.4e-5, 3, 1)
+    assert k2.gflops == pytest.approx(9.0 * 6.25e-5 / 6.2e-5)
+    assert (k1.n, k1.rounds, k1.round_s) == (6, 2, 8e-5)
+    assert k1.median_s == pytest.approx(8.05e-5)
+    monkeypatch.setattr(cli.console, "width", 400)
+    rc, out, err = _cli(capsys, "results", str(path))
+    assert rc == 0, err
+    answer = next(line for line in out.splitlines() if line.startswith("answer:"))
+    assert "s1=8" in answer and "s0=32" in answer
+    assert "median 0.062 ms of 3 re-timed run(s) (spread 0.06-0.064 ms)" in answer
+    assert out.index("Re-timed") < out.index("Best")
+    rc, out, err = _cli(capsys, "results", str(path), "--json")
+    doc = json.loads(out)
+    assert [r["key"] for r in doc["retimed"]] == ["k2", "k1"]
+    assert doc["retimed"][0]["retimed"]["max_s"] == 6.4e-5
+    db = sqlite3.connect(path)
+    db.execute("UPDATE retimes SET times='not json' WHERE key='k2'")
+    db.commit()
+    db.close()
+    rc, out, err = _cli(capsys, "results", str(path))
+    assert rc == 2 and "damaged" in err and "Traceback" not in err
+
+
+def test_store_without_retimes_says_its_best_is_one_measurement(tmp_path, capsys):
+    path = tmp_path / "s.sqlite"
+    with ResultStore(path) as st:
+        st.bind(Context("p", "abc", {"N": 64}, {"name": "dev"}))
+        st.add(_record(created=1.0))
+        assert st.retimed() == []
+    rc, out, err = _cli(capsys, "results", str(path))
+    assert rc == 0 and "answer: not re-timed" in out
+    assert json.loads(_cli(capsys, "results", str(path), "--json")[1])["retimed"] == []
+
+
 # ------------------------------------------------------------------ explore's text and JSON
 
 

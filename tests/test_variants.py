@@ -133,9 +133,51 @@ def test_the_fastest_round_decides_a_variant_whose_other_round_a_slow_phase_hit(
                                 flops=1, tolerance={}) for n in rounds}
     probes = {"a": _probe(9.0), "b": _probe(9.0)}
     got = retime_probes(tasks, probes, ["a", "b"], SimpleNamespace(
-        evaluate_candidate=evaluate_candidate), rounds=3)
+        evaluate_candidate=evaluate_candidate), rounds=3, max_rounds=3)
     assert calls == ["a", "b"] * 3
-    assert got == {"a": 1.0, "b": 1.5}
+    assert got.medians == {"a": 1.0, "b": 1.5} and got.fastest == "a"
+    # a's lead rests on one round: taken, but said not to be told apart
+    assert (got.rounds, got.margin, got.decided) == (3, 0.5, False)
+    assert got.verdict().startswith("could not tell apart: a faster by 50% in 3 round(s)")
+
+
+def test_rounds_are_added_until_a_lead_is_confirmed_or_found_under_ten_percent():
+    """A 20% lead on one round only: rounds are added until a second round confirms it
+    (decided); a 5% lead stops at the minimum rounds (more cannot tell it), said so; a
+    lead never confirmed runs to ``max_rounds``."""
+    from types import SimpleNamespace
+
+    from codegen.program import Outcome
+    from mapper.explore.variants import VariantComparison, retime_probes, tell_apart
+
+    assert tell_apart({"a": [1.0, 1.05], "b": [1.2, 1.3]}) == (pytest.approx(0.2), True)
+    assert tell_apart({"a": [1.0, 1.3], "b": [1.2, 1.3]}) == (pytest.approx(0.2), False)
+    assert tell_apart({"a": [1.0, 1.0], "b": [1.05, 1.05]})[1] is False
+    assert tell_apart({"a": [1.0]}) == (None, False)
+
+    def run(series, **kw):
+        calls: list[str] = []
+
+        def evaluate_candidate(program, inputs, reference, **_):
+            calls.append(program)
+            t = series[program][calls.count(program) - 1]
+            return Outcome("ok", time_s=t, times_s=(t, t, t))
+
+        tasks = {n: SimpleNamespace(lower_fn=lambda m, t, n=n: n, inputs={},
+                                    reference=None, flops=1, tolerance={}) for n in series}
+        probes = {n: _probe(9.0) for n in series}
+        return retime_probes(tasks, probes, list(series), SimpleNamespace(
+            evaluate_candidate=evaluate_candidate), rounds=2, max_rounds=6, **kw)
+
+    confirmed = run({"a": [1.0, 2.0, 2.0, 1.05, 9, 9], "b": [1.2] * 6})
+    assert (confirmed.rounds, confirmed.decided) == (4, True)
+    assert confirmed.verdict() == "a faster by 20% in 4 round(s)"
+    close = run({"a": [1.0] * 6, "b": [1.05] * 6})
+    assert (close.rounds, close.decided) == (2, False)
+    assert "under the 10%" in close.verdict()
+    never = run({"a": [1.0] + [2.0] * 5, "b": [1.5] * 6})
+    assert (never.rounds, never.decided, never.fastest) == (6, False, "a")
+    assert VariantComparison({}).verdict() == "no kernel ran ok again"
 
 
 @pytest.mark.slow
@@ -205,8 +247,9 @@ def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, mo
 
     def medians(variants_, probes, names, pool_, **kw):
         calls.append(tuple(names))  # the contest's winner: the second, this time
-        return {n: 1e-3 * (1.1 - 0.1 * i if len(calls) > 1 else 1 + 0.01 * i)
-                for i, n in enumerate(names)}
+        return variants.VariantComparison({n: 1e-3 * (1.1 - 0.1 * i if len(calls) > 1
+                                               else 1 + 0.01 * i)
+                                    for i, n in enumerate(names)}, 4, 0.01, False)
 
     monkeypatch.setattr(variants, "retime_probes", medians)
     phases = []
@@ -219,6 +262,7 @@ def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, mo
                           ("big", "contest"), ("small", "contest"), ("big,small", "compare")]
     assert phases[6] == ("small", "explore") and vr.chosen == "small"
     assert set(vr.contest_medians) == {"big", "small"} and "explored 5%" in vr.summary()
+    assert len(vr.comparisons) == 2 and "could not tell apart" in vr.summary()
     # the chosen run resumes from its store: the probe's candidates (and the contest's)
     n = sum(r.cached for r in vr.results.records)
     assert n >= 2 and all(r.cached for r in vr.results.records[:n])

@@ -217,6 +217,7 @@ def cmd_explore(args) -> int:
         if len(tasks) > 1:
             doc["variant"] = vr.chosen
             doc["variants"] = out.variants_json(vr)
+            doc["comparisons"] = [c.to_json() for c in vr.comparisons]
         emit_json("explore", doc)
     elif args.quiet:
         answer = out.answer_line(res)
@@ -245,7 +246,7 @@ def cmd_results(args) -> int:
     T4 file (``.json``); ``--format kernel-tuner|t4 --out F.json`` writes one."""
 
     from mapper.explore import output as out
-    from mapper.explore.display import best_table, counts_table
+    from mapper.explore.display import best_table, counts_table, retimed_table
     from mapper.explore.interop import export_store, open_results
 
     if args.compare:
@@ -259,7 +260,7 @@ def cmd_results(args) -> int:
         return 0
     with open_results(args.store) as st:
         ctx, counts, rows = st.context(), st.counts(), st.records()
-        best, runs = st.best_records(args.top), st.runs()
+        best, runs, retimed = st.best_records(args.top), st.runs(), st.retimed(args.top)
         doc = out.results_json(st, args.top) if args.json else None
     if args.csv:
         out.write_csv(args.csv, rows)
@@ -285,8 +286,22 @@ def cmd_results(args) -> int:
         console.print(t)
     if counts:
         console.print(counts_table(counts))
+    if retimed:
+        a = retimed[0]
+        console.print(f"answer: {escape(a.record.short_mapping)}"
+                      + (f"; {escape(str(a.record.tuning))}" if a.record.tuning else "")
+                      + ": " + (f"{a.gflops:.3g} GFLOP/s, " if a.gflops else "")
+                      + f"median {a.median_s * 1e3:.4g} ms of {a.n} re-timed run(s) "
+                      f"(spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms)",
+                      soft_wrap=True)
+        console.print(retimed_table(retimed, f"Re-timed at the end of a run: {len(retimed)} "
+                                             "candidate(s), fastest round first"))
+    elif best:
+        console.print("answer: not re-timed (no run re-timed its winners): the best single "
+                      "measurement below is one run's time, not a median")
     if best:
-        console.print(best_table(best, f"Best {len(best)} candidate(s)"))
+        console.print(best_table(best, f"Best {len(best)} candidate(s) by the one "
+                                       "measurement each got while exploring"))
     if args.csv:
         console.print(f"wrote {len(rows)} row(s) to {escape(args.csv)}")
     return 0

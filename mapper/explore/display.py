@@ -12,7 +12,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from mapper.explore.record import Record
+from mapper.explore.record import Record, Retimed
 from mapper.explore.run import Results
 
 
@@ -91,6 +91,26 @@ def best_table(records: list[Record], title: str) -> Table:
         t.add_row(str(i), f"{r.gflops:.3g}" if r.gflops else "",
                   f"{r.time_s * 1e3:.4g}" if r.time_s else "", r.short_mapping, str(r.tuning),
                   f"{r.memory_bytes / 1024:.0f}" if r.memory_bytes else "", r.strategy)
+    return t
+
+
+def retimed_table(retimed: list[Retimed], title: str) -> Table:
+    """Re-timed candidates as a table: the median of every re-timed execution with the
+    spread (fastest and slowest), the median of the fastest round (what ranks them), the
+    executions and rounds, and the single measurement the exploration stored."""
+    t = Table(title=title)
+    for col in ("#", "GFLOP/s", "median (ms)", "spread (ms)", "fastest round (ms)",
+                "runs", "rounds", "explored (ms)", "mapping", "tuning"):
+        t.add_column(col, overflow="fold")
+    for i, r in enumerate(retimed, 1):
+        rec = r.record
+        spread = f"{r.min_s * 1e3:.4g}-{r.max_s * 1e3:.4g}" if r.max_s is not None \
+            else f"from {r.min_s * 1e3:.4g}"
+        t.add_row(str(i), f"{r.gflops:.3g}" if r.gflops else "", f"{r.median_s * 1e3:.4g}",
+                  spread, "" if r.round_s is None else f"{r.round_s * 1e3:.4g}",
+                  str(r.n), "" if r.rounds is None else str(r.rounds),
+                  f"{rec.time_s * 1e3:.4g}" if rec.time_s else "", rec.short_mapping,
+                  str(rec.tuning))
     return t
 
 

@@ -128,13 +128,17 @@ def _run_json(run: dict[str, Any]) -> dict[str, Any]:
 def results_json(st: ResultStore, top: int) -> dict[str, Any]:
     """The ``mapper results --json`` document of a store (without ``command``/``schema``):
     its context, meta (sizes and device as objects), outcome counts, runs (options as an
-    object), the ``top`` best records and every record."""
+    object), the ``top`` best records by their exploration measurement, the ``top``
+    re-timed ones (``retimed``: each record with its re-timing, the store's answer
+    first) and every record."""
     ctx = st.context()
     return {"store": st.path,
             "context": dataclasses.asdict(ctx) if ctx is not None else None,
             "meta": _meta_json(st.meta()), "counts": dict(st.counts().most_common()),
             "runs": [_run_json(r) for r in st.runs()],
             "best": [r.to_json() for r in st.best_records(top)],
+            "retimed": [{**r.record.to_json(), "retimed": r.to_json()}
+                        for r in st.retimed(top)],
             "rows": [r.to_json() for r in st.records()]}
 
 

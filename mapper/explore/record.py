@@ -191,6 +191,8 @@ class Retimed:
     n: int
     gflops: float | None = None
     round_s: float | None = None
+    max_s: float | None = None  # the slowest re-timed execution
+    rounds: int | None = None  # the re-timing rounds (each interleaved with the others)
 
     @property
     def rank_s(self) -> float:
@@ -198,6 +200,8 @@ class Retimed:
         return self.round_s if self.round_s is not None else self.median_s
 
     def to_json(self) -> dict[str, Any]:
-        """``{"median_s", "min_s", "n", "gflops", "round_s"}`` (the record apart)."""
-        return {"median_s": self.median_s, "min_s": self.min_s, "n": self.n,
-                "gflops": self.gflops, "round_s": self.round_s}
+        """``{"median_s", "min_s", "max_s", "n", "rounds", "gflops", "round_s"}`` (the
+        record apart)."""
+        return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s,
+                "n": self.n, "rounds": self.rounds, "gflops": self.gflops,
+                "round_s": self.round_s}

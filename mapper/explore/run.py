@@ -164,9 +164,10 @@ class Results:
             perf = f"{r.gflops:.3g} GFLOP/s, " if r.gflops else ""
             fastest = "" if r.round_s is None else \
                 f"fastest round's median {r.round_s * 1e3:.4g} ms, "
+            top = "" if r.max_s is None else f", max {r.max_s * 1e3:.4g} ms"
             lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
-                         f"{r.median_s * 1e3:.4g} ms, {fastest}min {r.min_s * 1e3:.4g} ms "
-                         f"over {r.n} runs: {name}")
+                         f"{r.median_s * 1e3:.4g} ms, {fastest}min {r.min_s * 1e3:.4g} ms"
+                         f"{top} over {r.n} runs: {name}")
             if b is not None and f.key == b.key:
                 lines.append(f"answer: {name} (the best, confirmed by the re-timing)")
             else:
@@ -378,7 +379,8 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             med = statistics.median(ts)
             res.retimed[r.key] = Retimed(r, med, min(ts), len(ts),
                                          flops / med / 1e9 if flops else None,
-                                         min(rounds_s[r.key]))
+                                         min(rounds_s[r.key]), max(ts),
+                                         len(rounds_s[r.key]))
 
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,

@@ -41,6 +41,7 @@ import re
 import shutil
 import socket
 import sqlite3
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ir.errors import LiftmapError
-from mapper.explore.record import Record
+from mapper.explore.record import Record, Retimed
 
 # the parts of a device's limits that identify it (the store's device, the key's device)
 DEVICE_KEYS = ("name", "platform", "platform_version", "version", "driver_version", "type",
@@ -538,13 +539,43 @@ class ResultStore:
             return []
         out: list[float] = []
         for (t,) in self._all("SELECT times FROM retimes WHERE key=? ORDER BY created", (key,)):
-            try:
-                out += json.loads(t)
-            except (TypeError, ValueError):
-                raise StoreCorruptError(f"results store {self.path} is damaged: a re-timing "
-                                        f"of {key} cannot be read; start a new store with "
-                                        "another --store") from None
+            out += self._times(key, t)
         return out
+
+    def retimed(self, n: int | None = None) -> list[Retimed]:
+        """The candidates re-timed at the end of a run (every run's rounds of a candidate
+        together), as a run ranks its winners (``Retimed.rank_s``: the median of the
+        fastest round) and at most ``n``: the store's answer is the first. A candidate
+        whose record is not ``ok`` is left out."""
+        if not self._has_table("retimes"):
+            return []
+        rounds: dict[str, dict[tuple[str, int], list[float]]] = {}
+        for key, run_id, rnd, t in self._all(
+                "SELECT key, run_id, round, times FROM retimes ORDER BY created"):
+            rounds.setdefault(key, {}).setdefault((run_id, rnd), []).extend(
+                self._times(key, t))
+        out: list[Retimed] = []
+        for key, by_round in rounds.items():
+            rec = self.record(key)
+            per_round = [statistics.median(ts) for ts in by_round.values() if ts]
+            ts = [t for r in by_round.values() for t in r]
+            if rec is None or not rec.ok or not ts:
+                continue
+            med = statistics.median(ts)
+            flops = rec.gflops * 1e9 * rec.time_s if rec.gflops and rec.time_s else None
+            out.append(Retimed(rec, med, min(ts), len(ts),
+                               flops / med / 1e9 if flops else None, min(per_round),
+                               max(ts), len(per_round)))
+        out.sort(key=lambda r: r.rank_s)
+        return out if n is None else out[:n]
+
+    def _times(self, key: str, text: str) -> list[float]:
+        try:
+            return [float(t) for t in json.loads(text)]
+        except (TypeError, ValueError):
+            raise StoreCorruptError(f"results store {self.path} is damaged: a re-timing "
+                                    f"of {key} cannot be read; start a new store with "
+                                    "another --store") from None
 
     def close(self) -> None:
         """Closes the store (the last connection to close folds the ``-wal`` file into the

@@ -10,9 +10,12 @@ one measurement each does not decide: the probes' best kernels are timed again,
 interleaved (``ROUNDS`` rounds of ``repeats`` runs: variant a, variant b, a, b, ...), and
 the variant whose fastest round has the lowest median wins; a single lucky first
 measurement on a noisy machine picked the slower variant before, and so did a slow phase
-of the host over a whole round. Where those figures are still within ``CONTEST`` of each other and
-the budget is a time, eight candidates were too few to tell: each close variant is
-explored ``CONTEST_SHARE`` of the budget (a contest; its store keeps what it found), the
+of the host over a whole round. Rounds are added (up to ``MAX_ROUNDS``) while a lead of
+``TELL`` (10%) or more rests on one round only; a lead under 10%, or one no second round
+confirms, is reported as not told apart (``VariantComparison.verdict``), the faster taken.
+Where those figures are still within ``CONTEST`` of each other and the budget is a time,
+eight candidates were too few to tell: each close variant is explored ``CONTEST_SHARE``
+of the budget (a contest; its store keeps what it found), the
 contest's best kernels are timed again the same way, and the fastest wins (on a
 64-channel 224x224 convolution on a Zen 4, the probes chose the window's vectors at 1.04x,
 whose run found 130 GFLOP/s; the kernels' space holds 172). The variant with the fastest
@@ -28,6 +31,7 @@ pool (the options' pool, or one started here).
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -45,9 +49,63 @@ from mapper.explore.store import ResultStore
 PROBE = 8  # evaluations per variant: the model strategy's initial design
 MIN_PROBE_SECONDS = 120.0  # a time budget under this explores the first variant only
 CLOSE = 1.5  # probes whose best kernels are within this factor are timed again
-ROUNDS = 4  # interleaved rounds of that re-timing
+ROUNDS = 4  # interleaved rounds of that re-timing, at least
+MAX_ROUNDS = 8  # at most: rounds are added while a 10% lead is not yet confirmed
+TELL = 0.10  # the smallest difference a comparison tells apart
 CONTEST = 1.25  # re-timed figures within this factor: each close variant explored a while
 CONTEST_SHARE = 0.125  # of a time budget, per variant of the contest
+
+
+@dataclass(frozen=True)
+class VariantComparison:
+    """Kernels of several variants timed again, interleaved: variant -> the median of its
+    fastest round (``medians``), the rounds run, the runner-up's lead lost
+    (``margin``: runner-up / fastest - 1; None with one variant) and whether that is
+    told apart (``decided``: see :func:`tell_apart`)."""
+
+    medians: dict[str, float]
+    rounds: int = 0
+    margin: float | None = None
+    decided: bool = False
+
+    @property
+    def fastest(self) -> str | None:
+        return min(self.medians, key=lambda n: self.medians[n]) if self.medians else None
+
+    def verdict(self) -> str:
+        """In words: which is faster and whether the rounds tell it."""
+        if self.fastest is None:
+            return "no kernel ran ok again"
+        if self.margin is None:
+            return f"only {self.fastest} ran ok again"
+        lead = f"{self.fastest} faster by {self.margin:.0%} in {self.rounds} round(s)"
+        if self.decided:
+            return lead
+        if self.margin < TELL:
+            return (f"could not tell apart: {lead}, under the {TELL:.0%} the re-timing "
+                    f"tells apart ({self.fastest} taken)")
+        return (f"could not tell apart: {lead}, but only its fastest round is ahead "
+                f"({self.fastest} taken)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"medians_s": self.medians, "rounds": self.rounds, "margin": self.margin,
+                "decided": self.decided, "verdict": self.verdict()}
+
+
+def tell_apart(per_round: Mapping[str, list[float]]) -> tuple[float | None, bool]:
+    """(margin, decided) of interleaved rounds (variant -> each round's median): the
+    variants are ranked by their fastest round (a slow phase of a shared host takes whole
+    rounds; it only ever slows a kernel); the margin is the runner-up's fastest over the
+    leader's, less 1; it is told apart when the margin is at least :data:`TELL` and the
+    leader's second-fastest round too beats the runner-up's fastest (one lucky round
+    does not decide)."""
+    fast = {n: sorted(r) for n, r in per_round.items() if r}
+    if len(fast) < 2:
+        return None, False
+    lead, runner = sorted(fast, key=lambda n: fast[n][0])[:2]
+    margin = fast[runner][0] / fast[lead][0] - 1.0
+    second = fast[lead][1] if len(fast[lead]) > 1 else math.inf
+    return margin, margin >= TELL and second < fast[runner][0]
 
 
 @dataclass
@@ -67,6 +125,8 @@ class VariantsResults:
     explored: list[str] = field(default_factory=list)
     # the contest's best kernels timed again, the same way (empty: none held)
     contest_medians: dict[str, float] = field(default_factory=dict)
+    # the re-timings that chose (the probes', then the contest's), with their verdicts
+    comparisons: list[VariantComparison] = field(default_factory=list)
 
     def probe_best(self) -> dict[str, Record | None]:
         """Each probed variant's fastest ``ok`` candidate (None: none ran ok)."""
@@ -91,8 +151,9 @@ class VariantsResults:
         if len(self.explored) > 1:
             then += (f" ({', then '.join(self.explored)}: each space explored to its end "
                      f"handed the budget on; the fastest, {self.chosen}, is the answer)")
+        told = "".join(f"; re-timed: {c.verdict()}" for c in self.comparisons)
         return (f"variants probed ({PROBE} candidates each at most): {', '.join(parts)}; "
-                f"explored {self.chosen}{then}")
+                f"explored {self.chosen}{then}{told}")
 
 
 def variant_store(path: str | None, name: str, first: bool) -> str | None:
@@ -129,12 +190,14 @@ def _close(probes: Mapping[str, Results]) -> list[str]:
 
 
 def retime_probes(variants: Mapping[str, Any], probes: Mapping[str, Results], names: list[str],
-                  pool: Any, *, rounds: int = ROUNDS, repeats: int = 3,
-                  timeout_s: float = 30.0) -> dict[str, float]:
-    """The best kernel of each of ``names``' probes timed again, interleaved (``rounds``
-    rounds, each variant's kernel ``repeats`` times per round) on ``pool`` (a
-    ``WorkerPool``): variant -> the median of its fastest round, in seconds. A kernel that
-    does not run ok again is left out (it cannot be the answer).
+                  pool: Any, *, rounds: int = ROUNDS, max_rounds: int = MAX_ROUNDS,
+                  repeats: int = 3, timeout_s: float = 30.0) -> VariantComparison:
+    """The best kernel of each of ``names``' probes timed again, interleaved (each
+    variant's kernel ``repeats`` times per round, ``rounds`` rounds and more, up to
+    ``max_rounds``, while a lead of :data:`TELL` or more is not confirmed by a second
+    round, :func:`tell_apart`) on ``pool`` (a ``WorkerPool``): a :class:`VariantComparison`
+    whose ``medians`` are variant -> the median of its fastest round, in seconds. A kernel
+    that does not run ok again is left out (it cannot be the answer).
 
     The fastest round, not the median of every run: a shared host slows a kernel for
     stretches of a fraction of a second to seconds, a whole round of one variant at a time
@@ -143,7 +206,10 @@ def retime_probes(variants: Mapping[str, Any], probes: Mapping[str, Results], na
     times: dict[str, list[float]] = {n: [] for n in names}
     # a pool of several devices (Ray) times every kernel on one of them
     evaluate = getattr(pool, "evaluate_pinned", pool.evaluate_candidate)
-    for _ in range(rounds):
+    done = 0
+    margin: float | None = None
+    decided = False
+    while done < max(1, max_rounds):
         for n in list(times):
             task, best = variants[n], probes[n].best
             assert best is not None
@@ -155,7 +221,11 @@ def retime_probes(variants: Mapping[str, Any], probes: Mapping[str, Results], na
                 del times[n]
                 continue
             times[n].append(statistics.median(o.times_s))
-    return {n: min(ts) for n, ts in times.items() if ts}
+        done += 1
+        margin, decided = tell_apart(times)
+        if done >= rounds and (decided or margin is None or margin < TELL):
+            break  # told apart, or closer than a re-timing tells: more rounds do not help
+    return VariantComparison({n: min(ts) for n, ts in times.items() if ts}, done, margin, decided)
 
 
 def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget = 100,
@@ -227,13 +297,16 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
             known = b.time_s if known is None else min(known, b.time_s)
     chosen = _fastest(probes) or names[0]
     medians: dict[str, float] = {}
+    comparisons: list[VariantComparison] = []
     close = _close(probes)
     if close and pool is not None:
         if on_phase:
             on_phase(",".join(close), "compare")
-        medians = retime_probes(variants, probes, close, pool,
-                                repeats=opts.evaluation.repeats,
-                                timeout_s=opts.evaluation.timeout_s)
+        probe_cmp = retime_probes(variants, probes, close, pool,
+                                  repeats=opts.evaluation.repeats,
+                                  timeout_s=opts.evaluation.timeout_s)
+        comparisons.append(probe_cmp)
+        medians = probe_cmp.medians
         if medians:
             chosen = min(medians, key=lambda n: medians[n])
     contest: dict[str, float] = {}
@@ -251,7 +324,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                                        options=opts.but(known_best_s=known, retime=0),
                                        **strategy_options)
                 if rounds[name].stopped_by == "interrupted":
-                    return VariantsResults(name, rounds[name], probes, paths, medians)
+                    return VariantsResults(name, rounds[name], probes, paths, medians,
+                                           comparisons=comparisons)
                 b = rounds[name].best
                 if b is not None and b.time_s:
                     known = b.time_s if known is None else min(known, b.time_s)
@@ -259,16 +333,18 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
             if on_phase and len(names_ok) > 1:
                 on_phase(",".join(names_ok), "compare")
             if len(names_ok) > 1:
-                contest = retime_probes(variants, rounds, names_ok, pool,
-                                        repeats=opts.evaluation.repeats,
-                                        timeout_s=opts.evaluation.timeout_s)
+                contest_cmp = retime_probes(variants, rounds, names_ok, pool,
+                                            repeats=opts.evaluation.repeats,
+                                            timeout_s=opts.evaluation.timeout_s)
+                comparisons.append(contest_cmp)
+                contest = contest_cmp.medians
             if contest:
                 chosen = min(contest, key=lambda n: contest[n])
     if bud.seconds is not None:
         seconds = bud.seconds - (time.perf_counter() - t0)
         if seconds < bud.seconds / (len(names) + 1) / 2:  # too little to start again
             return VariantsResults(chosen, probes[chosen], probes, paths, medians,
-                                   contest_medians=contest)
+                                   contest_medians=contest, comparisons=comparisons)
         left = Budget(seconds=seconds, text=bud.text)
     else:
         assert bud.candidates is not None
@@ -307,7 +383,8 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                 best[1].best is None or not best[1].best.time_s
                 or res.best.time_s < best[1].best.time_s):
             best = (name, res)
-    return VariantsResults(best[0], best[1], probes, paths, medians, explored, contest)
+    return VariantsResults(best[0], best[1], probes, paths, medians, explored, contest,
+                           comparisons)
 
 
 def _ranking(probes: Mapping[str, Results], medians: Mapping[str, float]) -> list[str]:
