@@ -141,16 +141,34 @@ def first_mapping(program: Node, fixed: Mapping[str, str | int], *,
     raise InvalidMappingError(f"no valid mapping with {dict(fixed)} and the other maps sequential")
 
 
-def default_stage_mappings(pipeline: Pipeline, *, skip: Collection[str] = ()
-                           ) -> dict[str, dict[str, int]]:
+def default_stage_mappings(pipeline: Pipeline, *, skip: Collection[str] = (),
+                           lanes: bool = False) -> dict[str, dict[str, int]]:
     """A mapping for each stage of ``pipeline`` not in ``skip``, as the library maps the
     stages it does not explore: the stage's outermost maps (up to three) to mapGlb(2),
-    mapGlb(1), mapGlb(0) in that order, the other maps sequential."""
+    mapGlb(1), mapGlb(0) in that order, the other maps sequential. With ``lanes``, the
+    innermost map the rules let run in vector lanes (code V; its width the build's
+    default) is taken out first and the others mapped so; a stage with no such map is
+    mapped as without ``lanes``."""
     out = {}
     for st in pipeline.stages:
         if st.name in skip:
             continue
         labels = problem(st.program, fusion="free").labels
-        fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
-        out[st.name] = first_mapping(st.program, fixed)
-    return out
+        out[st.name] = _lane_mapping(st.program, labels) if lanes else None
+        if out[st.name] is None:
+            fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(labels[:3])}
+            out[st.name] = first_mapping(st.program, fixed)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _lane_mapping(program: Node, labels: list[str]) -> dict[str, int] | None:
+    """The first valid mapping with the innermost possible map in lanes and the outermost
+    (up to three) of the others on mapGlb(2), (1), (0); None when no map can be."""
+    for v in reversed(labels):
+        rest = [m for m in labels if m != v]
+        fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(rest[:3])}
+        try:
+            return first_mapping(program, {**fixed, v: "mapVec"})
+        except InvalidMappingError:
+            continue
+    return None

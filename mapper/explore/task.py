@@ -228,6 +228,59 @@ class Task:
             + ("" if vectorise == "window" else f":{vectorise}"))
 
 
+def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: bool = True,
+                  name: str | None = None) -> Task:
+    """``layer`` computed by Winograd's F(2x2, 3x3) (``ir.winograd``): the same random
+    data and float64 reference as :meth:`Task.conv_layer` (direct), the weights
+    transformed once on the host, the matrix products' stage (``gemm``) explored, the
+    transforms' stages mapped as the library maps a stage it does not explore, their
+    innermost maps in vector lanes (``default_stage_mappings(lanes=True)``). GFLOP/s
+    count the direct convolution's FLOPs (comparable with the direct variants').
+
+    The comparison tolerance is the direct one's scaled by :data:`WINOGRAD_ERROR`: the
+    transforms add and subtract up to 16 inputs (and 16 products at the output) before
+    and after the float32 channel sums, which rounds more than the direct sum of
+    C*9 products does (in numpy's float32, the largest error against the float64
+    reference was 0.71-1.33x the direct convolution's on VGG-16 and ResNet shapes; the
+    factor leaves room for the device's own order of summation). ``InvalidOptionError`` where F(2x2, 3x3) does not apply
+    (``ir.winograd.applies``)."""
+    from ir.errors import InvalidOptionError
+    from ir.winograd import (
+        applies,
+        input_transform,
+        output_transform,
+        transform_weights,
+        winograd_pipeline,
+    )
+    from mapper.data import reduction_tolerance
+
+    if not applies(layer.K, layer.S, layer.P, layer.H, layer.W):
+        raise InvalidOptionError(
+            f"Winograd's F(2x2, 3x3) takes 3x3 kernels, stride 1, padding 1 and an even "
+            f"height and width; layer {layer.name} has K={layer.K}, S={layer.S}, "
+            f"P={layer.P}, {layer.H}x{layer.W}")
+    x, w, ref = conv_data(layer, seed)
+    inputs = {"inputData": x, "BB": input_transform(), "U": transform_weights(w),
+              "AA": output_transform()}
+    sizes = {"TH": layer.H // 2, "TW": layer.W // 2, "C": layer.C, "M": layer.M}
+    from mapper.candidates import default_stage_mappings
+
+    pipeline = winograd_pipeline()
+    # the transforms are memory-bound maps over channels and kernels: in vector lanes
+    maps = default_stage_mappings(pipeline, skip=("gemm",), lanes=True)
+    task = Task.from_pipeline(pipeline, sizes, stage="gemm", stage_mappings=maps,
+                              inputs=inputs, reference=ref, flops=layer.flops,
+                              max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
+                              name=name or f"conv:{layer.name}:winograd")
+    tol = reduction_tolerance(ref)
+    task.tolerance = {k: v * WINOGRAD_ERROR for k, v in tol.items()}
+    return task
+
+
+# how much looser Winograd's comparison is than the direct convolution's (see winograd_task)
+WINOGRAD_ERROR = 4.0
+
+
 def conv_variants(layer, **options: Any) -> dict[str, Task]:
     """The convolution's variants (``ir.programs.CONV_VECTORISE``: the window's first), as
     ``mapper explore conv`` explores them by default (``mapper.explore.variants``);

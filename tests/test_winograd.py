@@ -1,0 +1,114 @@
+"""Winograd's F(2x2, 3x3) as a pipeline of plain programs (``ir.winograd``): its
+transforms against the direct convolution (numpy, float64), the IR stages against them
+(the reference interpreter), and the pipeline built and run on the device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ir.conv_layer import ConvLayer
+from ir.errors import InvalidOptionError
+from ir.pipeline import run_pipeline
+from ir.winograd import (
+    applies,
+    input_transform,
+    output_transform,
+    transform_weights,
+    winograd_pipeline,
+)
+from mapper.data import conv2d_reference
+
+
+@pytest.fixture(scope="module")
+def pool():
+    from codegen.worker import WorkerPool
+
+    with WorkerPool() as p:
+        yield p
+
+
+def _data(H, W, C, M, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((H, W, C)).astype(np.float32),
+            rng.standard_normal((M, 3, 3, C)).astype(np.float32))
+
+
+def _winograd_numpy(x, w):
+    """The three stages as the programs state them, in float64 numpy."""
+    H, W, C = x.shape
+    TH, TW = H // 2, W // 2
+    pad = np.pad(x.astype(np.float64), ((1, 1), (1, 1), (0, 0)))
+    tiles = np.stack([pad[2 * i:2 * i + 4, 2 * j:2 * j + 4].reshape(16, C)
+                      for i in range(TH) for j in range(TW)])  # [T][16][C]
+    V = np.einsum("xk,tkc->xtc", input_transform().astype(np.float64), tiles)
+    P = np.einsum("xtc,xmc->xtm", V, transform_weights(w).astype(np.float64))
+    Y = np.einsum("abx,xtm->tabm", output_transform().astype(np.float64), P)
+    M = w.shape[0]
+    return Y.reshape(TH, TW, 2, 2, M).transpose(0, 2, 1, 3, 4).reshape(H, W, M)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 1, 1), (6, 4, 3, 5), (8, 10, 4, 2)])
+def test_the_transforms_compute_the_direct_convolution(shape):
+    x, w = _data(*shape)
+    want = conv2d_reference(x, w, 1, 1).astype(np.float64)
+    got = _winograd_numpy(x, w)
+    assert got.shape == want.shape
+    # float32 weights transformed in float64 and rounded once: float32 precision
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_pipeline_computes_the_direct_convolution_in_the_interpreter():
+    H, W, C, M = 6, 8, 3, 4
+    x, w = _data(H, W, C, M, seed=1)
+    inputs = {"inputData": x, "BB": input_transform(), "U": transform_weights(w),
+              "AA": output_transform()}
+    got = np.asarray(run_pipeline(winograd_pipeline(), inputs,
+                                  {"TH": H // 2, "TW": W // 2, "C": C, "M": M}))
+    assert got.shape == (H, W, M)
+    np.testing.assert_allclose(got, conv2d_reference(x, w, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_the_transforms_run_their_innermost_maps_in_lanes():
+    """The stages a search does not explore, mapped with ``lanes``: the map over channels
+    (input) and over kernels (output) in vector lanes, the outer maps global; without
+    ``lanes`` nothing is."""
+    from mapper.candidates import default_stage_mappings
+    from mapper.encoding import VEC
+
+    maps = default_stage_mappings(winograd_pipeline(), skip=("gemm",), lanes=True)
+    assert set(maps) == {"input", "output"}
+    assert maps["input"] == {"A": 32, "B": 31, "C": VEC}
+    assert maps["output"]["K"] == VEC and maps["output"]["G"] == 32
+    plain = default_stage_mappings(winograd_pipeline(), skip=("gemm",))
+    assert VEC not in plain["input"].values() and VEC not in plain["output"].values()
+
+
+def test_winograd_applies_to_3x3_stride_1_padding_1_even_sizes_only():
+    assert applies(3, 1, 1, 28, 28)
+    assert not applies(3, 2, 1, 28, 28) and not applies(1, 1, 0, 28, 28)
+    assert not applies(3, 1, 1, 7, 8) and not applies(3, 1, 0, 8, 8)
+    with pytest.raises(InvalidOptionError, match="3x3 kernels"):
+        transform_weights(np.zeros((4, 1, 1, 4), np.float32))
+    from mapper.explore.task import winograd_task
+
+    with pytest.raises(InvalidOptionError, match="stride 1"):
+        winograd_task(ConvLayer("s2", 8, 8, 4, 4, 3, 2, 1))
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool):
+    """A few candidates of the matrix products' stage, built through the public path and
+    run against the float64 direct convolution within the Winograd tolerance."""
+    from mapper.explore import explore
+    from mapper.explore.options import ExploreOptions
+    from mapper.explore.task import WINOGRAD_ERROR, winograd_task
+
+    task = winograd_task(ConvLayer("small", 8, 8, 8, 8, 3, 1, 1))
+    direct = task.tolerance["rtol"] / WINOGRAD_ERROR
+    assert direct == pytest.approx(1e-4)
+    res = explore(task, strategy="solver", budget=6, pool=pool,
+                  options=ExploreOptions.of(retime=0, seed=1))
+    assert res.best is not None, res.counts
+    assert "wrong-result" not in res.counts, res.counts
