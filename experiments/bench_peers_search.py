@@ -67,7 +67,8 @@ KT_STRATEGIES = ("random_sample", "greedy_ils", "greedy_mls", "dual_annealing",
 LIFTMAP_STRATEGIES = ("solver", "model", "model+loo")
 FRACTIONS = (0.9, 0.95)
 # the stores run by default: held-out first, then the in-sample reference
-DEFAULT_STORES = ("results/search/*.sqlite",
+DEFAULT_STORES = ("results/heldout/*.sqlite",  # experiments/heldout.py: never tuned on
+                  "results/search/*.sqlite",
                   "docs/figures/data/fig6-layer19-scale8-fusion-*.sqlite",
                   "docs/figures/data/l19-half-live-solver.sqlite",
                   "docs/figures/data/l19-half-1k.sqlite")

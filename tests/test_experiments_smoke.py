@@ -65,6 +65,8 @@ TINY: dict[str, tuple[list[str], str]] = {
     "bench_peers_search": (["--stores", "{f6}", "--seeds", "1", "--kt", "random_sample",
                             "--liftmap", "solver", "--kt-wall", "5", "--out", "{tmp}/p.json"],
                            r"liftmap:solver +\d+ \["),
+    "heldout": (["--sets", "row_sums", "--scale", "256", "--budget", "3", "--out",
+                 "{tmp}/h"], r"\| row_sums \| H=16,W=16 \| 3 \| budget \|"),
     "bench_plain": (["--scale", "16", "--budget", "4", "--rounds", "1", "--repeats", "1",
                      "--programs", "row_sums", "--json", "{tmp}/p.json"], r"row_sums.* ms"),
     "bench_ray_scaling": (["--store", "{f6}", "--workers", "1", "--candidates", "3",
