@@ -241,7 +241,7 @@ def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: b
     transforms add and subtract up to 16 inputs (and 16 products at the output) before
     and after the float32 channel sums, which rounds more than the direct sum of
     C*9 products does (in numpy's float32, the largest error against the float64
-    reference was 0.71-1.33x the direct convolution's on VGG-16 and ResNet shapes; the
+    reference was 0.71-1.33x the direct convolution's on five shapes, 3-512 channels; the
     factor leaves room for the device's own order of summation). ``InvalidOptionError``
     where F(2x2, 3x3) does not apply (``ir.winograd.applies``)."""
     from ir.errors import InvalidOptionError
