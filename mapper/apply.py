@@ -207,9 +207,10 @@ class WidthPlan:
     fixed: dict[str, int]
     vec: tuple[tuple[str, Expr], ...]
 
-    def defaults(self, sizes: AbcMapping[str, int]) -> dict[str, int]:
+    def defaults(self, sizes: AbcMapping[str, int],
+                 lanes: tuple[int, ...] = DEFAULT_LANES) -> dict[str, int]:
         """The default widths at ``sizes`` (a V map's width only where ``sizes`` lacks
-        it and its length evaluates)."""
+        it and its length evaluates: the first of ``lanes`` that divides it, else 1)."""
         out = dict(self.fixed)
         for name, length in self.vec:
             if name in sizes:
@@ -219,7 +220,7 @@ class WidthPlan:
             except LiftmapError:
                 continue
             if n:
-                out[name] = next((w for w in DEFAULT_LANES if n % w == 0), 1)
+                out[name] = next((w for w in lanes if n % w == 0), 1)
         return out
 
 

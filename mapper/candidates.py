@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
+from codegen.lanes import DEFAULT_LANES
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import DEFAULT_DEVICE, Device
 from ir.nodes import Node
@@ -82,6 +83,13 @@ def stage_sizes(p: MappingProblem, mapping: Mapping[str, int], sizes: Mapping[st
     return tuple(sorted((k, int(v)) for k, v in sizes.items() if k in names))
 
 
+def native_lanes(device: Device) -> tuple[int, ...]:
+    """The vector widths a stage nobody tunes takes, widest first: the device's preferred
+    float width (16 on an AVX-512 CPU, 8 on AVX2), then the public defaults (8, 4, 2)."""
+    pref = max(1, int(device.preferred_vector_width_float))
+    return tuple(sorted({pref, *DEFAULT_LANES}, reverse=True)) if pref > 1 else DEFAULT_LANES
+
+
 def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]],
                    sizes: Mapping[str, int], *, flops: int | None = None,
                    fusion: str = "free", heuristics: bool = True,
@@ -93,7 +101,8 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     ``sizes`` (``Stage.identity_at``) is left out. Each mapping is checked against the
     rules of ``fusion`` (the heuristic rules too when ``heuristics``). ``explored``: the
     stage whose vector widths ``sizes`` holds (its tuning values); the other stages take
-    their default widths (None: every stage takes those ``sizes`` names). A picklable
+    their default widths, a V map the device's native width where it divides
+    (:func:`native_lanes`; None: every stage takes those ``sizes`` names). A picklable
     entry point, like :func:`build_candidate`."""
     device = device or DEFAULT_DEVICE
     kernels: list[Kernel] = []
@@ -106,8 +115,12 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
             continue  # it would copy its input unchanged: the next stage reads that
         mapping = tuple(dict(mappings[st.name]).items())
         p = _problem(st.program, fusion, heuristics, device)
-        own = stage_sizes(p, dict(mapping), sizes,
-                          widths=explored is None or st.name == explored)
+        tuned = explored is None or st.name == explored
+        own = stage_sizes(p, dict(mapping), sizes, widths=tuned)
+        if not tuned:  # its V maps at the device's native width, where it divides
+            at = dict(own)
+            own = tuple(sorted({**at, **p.width_plan(dict(mapping)).defaults(
+                at, native_lanes(device))}.items()))
         cp = _stage_built(p, mapping, own, st.name)
         rename: dict[str, str] = {}
         for name, src in st.sources:

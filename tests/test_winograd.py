@@ -42,7 +42,7 @@ def _winograd_numpy(x, w):
     tiles = np.stack([pad[2 * i:2 * i + 4, 2 * j:2 * j + 4].reshape(16, C)
                       for i in range(TH) for j in range(TW)])  # [T][16][C]
     V = np.einsum("xk,tkc->xtc", input_transform().astype(np.float64), tiles)
-    P = np.einsum("xtc,xmc->xtm", V, transform_weights(w).astype(np.float64))
+    P = np.einsum("xtc,xcm->xtm", V, transform_weights(w).astype(np.float64))
     Y = np.einsum("abx,xtm->tabm", output_transform().astype(np.float64), P)
     M = w.shape[0]
     return Y.reshape(TH, TW, 2, 2, M).transpose(0, 2, 1, 3, 4).reshape(H, W, M)
@@ -112,3 +112,68 @@ def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool):
                   options=ExploreOptions.of(retime=0, seed=1))
     assert res.best is not None, res.counts
     assert "wrong-result" not in res.counts, res.counts
+
+
+def test_conv_variants_add_winograd_where_it_applies():
+    from mapper.explore.task import conv_variants
+
+    tasks = conv_variants(ConvLayer("a", 8, 8, 8, 8, 3, 1, 1))
+    assert list(tasks) == ["window", "kernels", "winograd"]
+    assert tasks["winograd"].stage == "gemm" and tasks["winograd"].name.endswith(":winograd")
+    assert list(conv_variants(ConvLayer("s2", 8, 8, 8, 8, 3, 2, 1))) == ["window", "kernels"]
+    assert "winograd" not in conv_variants(ConvLayer("a", 8, 8, 8, 8), winograd=False)
+
+
+def _conv_tasks(*argv):
+    from mapper.cli.args import build_parser
+    from mapper.cli.explore import _explore_tasks
+
+    return _explore_tasks(build_parser().parse_args(["explore", "conv", *argv]))
+
+
+def test_the_command_line_chooses_the_algorithm():
+    from mapper.cli.common import CliError
+
+    even, s2 = "C=8,H=8,W=8,M=8", "C=8,H=8,W=8,M=8,S=2"
+    assert list(_conv_tasks("--sizes", even)) == ["window", "kernels", "winograd"]
+    assert list(_conv_tasks("--sizes", even, "--algorithm", "direct")) == ["window", "kernels"]
+    assert list(_conv_tasks("--sizes", even, "--algorithm", "winograd")) == ["winograd"]
+    assert list(_conv_tasks("--sizes", even, "--vectorise", "kernels")) == ["kernels"]
+    assert list(_conv_tasks("--sizes", s2)) == ["window", "kernels"]  # where it applies only
+    with pytest.raises(CliError, match="stride 1.*--algorithm direct or auto"):
+        _conv_tasks("--sizes", s2, "--algorithm", "winograd")
+    with pytest.raises(CliError, match="does not go with --algorithm winograd"):
+        _conv_tasks("--sizes", even, "--algorithm", "winograd", "--vectorise", "window")
+
+
+def test_algorithm_goes_with_conv(capsys):
+    from mapper.cli import main
+
+    rc = main(["explore", "examples/cc22_listing3.lift", "--sizes", "N=1024",
+               "--algorithm", "winograd"])
+    assert rc == 2 and "--algorithm goes with the program name conv" in capsys.readouterr().err
+
+
+def test_stages_nobody_tunes_take_the_devices_native_width():
+    """The transforms (not explored) run their lanes at the device's preferred width where
+    it divides (16 on an AVX-512 CPU), the public default 8 otherwise; the explored stage
+    keeps the widths it is given."""
+    import dataclasses
+
+    from codegen.target import DEFAULT_DEVICE
+    from mapper.candidates import build_pipeline, default_stage_mappings, native_lanes
+
+    pipe = winograd_pipeline()
+    maps = default_stage_mappings(pipe, skip=("gemm",), lanes=True)
+    maps["gemm"] = {"D": 32, "E": 31, "F": 30}
+    sizes = {"TH": 2, "TW": 2, "C": 32, "M": 48}
+    for pref, want in ((16, 16), (8, 8), (1, 8)):
+        dev = dataclasses.replace(DEFAULT_DEVICE, preferred_vector_width_float=pref)
+        assert native_lanes(dev)[0] == max(pref, 8)
+        prog = build_pipeline(pipe, maps, sizes, device=dev, explored="gemm")
+        src = {k.name: k.source for k in prog.kernels}
+        assert f"vC={want}" in src["input"] and f"vK={want}" in src["output"], src["input"]
+    # 48 kernels: 16 divides them, so the output stage takes 16; 24 only 8
+    dev = dataclasses.replace(DEFAULT_DEVICE, preferred_vector_width_float=16)
+    prog = build_pipeline(pipe, maps, {**sizes, "M": 24}, device=dev, explored="gemm")
+    assert "vK=8" in {k.name: k.source for k in prog.kernels}["output"]

@@ -52,9 +52,10 @@ def _explore_tasks(args) -> dict:
             layer = dataclasses.replace(layer, name=f"vgg16-{layer.name}")
         if args.flops is not None:
             raise CliError("--flops goes with a .lift program (conv counts its own FLOPs)")
-        names = _conv_variant_names(args)
-        return {v: Task.conv_layer(layer, fusion=args.fusion, heuristics=args.heuristics,
-                                   vectorise=v) for v in names}
+        return _conv_tasks(args, layer)
+    if args.algorithm is not None:
+        raise CliError("--algorithm goes with the program name conv (the convolution "
+                       "pipeline)")
     if args.layer:
         raise CliError("--layer goes with the program name conv (the convolution pipeline)")
     if args.vectorise is not None:
@@ -89,6 +90,31 @@ def _explore_tasks(args) -> dict:
                                  name=base if v == "unfused" else f"{base}:{v}",
                                  max_value=args.max, flops=flops)
             for v, p in programs.items()}
+
+
+def _conv_tasks(args, layer) -> dict:
+    """``conv``'s tasks by variant: the direct ones ``--vectorise`` names and Winograd's as
+    ``--algorithm`` says (auto: beside the direct ones where it applies, unless
+    ``--vectorise`` names one or the strategy is manual)."""
+    from mapper.explore.task import Task, winograd_applies, winograd_task
+
+    algorithm = args.algorithm or "auto"
+    opts = dict(fusion=args.fusion, heuristics=args.heuristics)
+    if algorithm == "winograd" and args.vectorise not in (None, "auto"):
+        raise CliError("--vectorise chooses the direct convolution's vectors: it does not "
+                       "go with --algorithm winograd")
+    if algorithm == "winograd" and not winograd_applies(layer):
+        raise CliError(f"--algorithm winograd: F(2x2, 3x3) takes 3x3 kernels, stride 1, "
+                       f"padding 1 and an even height and width; this layer has "
+                       f"K={layer.K}, S={layer.S}, P={layer.P}, {layer.H}x{layer.W}: give "
+                       f"--algorithm direct or auto")
+    tasks = {} if algorithm == "winograd" else {
+        v: Task.conv_layer(layer, vectorise=v, **opts) for v in _conv_variant_names(args)}
+    if algorithm == "winograd" or (
+            algorithm == "auto" and args.vectorise in (None, "auto")
+            and args.strategy != "manual" and winograd_applies(layer)):
+        tasks["winograd"] = winograd_task(layer, **opts)
+    return tasks
 
 
 def _conv_variant_names(args) -> tuple[str, ...]:

@@ -246,7 +246,6 @@ def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: b
     where F(2x2, 3x3) does not apply (``ir.winograd.applies``)."""
     from ir.errors import InvalidOptionError
     from ir.winograd import (
-        applies,
         input_transform,
         output_transform,
         transform_weights,
@@ -254,7 +253,7 @@ def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: b
     )
     from mapper.data import reduction_tolerance
 
-    if not applies(layer.K, layer.S, layer.P, layer.H, layer.W):
+    if not winograd_applies(layer):
         raise InvalidOptionError(
             f"Winograd's F(2x2, 3x3) takes 3x3 kernels, stride 1, padding 1 and an even "
             f"height and width; layer {layer.name} has K={layer.K}, S={layer.S}, "
@@ -281,13 +280,27 @@ def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: b
 WINOGRAD_ERROR = 4.0
 
 
-def conv_variants(layer, **options: Any) -> dict[str, Task]:
-    """The convolution's variants (``ir.programs.CONV_VECTORISE``: the window's first), as
-    ``mapper explore conv`` explores them by default (``mapper.explore.variants``);
-    ``options`` go to :meth:`Task.conv_layer`."""
+def conv_variants(layer, *, winograd: bool = True, **options: Any) -> dict[str, Task]:
+    """The convolution's variants, as ``mapper explore conv`` explores them by default
+    (``mapper.explore.variants``): the direct convolution's vectorisations
+    (``ir.programs.CONV_VECTORISE``, the window's first), then, with ``winograd`` and
+    where it applies (``ir.winograd.applies``), Winograd's F(2x2, 3x3)
+    (:func:`winograd_task`, variant ``winograd``). ``options`` go to
+    :meth:`Task.conv_layer` (and to :func:`winograd_task`, but ``coalesce``)."""
     from ir.programs import CONV_VECTORISE
 
-    return {v: Task.conv_layer(layer, vectorise=v, **options) for v in CONV_VECTORISE}
+    tasks = {v: Task.conv_layer(layer, vectorise=v, **options) for v in CONV_VECTORISE}
+    if winograd and winograd_applies(layer):
+        tasks["winograd"] = winograd_task(
+            layer, **{k: v for k, v in options.items() if k != "coalesce"})
+    return tasks
+
+
+def winograd_applies(layer) -> bool:
+    """Whether :func:`winograd_task` takes ``layer`` (``ir.winograd.applies``)."""
+    from ir.winograd import applies
+
+    return applies(layer.K, layer.S, layer.P, layer.H, layer.W)
 
 
 def conv_data(layer, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
