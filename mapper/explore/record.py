@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +194,18 @@ class Retimed:
     round_s: float | None = None
     max_s: float | None = None  # the slowest re-timed execution
     rounds: int | None = None  # the re-timing rounds (each interleaved with the others)
+
+    @classmethod
+    def of(cls, record: Record, rounds: Sequence[Sequence[float]],
+           flops: float | None = None) -> Retimed:
+        """``record`` re-timed in ``rounds`` (each round's execution times, seconds; at
+        least one time in all): the statistics over every execution, the fastest round's
+        median, GFLOP/s from ``flops``."""
+        per_round = [statistics.median(ts) for ts in rounds if ts]
+        ts = [t for r in rounds for t in r]
+        med = statistics.median(ts)
+        return cls(record, med, min(ts), len(ts), flops / med / 1e9 if flops else None,
+                   min(per_round), max(ts), len(per_round))
 
     @property
     def rank_s(self) -> float:

@@ -349,15 +349,12 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             repeats: int) -> None:
     """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, and records every
     execution (see ``explore``'s ``retime``)."""
-    import statistics
-
     ok = [r for r in res.records if r.ok and r.key in res.candidates]
     ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
     top = ok[:n]
     if len(top) < 1:
         return
-    times: dict[str, list[float]] = {r.key: [] for r in top}
-    rounds_s: dict[str, list[float]] = {r.key: [] for r in top}  # each round's median
+    times: dict[str, list[list[float]]] = {r.key: [] for r in top}  # each round's times
     try:
         for rnd in range(rounds):
             for r in top:
@@ -366,21 +363,15 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
                     times.pop(r.key, None)  # not reproducible: not a winner
                     continue
                 if r.key in times:
-                    times[r.key] += list(o.times_s)
-                    rounds_s[r.key].append(statistics.median(o.times_s))
+                    times[r.key].append(list(o.times_s))
                     st.add_retime(r.key, res.run_id, rnd, list(o.times_s))
             top = [r for r in top if r.key in times]
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
     flops = getattr(evaluator.task, "flops", None)
     for r in top:
-        ts = times.get(r.key)
-        if ts:
-            med = statistics.median(ts)
-            res.retimed[r.key] = Retimed(r, med, min(ts), len(ts),
-                                         flops / med / 1e9 if flops else None,
-                                         min(rounds_s[r.key]), max(ts),
-                                         len(rounds_s[r.key]))
+        if times.get(r.key):
+            res.retimed[r.key] = Retimed.of(r, times[r.key], flops)
 
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,

@@ -41,7 +41,6 @@ import re
 import shutil
 import socket
 import sqlite3
-import statistics
 import tempfile
 import time
 from collections import Counter
@@ -557,15 +556,10 @@ class ResultStore:
         out: list[Retimed] = []
         for key, by_round in rounds.items():
             rec = self.record(key)
-            per_round = [statistics.median(ts) for ts in by_round.values() if ts]
-            ts = [t for r in by_round.values() for t in r]
-            if rec is None or not rec.ok or not ts:
+            if rec is None or not rec.ok or not any(by_round.values()):
                 continue
-            med = statistics.median(ts)
             flops = rec.gflops * 1e9 * rec.time_s if rec.gflops and rec.time_s else None
-            out.append(Retimed(rec, med, min(ts), len(ts),
-                               flops / med / 1e9 if flops else None, min(per_round),
-                               max(ts), len(per_round)))
+            out.append(Retimed.of(rec, list(by_round.values()), flops))
         out.sort(key=lambda r: r.rank_s)
         return out if n is None else out[:n]
 
