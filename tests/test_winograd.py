@@ -34,39 +34,49 @@ def _data(H, W, C, M, seed=0):
             rng.standard_normal((M, 3, 3, C)).astype(np.float32))
 
 
-def _winograd_numpy(x, w):
+def _winograd_numpy(x, w, m=2):
     """The three stages as the programs state them, in float64 numpy."""
     H, W, C = x.shape
-    TH, TW = H // 2, W // 2
+    n = m + 2
+    TH, TW = H // m, W // m
     pad = np.pad(x.astype(np.float64), ((1, 1), (1, 1), (0, 0)))
-    tiles = np.stack([pad[2 * i:2 * i + 4, 2 * j:2 * j + 4].reshape(16, C)
-                      for i in range(TH) for j in range(TW)])  # [T][16][C]
-    V = np.einsum("xk,tkc->xtc", input_transform().astype(np.float64), tiles)
-    P = np.einsum("xtc,xcm->xtm", V, transform_weights(w).astype(np.float64))
-    Y = np.einsum("abx,xtm->tabm", output_transform().astype(np.float64), P)
+    tiles = np.stack([pad[m * i:m * i + n, m * j:m * j + n].reshape(n * n, C)
+                      for i in range(TH) for j in range(TW)])  # [T][n*n][C]
+    V = np.einsum("xk,tkc->xtc", input_transform(m).astype(np.float64), tiles)
+    P = np.einsum("xtc,xcm->xtm", V, transform_weights(w, m).astype(np.float64))
+    Y = np.einsum("abx,xtm->tabm", output_transform(m).astype(np.float64), P)
     M = w.shape[0]
-    return Y.reshape(TH, TW, 2, 2, M).transpose(0, 2, 1, 3, 4).reshape(H, W, M)
+    return Y.reshape(TH, TW, m, m, M).transpose(0, 2, 1, 3, 4).reshape(H, W, M)
 
 
-@pytest.mark.parametrize("shape", [(2, 2, 1, 1), (6, 4, 3, 5), (8, 10, 4, 2)])
-def test_the_transforms_compute_the_direct_convolution(shape):
+@pytest.mark.parametrize("m,shape", [(2, (2, 2, 1, 1)), (2, (6, 4, 3, 5)), (2, (8, 10, 4, 2)),
+                                     (4, (4, 4, 1, 1)), (4, (8, 12, 3, 5))])
+def test_the_transforms_compute_the_direct_convolution(m, shape):
     x, w = _data(*shape)
     want = conv2d_reference(x, w, 1, 1).astype(np.float64)
-    got = _winograd_numpy(x, w)
+    got = _winograd_numpy(x, w, m)
     assert got.shape == want.shape
     # float32 weights transformed in float64 and rounded once: float32 precision
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_the_pipeline_computes_the_direct_convolution_in_the_interpreter():
-    H, W, C, M = 6, 8, 3, 4
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_pipeline_computes_the_direct_convolution_in_the_interpreter(m):
+    H, W, C, M = 2 * m, 3 * m, 3, 4
     x, w = _data(H, W, C, M, seed=1)
-    inputs = {"inputData": x, "BB": input_transform(), "U": transform_weights(w),
-              "AA": output_transform()}
-    got = np.asarray(run_pipeline(winograd_pipeline(), inputs,
-                                  {"TH": H // 2, "TW": W // 2, "C": C, "M": M}))
+    inputs = {"inputData": x, "BB": input_transform(m), "U": transform_weights(w, m),
+              "AA": output_transform(m)}
+    got = np.asarray(run_pipeline(winograd_pipeline(m), inputs,
+                                  {"TH": H // m, "TW": W // m, "C": C, "M": M}))
     assert got.shape == (H, W, M)
     np.testing.assert_allclose(got, conv2d_reference(x, w, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_only_the_written_tiles():
+    with pytest.raises(InvalidOptionError, match="m in \\(2, 4\\), not 3"):
+        winograd_pipeline(3)
+    assert applies(3, 1, 1, 28, 28, 4) and not applies(3, 1, 1, 14, 14, 4)
+    assert not applies(3, 1, 1, 12, 12, 3)
 
 
 def test_the_transforms_run_their_innermost_maps_in_lanes():
@@ -98,15 +108,16 @@ def test_winograd_applies_to_3x3_stride_1_padding_1_even_sizes_only():
 
 @pytest.mark.slow
 @pytest.mark.opencl
-def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool):
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool, m):
     """A few candidates of the matrix products' stage, built through the public path and
     run against the float64 direct convolution within the Winograd tolerance."""
     from mapper.explore import explore
     from mapper.explore.options import ExploreOptions
-    from mapper.explore.task import WINOGRAD_ERROR, winograd_task
+    from mapper.explore.task import WINOGRAD_ERRORS, winograd_task
 
-    task = winograd_task(ConvLayer("small", 8, 8, 8, 8, 3, 1, 1))
-    direct = task.tolerance["rtol"] / WINOGRAD_ERROR
+    task = winograd_task(ConvLayer("small", 32, 8, 8, 16, 3, 1, 1), m=m)
+    direct = task.tolerance["rtol"] / WINOGRAD_ERRORS[m]
     assert direct == pytest.approx(1e-4)
     res = explore(task, strategy="solver", budget=6, pool=pool,
                   options=ExploreOptions.of(retime=0, seed=1))
@@ -118,8 +129,11 @@ def test_conv_variants_add_winograd_where_it_applies():
     from mapper.explore.task import conv_variants
 
     tasks = conv_variants(ConvLayer("a", 8, 8, 8, 8, 3, 1, 1))
-    assert list(tasks) == ["window", "kernels", "winograd"]
+    assert list(tasks) == ["window", "kernels", "winograd", "winograd4"]
     assert tasks["winograd"].stage == "gemm" and tasks["winograd"].name.endswith(":winograd")
+    assert tasks["winograd4"].name.endswith(":winograd4")
+    assert tasks["winograd4"].tolerance["rtol"] == 8 * tasks["winograd"].tolerance["rtol"]
+    assert list(conv_variants(ConvLayer("a", 8, 6, 6, 8))) == ["window", "kernels", "winograd"]
     assert list(conv_variants(ConvLayer("s2", 8, 8, 8, 8, 3, 2, 1))) == ["window", "kernels"]
     assert "winograd" not in conv_variants(ConvLayer("a", 8, 8, 8, 8), winograd=False)
 
@@ -134,16 +148,20 @@ def _conv_tasks(*argv):
 def test_the_command_line_chooses_the_algorithm():
     from mapper.cli.common import CliError
 
-    even, s2 = "C=8,H=8,W=8,M=8", "C=8,H=8,W=8,M=8,S=2"
+    four, even, s2 = "C=8,H=8,W=8,M=8", "C=8,H=6,W=6,M=8", "C=8,H=8,W=8,M=8,S=2"
+    assert list(_conv_tasks("--sizes", four)) == ["window", "kernels", "winograd", "winograd4"]
     assert list(_conv_tasks("--sizes", even)) == ["window", "kernels", "winograd"]
-    assert list(_conv_tasks("--sizes", even, "--algorithm", "direct")) == ["window", "kernels"]
-    assert list(_conv_tasks("--sizes", even, "--algorithm", "winograd")) == ["winograd"]
-    assert list(_conv_tasks("--sizes", even, "--vectorise", "kernels")) == ["kernels"]
+    assert list(_conv_tasks("--sizes", four, "--algorithm", "direct")) == ["window", "kernels"]
+    assert list(_conv_tasks("--sizes", four, "--algorithm", "winograd")) == ["winograd"]
+    assert list(_conv_tasks("--sizes", four, "--algorithm", "winograd4")) == ["winograd4"]
+    assert list(_conv_tasks("--sizes", four, "--vectorise", "kernels")) == ["kernels"]
     assert list(_conv_tasks("--sizes", s2)) == ["window", "kernels"]  # where it applies only
     with pytest.raises(CliError, match="stride 1.*--algorithm direct or auto"):
         _conv_tasks("--sizes", s2, "--algorithm", "winograd")
+    with pytest.raises(CliError, match="multiples of 4; .* 6x6"):
+        _conv_tasks("--sizes", even, "--algorithm", "winograd4")
     with pytest.raises(CliError, match="does not go with --algorithm winograd"):
-        _conv_tasks("--sizes", even, "--algorithm", "winograd", "--vectorise", "window")
+        _conv_tasks("--sizes", four, "--algorithm", "winograd", "--vectorise", "window")
 
 
 def test_algorithm_goes_with_conv(capsys):

@@ -205,12 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "product; its store is STORE with .kernels before the extension, whichever "
                    "runs); auto (default): probe both, explore the faster (a budget under "
                    "2 minutes or 32 candidates: the window's only)")
-    p.add_argument("--algorithm", choices=("auto", "direct", "winograd"), help="conv only: "
-                   "the direct convolution, or Winograd's F(2x2, 3x3) (3x3 kernels, stride "
-                   "1, padding 1, an even height and width; its store is STORE with "
-                   ".winograd before the extension); auto (default): where Winograd applies "
-                   "and --vectorise is auto, it is a third variant, probed beside the "
-                   "direct ones")
+    p.add_argument("--algorithm", choices=("auto", "direct", "winograd", "winograd4"),
+                   help="conv only: the direct convolution, or Winograd's F(2x2, 3x3) "
+                   "(winograd) or F(4x4, 3x3) (winograd4; 3x3 kernels, stride 1, padding 1, "
+                   "a height and width that are multiples of 2 or 4; the store is STORE with "
+                   ".winograd or .winograd4 before the extension); auto (default): where each "
+                   "applies and --vectorise is auto, Winograd's variants are probed beside "
+                   "the direct ones")
     add_search(p, strategy="the search strategy (default model; every strategy is listed "
                "below)", budget="candidates (500) or time (90s, 10m)", budget_default="100",
                store="SQLite results store (default results/<program>.sqlite)",

@@ -94,26 +94,34 @@ def _explore_tasks(args) -> dict:
 
 def _conv_tasks(args, layer) -> dict:
     """``conv``'s tasks by variant: the direct ones ``--vectorise`` names and Winograd's as
-    ``--algorithm`` says (auto: beside the direct ones where it applies, unless
+    ``--algorithm`` says (auto: beside the direct ones where each applies, unless
     ``--vectorise`` names one or the strategy is manual)."""
-    from mapper.explore.task import Task, winograd_applies, winograd_task
+    from mapper.explore.task import (
+        WINOGRAD_VARIANTS,
+        Task,
+        winograd_applies,
+        winograd_task,
+    )
 
     algorithm = args.algorithm or "auto"
     opts = dict(fusion=args.fusion, heuristics=args.heuristics)
-    if algorithm == "winograd" and args.vectorise not in (None, "auto"):
-        raise CliError("--vectorise chooses the direct convolution's vectors: it does not "
-                       "go with --algorithm winograd")
-    if algorithm == "winograd" and not winograd_applies(layer):
-        raise CliError(f"--algorithm winograd: F(2x2, 3x3) takes 3x3 kernels, stride 1, "
-                       f"padding 1 and an even height and width; this layer has "
-                       f"K={layer.K}, S={layer.S}, P={layer.P}, {layer.H}x{layer.W}: give "
-                       f"--algorithm direct or auto")
-    tasks = {} if algorithm == "winograd" else {
-        v: Task.conv_layer(layer, vectorise=v, **opts) for v in _conv_variant_names(args)}
-    if algorithm == "winograd" or (
-            algorithm == "auto" and args.vectorise in (None, "auto")
-            and args.strategy != "manual" and winograd_applies(layer)):
-        tasks["winograd"] = winograd_task(layer, **opts)
+    tiles = {name: m for m, name in WINOGRAD_VARIANTS.items()}
+    if algorithm in tiles:
+        m = tiles[algorithm]
+        if args.vectorise not in (None, "auto"):
+            raise CliError("--vectorise chooses the direct convolution's vectors: it does "
+                           f"not go with --algorithm {algorithm}")
+        if not winograd_applies(layer, m):
+            raise CliError(f"--algorithm {algorithm}: F({m}x{m}, 3x3) takes 3x3 kernels, "
+                           f"stride 1, padding 1 and a height and width that are multiples "
+                           f"of {m}; this layer has K={layer.K}, S={layer.S}, P={layer.P}, "
+                           f"{layer.H}x{layer.W}: give --algorithm direct or auto")
+        return {algorithm: winograd_task(layer, m=m, **opts)}
+    tasks = {v: Task.conv_layer(layer, vectorise=v, **opts) for v in _conv_variant_names(args)}
+    if algorithm == "auto" and args.vectorise in (None, "auto") and args.strategy != "manual":
+        for m, name in WINOGRAD_VARIANTS.items():
+            if winograd_applies(layer, m):
+                tasks[name] = winograd_task(layer, m=m, **opts)
     return tasks
 
 

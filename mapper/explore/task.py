@@ -228,22 +228,24 @@ class Task:
             + ("" if vectorise == "window" else f":{vectorise}"))
 
 
-def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: bool = True,
-                  name: str | None = None) -> Task:
-    """``layer`` computed by Winograd's F(2x2, 3x3) (``ir.winograd``): the same random
-    data and float64 reference as :meth:`Task.conv_layer` (direct), the weights
-    transformed once on the host, the matrix products' stage (``gemm``) explored, the
-    transforms' stages mapped as the library maps a stage it does not explore, their
-    innermost maps in vector lanes (``default_stage_mappings(lanes=True)``). GFLOP/s
-    count the direct convolution's FLOPs (comparable with the direct variants').
+def winograd_task(layer, *, m: int = 2, seed: int = 0, fusion: str = "always",
+                  heuristics: bool = True, name: str | None = None) -> Task:
+    """``layer`` computed by Winograd's F(m x m, 3 x 3) (``ir.winograd``; m = 2 or 4): the
+    same random data and float64 reference as :meth:`Task.conv_layer` (direct), the
+    weights transformed once on the host, the matrix products' stage (``gemm``) explored,
+    the transforms' stages mapped as the library maps a stage it does not explore, their
+    innermost maps in vector lanes (``default_stage_mappings(lanes=True)``) at the device's
+    native width. GFLOP/s count the direct convolution's FLOPs (comparable with the direct
+    variants'). The task's name ends in ``:winograd`` (m = 2) or ``:winograd4``.
 
-    The comparison tolerance is the direct one's scaled by :data:`WINOGRAD_ERROR`: the
-    transforms add and subtract up to 16 inputs (and 16 products at the output) before
-    and after the float32 channel sums, which rounds more than the direct sum of
-    C*9 products does (in numpy's float32, the largest error against the float64
-    reference was 0.71-1.33x the direct convolution's on five shapes, 3-512 channels; the
-    factor leaves room for the device's own order of summation). ``InvalidOptionError``
-    where F(2x2, 3x3) does not apply (``ir.winograd.applies``)."""
+    The comparison tolerance is the direct one's scaled by ``WINOGRAD_ERRORS[m]``: the
+    transforms add and subtract up to n*n inputs (and products at the output) before and
+    after the float32 channel sums, which rounds more than the direct sum of C*9 products
+    does. In numpy's float32, the largest error against the float64 reference was
+    0.43-1.0x the direct convolution's for F(2x2) and 7-27x for F(4x4) (five shapes, 3-512
+    channels; ``ir.winograd``); each factor leaves room for the device's own order of
+    summation. ``InvalidOptionError`` where F(m x m, 3 x 3) does not apply
+    (``ir.winograd.applies``)."""
     from ir.errors import InvalidOptionError
     from ir.winograd import (
         input_transform,
@@ -253,54 +255,60 @@ def winograd_task(layer, *, seed: int = 0, fusion: str = "always", heuristics: b
     )
     from mapper.data import reduction_tolerance
 
-    if not winograd_applies(layer):
+    if not winograd_applies(layer, m):
         raise InvalidOptionError(
-            f"Winograd's F(2x2, 3x3) takes 3x3 kernels, stride 1, padding 1 and an even "
-            f"height and width; layer {layer.name} has K={layer.K}, S={layer.S}, "
-            f"P={layer.P}, {layer.H}x{layer.W}")
+            f"Winograd's F({m}x{m}, 3x3) takes 3x3 kernels, stride 1, padding 1 and a height "
+            f"and width that are multiples of {m}; layer {layer.name} has K={layer.K}, "
+            f"S={layer.S}, P={layer.P}, {layer.H}x{layer.W}")
     x, w, ref = conv_data(layer, seed)
-    inputs = {"inputData": x, "BB": input_transform(), "U": transform_weights(w),
-              "AA": output_transform()}
-    sizes = {"TH": layer.H // 2, "TW": layer.W // 2, "C": layer.C, "M": layer.M}
+    inputs = {"inputData": x, "BB": input_transform(m), "U": transform_weights(w, m),
+              "AA": output_transform(m)}
+    sizes = {"TH": layer.H // m, "TW": layer.W // m, "C": layer.C, "M": layer.M}
     from mapper.candidates import default_stage_mappings
 
-    pipeline = winograd_pipeline()
+    pipeline = winograd_pipeline(m)
     # the transforms are memory-bound maps over channels and kernels: in vector lanes
     maps = default_stage_mappings(pipeline, skip=("gemm",), lanes=True)
     task = Task.from_pipeline(pipeline, sizes, stage="gemm", stage_mappings=maps,
                               inputs=inputs, reference=ref, flops=layer.flops,
                               max_value=2 * layer.H, fusion=fusion, heuristics=heuristics,
-                              name=name or f"conv:{layer.name}:winograd")
+                              name=name or f"conv:{layer.name}:{WINOGRAD_VARIANTS[m]}")
     tol = reduction_tolerance(ref)
-    task.tolerance = {k: v * WINOGRAD_ERROR for k, v in tol.items()}
+    task.tolerance = {k: v * WINOGRAD_ERRORS[m] for k, v in tol.items()}
     return task
 
 
-# how much looser Winograd's comparison is than the direct convolution's (see winograd_task)
-WINOGRAD_ERROR = 4.0
+# how much looser Winograd's comparison is than the direct convolution's, by output tile
+# (see winograd_task), and each tile's variant name
+WINOGRAD_ERRORS = {2: 4.0, 4: 32.0}
+WINOGRAD_ERROR = WINOGRAD_ERRORS[2]
+WINOGRAD_VARIANTS = {2: "winograd", 4: "winograd4"}
 
 
 def conv_variants(layer, *, winograd: bool = True, **options: Any) -> dict[str, Task]:
     """The convolution's variants, as ``mapper explore conv`` explores them by default
     (``mapper.explore.variants``): the direct convolution's vectorisations
-    (``ir.programs.CONV_VECTORISE``, the window's first), then, with ``winograd`` and
-    where it applies (``ir.winograd.applies``), Winograd's F(2x2, 3x3)
-    (:func:`winograd_task`, variant ``winograd``). ``options`` go to
-    :meth:`Task.conv_layer` (and to :func:`winograd_task`, but ``coalesce``)."""
+    (``ir.programs.CONV_VECTORISE``, the window's first), then, with ``winograd``,
+    Winograd's F(2x2, 3x3) and F(4x4, 3x3) where each applies (:func:`winograd_task`,
+    variants ``winograd`` and ``winograd4``). ``options`` go to :meth:`Task.conv_layer`
+    (and to :func:`winograd_task`, but ``coalesce``)."""
     from ir.programs import CONV_VECTORISE
 
     tasks = {v: Task.conv_layer(layer, vectorise=v, **options) for v in CONV_VECTORISE}
-    if winograd and winograd_applies(layer):
-        tasks["winograd"] = winograd_task(
-            layer, **{k: v for k, v in options.items() if k != "coalesce"})
+    if winograd:
+        wopts = {k: v for k, v in options.items() if k != "coalesce"}
+        for m, name in WINOGRAD_VARIANTS.items():
+            if winograd_applies(layer, m):
+                tasks[name] = winograd_task(layer, m=m, **wopts)
     return tasks
 
 
-def winograd_applies(layer) -> bool:
-    """Whether :func:`winograd_task` takes ``layer`` (``ir.winograd.applies``)."""
+def winograd_applies(layer, m: int = 2) -> bool:
+    """Whether :func:`winograd_task` takes ``layer`` with output tiles m x m
+    (``ir.winograd.applies``)."""
     from ir.winograd import applies
 
-    return applies(layer.K, layer.S, layer.P, layer.H, layer.W)
+    return applies(layer.K, layer.S, layer.P, layer.H, layer.W, m)
 
 
 def conv_data(layer, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
