@@ -14,13 +14,22 @@ iteration spills. Both are read off the statement tree, in the program's symboli
   inner loop whose variable its index does not use is read once for all of that loop's
   iterations (the compiler keeps it in a register);
 * ``loop_trips``: iterations of the reduction per work-item (its own and those of the
-  sequential loops around it), so that ``work_items * loop_trips * loop_ops`` is the
+  sequential loops around it; a loop in lanes counts its vectors), so that
+  ``work_items * loop_trips * loop_ops`` times the vector width is the
   operations the kernel performs (more than the program needs where tiles overlap or
   cover padding);
 * ``loop_registers``: values held in registers across an iteration: the private
   accumulators updated and the private values staged from memory. Each is one scalar or
   one vector (``codegen.accumulate`` makes a vector accumulator of a dot product's); the
   widths are the tuning's (a vector width is a parameter the prior reads on its own).
+
+A map around the reduction that runs in lanes or unrolled (a search's register block,
+``u*``: ``codegen.lanes.jam`` runs its iterations inside the reduction) multiplies the
+operations and the registers by its iterations in vectors, and the loads whose index
+uses its variable; its iterations are then not counted in ``loop_trips`` (a plain matmul
+blocked ``uA`` x ``uB`` does ``uA*uB`` operations on ``uA + uB`` loads per iteration). A
+load whose lanes are not contiguous in a loop in lanes (a gather) counts one load per
+lane.
 
 The innermost ``reduce`` loop with the most operations is the one described; a kernel
 without a reduction has none of these features.
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from codegen.lanes import access_stride
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Leaf, Sel
 from ir.errors import LiftmapError
@@ -37,10 +47,12 @@ from ir.sym import Cst, Expr
 
 
 def _trip(lp: Loop) -> Expr:
-    """Iterations per work-item: a parallel loop gives each work-item one."""
+    """Iterations per work-item (a loop in lanes: in vectors); a parallel loop gives each
+    work-item one."""
     if lp.kind != "seq":
         return Cst(1)
-    return lp.n_sym if lp.n_sym is not None else Cst(lp.n)
+    n = lp.n_sym if lp.n_sym is not None else Cst(lp.n)
+    return n / lp.width_sym if lp.width_sym is not None else n
 
 
 def _product(loops: Sequence[Loop], names: frozenset[str] | None = None) -> Expr:
@@ -61,10 +73,45 @@ def _calls(v: Leaf) -> int:
     return 0
 
 
+def _jammed(child: Loop) -> bool:
+    """Whether ``child``'s parent is a map in lanes (or unrolled, one lane) around it that
+    ``codegen.lanes.jam`` runs inside it as a register block: its only other loops run
+    once."""
+    lp = child.parent
+    return (lp is not None and lp.kind == "seq" and lp.is_map and lp.width_sym is not None
+            and all(s is child or (s.n <= 1 and (s.n_sym is None or s.n_sym.is_const))
+                    for s in lp.body if isinstance(s, Loop)))
+
+
 def _describe(loop: Loop) -> dict[str, Expr]:
     ops: Expr = Cst(0)
     loads: Expr = Cst(0)
     regs: Expr = Cst(0)
+    # the maps around the reduction that run inside it as a register block (the search's
+    # unrolled maps, ``u*``): each iteration of the reduction does their work
+    blocks: list[Loop] = []
+    lp: Loop | None = loop
+    while lp is not None and _jammed(lp):
+        assert lp.parent is not None
+        blocks.append(lp.parent)
+        lp = lp.parent
+
+    def per(loops: Sequence[Loop], names: frozenset[str] | None = None) -> Expr:
+        e = _product(loops, names)
+        for b in blocks:
+            if names is None or b.var.name in names:
+                e = e * _trip(b)
+        return e
+
+    def gathered(idx: Expr, loops: Sequence[Loop]) -> Expr:
+        """The lanes of a load that are not contiguous in a loop in lanes: each a load of
+        its own (a gather), 1 for a vector load or a broadcast."""
+        e: Expr = Cst(1)
+        for lp in loops:
+            w = lp.width_sym
+            if w is not None and not w.is_const and access_stride(idx, lp.var, 2) is None:
+                e = e * w
+        return e
 
     def visit(body: list, inner: list[Loop]) -> None:
         nonlocal ops, loads, regs
@@ -75,11 +122,14 @@ def _describe(loop: Loop) -> dict[str, Expr]:
                 leaves = list(leaves_of(s.value))
                 for leaf in leaves:
                     if leaf.buf.space != "private":
-                        loads = loads + _product(inner, leaf.idx.free_vars())
+                        loads = loads + per(inner, leaf.idx.free_vars()) * gathered(
+                            leaf.idx, [loop, *inner, *blocks])
                 private = s.dest.buf.space == "private"
-                held = _product(inner, s.dest.idx.free_vars()) if private else None
+                # a private value declared in the block: one copy per block iteration
+                held = per(inner, s.dest.idx.free_vars() | {b.var.name for b in blocks}) \
+                    if private else None
                 if _calls(s.value):
-                    ops = ops + _product(inner)
+                    ops = ops + per(inner)
                     if held is not None and any(leaf.buf is s.dest.buf for leaf in leaves):
                         regs = regs + held  # an accumulator
                 elif held is not None and leaves and all(
@@ -88,9 +138,10 @@ def _describe(loop: Loop) -> dict[str, Expr]:
 
     visit(loop.body, [])
     trips: Expr = Cst(1)  # iterations of the reduction per work-item
-    lp: Loop | None = loop
+    lp = loop
     while lp is not None:
-        trips = trips * _trip(lp)
+        if not any(lp is b for b in blocks):  # a block's iterations are in ops
+            trips = trips * _trip(lp)
         lp = lp.parent
     return {"loop_ops": ops, "loop_loads": loads, "loop_registers": regs,
             "loop_trips": trips}

@@ -80,3 +80,33 @@ def test_overlapping_tiles_count_as_more_work(conv17):
     f = feature_values(tp, cfg)
     out = layer.H  # the tiles cover (H + 2P + rho - K + 1)^2 outputs of the padded input
     assert work(f, 8) == layer.flops // 2 * (out + 2) ** 2 // out ** 2
+
+
+def test_a_register_block_the_search_adds_multiplies_the_work_per_iteration():
+    """A plain matmul (no block written) blocked by the search, ``uA`` rows x ``uB``
+    columns unrolled around the reduction (``codegen.lanes.jam``): ``uA*uB`` operations
+    and accumulators on ``uA + uB`` vector loads per iteration, the same work in all."""
+    task = Task.from_program(os.path.join(ROOT, "examples", "matmul_plain.lift"),
+                             {"M": 64, "N": 64, "K": 64})
+    tp = _features(task, "A=W0 B=L0")
+    for ua, ub, rv in ((8, 2, 16), (1, 1, 4), (4, 4, 8)):
+        cfg = {"rv1": rv, "uA": ua, "uB": ub, "vB": 1}
+        assert cfg in tp.space, cfg
+        f = feature_values(tp, cfg)
+        assert (f["loop_ops"], f["loop_loads"], f["loop_registers"]) == (ua * ub, ua + ub,
+                                                                         ua * ub)
+        assert work(f, rv) == 64 * 64 * 64
+
+
+def test_a_gather_counts_a_load_per_lane():
+    """Winograd's matrix products read the weights kernels innermost: kernels in lanes
+    load vectors, the channel sum in lanes gathers (one load per lane)."""
+    from ir.conv_layer import ConvLayer
+    from mapper.explore.task import winograd_task
+
+    task = winograd_task(ConvLayer("w", 32, 8, 8, 32))
+    tp = _features(task, "D=G2 E=G0 F=G1")
+    f = feature_values(tp, {"rv1": 1, "uE": 4, "uF": 2, "vF": 16})
+    assert (f["loop_ops"], f["loop_loads"]) == (8, 6)
+    f = feature_values(tp, {"rv1": 8, "uE": 4, "uF": 2, "vF": 1})
+    assert (f["loop_ops"], f["loop_loads"]) == (8, 4 + 2 * 8)
