@@ -195,3 +195,20 @@ def test_stages_nobody_tunes_take_the_devices_native_width():
     dev = dataclasses.replace(DEFAULT_DEVICE, preferred_vector_width_float=16)
     prog = build_pipeline(pipe, maps, {**sizes, "M": 24}, device=dev, explored="gemm")
     assert "vK=8" in {k.name: k.source for k in prog.kernels}["output"]
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_explore_conv_algorithm_winograd4_has_its_own_store(tmp_path, capsys):
+    import json
+
+    from mapper.cli import main
+
+    store = tmp_path / "conv.sqlite"
+    rc = main(["explore", "conv", "--sizes", "C=8,H=8,W=8,M=16", "--budget", "2",
+               "--store", str(store), "--algorithm", "winograd4", "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    doc = json.loads(out.out)
+    assert doc["store"] == str(tmp_path / "conv.winograd4.sqlite") and doc["candidates"] == 2
+    assert not store.exists()  # the direct variants did not run
