@@ -6,9 +6,10 @@ kernel against the hand-written kernel, PyTorch and the FMA-chain peak, in the s
     python -m experiments.bench_search --shapes "C=64,H=56,W=56,M=128,S=2;C=256,H=14,W=14,M=256,K=1"
 
 For each shape: one exploration with the library's defaults, as ``mapper explore conv`` runs
-it (``mapper.explore.variants.explore_variants`` over ``conv_variants``: both vectorisations
-probed, the faster explored; strategy, early cut, run budget, timeouts; only the budget and
-the stores are given), every candidate stored in ``--store-dir``; then ``--rounds``
+it (``mapper.explore.variants.explore_variants`` over ``conv_variants``: the direct
+convolution's two vectorisations and, where they apply, Winograd's F(2x2, 3x3) and F(4x4,
+3x3), probed, the fastest explored; strategy, early cut, run budget, timeouts; only the
+budget and the stores are given), every candidate stored in ``--store-dir``; then ``--rounds``
 interleaved rounds time the found best (re-lowered from its stored mapping and tuning), the
 register-tiled hand-written OpenCL kernel (``experiments.handwritten``) and PyTorch's conv2d
 (when installed: ``pip install torch``), each after an idle pause and an untimed warm-up.
