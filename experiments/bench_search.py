@@ -159,15 +159,17 @@ ANSWER_FLOOR = 0.4
 
 def answers_retimed(tasks: dict, steps: list[tuple], since: float, args) -> dict:
     """The answers of :func:`answers` timed again, interleaved (``ANSWER_ROUNDS`` rounds
-    of ``args.repeats`` runs each), each by the median of its fastest round; then the time
-    (from ``since``) at which the run's answer, re-timed, first reached 90% and 95% of the
-    final answer's re-timed speed (None: never).
+    of ``args.repeats`` runs each, more for a short kernel: ``retime_repeats``), each by
+    the median of its fastest round; then the time (from ``since``) at which the run's
+    answer, re-timed, first reached 90% and 95% of the final answer's re-timed speed
+    (None: never).
 
     The stored figures are one measurement each: on a shared host a kernel's 3-run median
     ranges over 1.1x-2.6x its fastest, wider than the 10% judged, and the final stored best
     is the luckiest of hundreds of measurements. Timed side by side, the answers are
     compared as kernels."""
     from codegen.worker import WorkerPool
+    from mapper.explore.run import retime_repeats
 
     if not steps:
         return {}
@@ -178,7 +180,8 @@ def answers_retimed(tasks: dict, steps: list[tuple], since: float, args) -> dict
                 task = tasks[name]
                 o = pool.evaluate_candidate(task.lower_fn(r.mapping, r.tuning),
                                             task.inputs, task.reference, timeout_s=300,
-                                            repeats=args.repeats, flops=task.flops,
+                                            repeats=retime_repeats(r.time_s, args.repeats),
+                                            flops=task.flops,
                                             **task.tolerance)
                 if o.ok and o.times_s:
                     rounds[i].append(statistics.median(o.times_s))
@@ -311,6 +314,7 @@ def time_found(layer, task, out: dict, args) -> dict:
     )
     from experiments.handwritten import hand_program
     from mapper.data import reduction_tolerance
+    from mapper.explore.run import retime_repeats
 
     warn = out["warnings"]
     short, tuning_text = out["best"].split("; ", 1)
@@ -332,20 +336,24 @@ def time_found(layer, task, out: dict, args) -> dict:
         torch_fn()
     else:
         print(skipped_peer("PyTorch", "torch"), flush=True)
+    # a short kernel: more runs per round, the same for every contender of the shape
+    g = out.get("retimed_gflops") or out.get("stored_gflops")
+    reps = retime_repeats(layer.flops / (g * 1e9) if g else None, args.repeats)
+    out["repeats"] = reps
     steal0, total0 = cpu_ticks()
     with WorkerPool() as pool:
         def handwritten(program: CompiledProgram) -> Sequence[float]:
-            o = pool.evaluate(program, hin, href, timeout_s=300, repeats=args.repeats,
+            o = pool.evaluate(program, hin, href, timeout_s=300, repeats=reps,
                               flops=layer.flops, **reduction_tolerance(href))
             return o.times_s if o.ok else []
 
         runs: dict[str, Callable[[], Sequence[float]]] = {"found": kernel_times(
-            pool, task, found_fn, repeats=args.repeats, flops=layer.flops,
+            pool, task, found_fn, repeats=reps, flops=layer.flops,
             what="found kernel")}
         if hand is not None:
             runs["hand-written"] = functools.partial(handwritten, hand)
         if torch_fn is not None:
-            runs["PyTorch"] = functools.partial(wall_times, torch_fn, args.repeats)
+            runs["PyTorch"] = functools.partial(wall_times, torch_fn, reps)
         per_round: dict[str, list[list[float]]] = {}
         try:
             times = interleave(runs, args.rounds, args.settle, per_round)

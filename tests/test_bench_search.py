@@ -29,7 +29,9 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
                               "--json", str(out)]) == 0
     (again,) = json.loads(out.read_text())["rows"]
     assert again["retimed_from_run"] and again["evaluated"] == 7 and again["to90"] == [3, 4.0]
-    assert again["found"]["median_gflops"] > 0 and len(again["found"]["times_s"]) == 4
+    # 2 rounds; a kernel of microseconds (its stored 1 GFLOP/s): 50 runs each, not 2
+    assert again["repeats"] == 50
+    assert again["found"]["median_gflops"] > 0 and len(again["found"]["times_s"]) == 100
     # the fastest round's median: at least the median of every run
     assert again["found"]["round_gflops"] >= again["found"]["median_gflops"]
     assert bench_search.main(["--retime", str(tmp_path / "missing.json")]) == 2

@@ -394,14 +394,27 @@ def test_the_winners_are_retimed_and_every_execution_stored(tmp_path):
                                             repeats=2))
     ok = [r for r in res.records if r.ok]
     assert len(res.retimed) == min(2, len(ok)) >= 1
+    from mapper.explore.run import RETIME_MAX_REPEATS, retime_repeats
     from mapper.explore.store import ResultStore
 
     with ResultStore(path) as st:
         for key, r in res.retimed.items():
-            assert len(st.retimes(key)) == r.n == 4  # 2 rounds x 2 runs
+            # 2 rounds of 2 runs, more for a kernel this short (microseconds): 50 each
+            assert len(st.retimes(key)) == r.n == 2 * retime_repeats(r.record.time_s, 2)
+            assert r.n == 2 * RETIME_MAX_REPEATS and r.rounds == 2
             assert r.min_s <= r.median_s and r.record.key == key
     assert res.final.key in res.retimed and res.final_retimed.record == res.final
     assert "re-timed" in res.summary()
+
+
+def test_a_short_kernel_is_retimed_for_a_whole_round():
+    from mapper.explore.run import RETIME_ROUND_S, retime_repeats
+
+    assert retime_repeats(0.01, 3) == 3  # 30 ms a round already
+    assert retime_repeats(0.002, 3) == 10 == round(RETIME_ROUND_S / 0.002)
+    assert retime_repeats(0.0003, 3) == 50  # at most 50 runs
+    assert retime_repeats(None, 5) == retime_repeats(0.0, 5) == retime_repeats(
+        float("nan"), 5) == 5
 
 
 def test_the_end_of_run_retiming_takes_at_most_a_tenth_of_a_time_budget():

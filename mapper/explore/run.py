@@ -345,6 +345,20 @@ def _retime_reserve(res: Results, n: int, rounds: int) -> float:
     return n * rounds * (float(best.run_s or 0.0) + float(best.lower_s or 0.0) + 0.2)
 
 
+RETIME_ROUND_S = 0.02  # kernel time one re-timing round of a candidate takes at least
+RETIME_MAX_REPEATS = 50  # runs per round at most
+
+
+def retime_repeats(time_s: float | None, repeats: int) -> int:
+    """Runs per re-timing round of a kernel that took ``time_s``: ``repeats``, more for a
+    short kernel, so that a round spans :data:`RETIME_ROUND_S` of kernel time (at most
+    :data:`RETIME_MAX_REPEATS` runs): a few runs of a 0.3 ms kernel fall within one phase
+    of the host, and their median moved by 0.7-1.3x between processes."""
+    if not time_s or time_s <= 0 or not math.isfinite(time_s):
+        return repeats
+    return max(repeats, min(RETIME_MAX_REPEATS, math.ceil(RETIME_ROUND_S / time_s)))
+
+
 def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             repeats: int) -> None:
     """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, and records every
@@ -358,7 +372,7 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
     try:
         for rnd in range(rounds):
             for r in top:
-                o = evaluator.retime(res.candidates[r.key], repeats)
+                o = evaluator.retime(res.candidates[r.key], retime_repeats(r.time_s, repeats))
                 if o.status != "ok" or not o.times_s:
                     times.pop(r.key, None)  # not reproducible: not a winner
                     continue
