@@ -283,7 +283,7 @@ def retime_row(row: dict, args) -> dict:
     """``row`` (a shape of an earlier run's JSON) with its found kernel timed again against
     the peers (the exploration's figures kept): more rounds where a run was noisy."""
     from ir.conv_layer import ConvLayer
-    from mapper.explore import Task
+    from mapper.explore.task import conv_task
 
     s = row["shape"]
     layer = ConvLayer(row["layer"], s["C"], s["H"], s["W"], s["M"], K=s["K"], S=s["S"],
@@ -291,8 +291,7 @@ def retime_row(row: dict, args) -> dict:
     out = {k: v for k, v in row.items()
            if k not in ("found", "hand-written", "PyTorch", "steal_pct", "error")}
     out.update(load_before=load(), warnings=[], retimed_from_run=True)
-    return time_found(layer, Task.conv_layer(layer, vectorise=row.get("variant", "window")),
-                      out, args)
+    return time_found(layer, conv_task(layer, row.get("variant", "window")), out, args)
 
 
 def time_found(layer, task, out: dict, args) -> dict:

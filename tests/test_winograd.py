@@ -212,3 +212,15 @@ def test_explore_conv_algorithm_winograd4_has_its_own_store(tmp_path, capsys):
     doc = json.loads(out.out)
     assert doc["store"] == str(tmp_path / "conv.winograd4.sqlite") and doc["candidates"] == 2
     assert not store.exists()  # the direct variants did not run
+
+
+def test_a_variant_by_its_name():
+    from mapper.explore.task import conv_task
+
+    layer = ConvLayer("a", 8, 8, 8, 8)
+    assert conv_task(layer, "winograd4").name.endswith(":winograd4")
+    assert conv_task(layer, "kernels").name.endswith(":kernels")
+    with pytest.raises(InvalidOptionError, match="no convolution variant 'lanes'"):
+        conv_task(layer, "lanes")
+    with pytest.raises(InvalidOptionError, match="multiples of 4"):
+        conv_task(ConvLayer("b", 8, 6, 6, 8), "winograd4")

@@ -303,6 +303,24 @@ def conv_variants(layer, *, winograd: bool = True, **options: Any) -> dict[str, 
     return tasks
 
 
+def conv_task(layer, variant: str, **options: Any) -> Task:
+    """The task of one convolution variant by its name: a direct vectorisation
+    (``window``, ``kernels``: :meth:`Task.conv_layer`) or a Winograd variant
+    (``winograd``, ``winograd4``: :func:`winograd_task`); ``InvalidOptionError`` for
+    another name or a layer the variant does not take."""
+    from ir.errors import InvalidOptionError
+    from ir.programs import CONV_VECTORISE
+
+    tiles = {name: m for m, name in WINOGRAD_VARIANTS.items()}
+    if variant in tiles:
+        return winograd_task(layer, m=tiles[variant],
+                             **{k: v for k, v in options.items() if k != "coalesce"})
+    if variant not in CONV_VECTORISE:
+        raise InvalidOptionError(f"no convolution variant {variant!r}: give one of "
+                                 f"{', '.join((*CONV_VECTORISE, *tiles))}")
+    return Task.conv_layer(layer, vectorise=variant, **options)
+
+
 def winograd_applies(layer, m: int = 2) -> bool:
     """Whether :func:`winograd_task` takes ``layer`` with output tiles m x m
     (``ir.winograd.applies``)."""
