@@ -39,7 +39,7 @@ from codegen import views as vw
 from codegen.buffers import Buf
 from codegen.emit import c_type, user_fun_source
 from codegen.errors import UnvectorizableError
-from codegen.stmt import Barrier, Decl, Loop, Store, leaves_of, walk_stmts
+from codegen.stmt import Barrier, Decl, Loop, Store, clone_stmts, leaves_of, walk_stmts
 from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
 from ir.errors import LiftmapError
 from ir.nodes import FunCall, Map, Node, Reduce, Split, UserFun, walk
@@ -138,15 +138,17 @@ def reduction_identity(uf: UserFun) -> float | None:
     return None
 
 
-def access_stride(idx: Expr, var: Expr, width: int) -> int | None:
+def access_stride(idx: Expr, var: Expr, width: int, origin: Expr | None = None) -> int | None:
     """How the index ``idx`` moves across ``width`` lanes of the loop variable ``var``
-    (``var = width*q + lane``): 0 when it does not depend on ``var``, 1 when lane k reads
-    element ``idx(lane 0) + k`` (contiguous), None otherwise."""
+    (``var = width*q + lane``, or ``origin + lane`` when given): 0 when it does not depend
+    on ``var``, 1 when lane k reads element ``idx(lane 0) + k`` (contiguous), None
+    otherwise."""
     if var.name not in idx.free_vars():
         return 0
-    q = vw.fresh_var(1 << 30)
     lane = vw.lane_var(width)
-    e = vw.normalize(idx.subs({var.name: q * width + lane}))
+    if origin is None:
+        origin = vw.fresh_var(1 << 30) * width
+    e = vw.normalize(idx.subs({var.name: origin + lane}))
     base = e.subs({vw._LANE: 0})
     return 1 if e - base == lane else None
 
@@ -154,21 +156,34 @@ def access_stride(idx: Expr, var: Expr, width: int) -> int | None:
 class _Vectoriser:
     """Rewrites one mapVec loop (see the module docstring)."""
 
-    def __init__(self, loop: Loop, fns: Functions):
+    def __init__(self, loop: Loop, fns: Functions, shift: int = 0):
         self.loop = loop
         self.w = loop.width
         self.fns = fns
-        n = loop.n
-        self.q = vw.register_var(Var(fns.fresh(f"{loop.name}_v"), 0, max(n // self.w, 1) - 1))
+        # vector q covers w*q .. w*q + w-1; with a ``shift`` (a length the width does not
+        # divide, iterations that may run twice: see ``recomputable``), one more vector,
+        # the last, moved back by ``shift`` to end at the last iteration (Halide's
+        # ShiftInwards): its base is w*q - shift*(q // (trips-1)), 0 before the last
+        trips = -(-loop.n // self.w) if shift else max(loop.n // self.w, 1)
+        self.trips = trips
+        self.q = vw.register_var(Var(fns.fresh(f"{loop.name}_v"), 0, trips - 1))
+        self.base: Expr = self.q * self.w
+        if shift:
+            self.base = self.base - (self.q // (trips - 1)) * shift
+        self.shifted = bool(shift)
         self.lane_private: set[int] = set()
         self.update: tuple | None = None  # a reduction's update: (store, k, V, vector op)
 
     # ------------------------------------------------------------------ per lane
     def at(self, e: Expr, lane: int) -> Expr:
-        return vw.normalize(e.subs({self.loop.name: self.q * self.w + lane}))
+        return vw.normalize(e.subs({self.loop.name: self.base + lane}))
 
     def rel_at(self, r: Rel, lane: int) -> Rel:
-        return r.subs({self.loop.name: self.q * self.w + lane})
+        return r.subs({self.loop.name: self.base + lane})
+
+    def stride(self, idx: Expr) -> int | None:
+        """:func:`access_stride` of ``idx`` across this loop's lanes."""
+        return access_stride(idx, self.loop.var, self.w, self.base if self.shifted else None)
 
     def vtype(self, t: Type) -> VectorType:
         if not isinstance(t, ScalarType):
@@ -226,7 +241,7 @@ class _Vectoriser:
             if id(v.buf) in self.lane_private:
                 return Mem(v.buf, v.idx, self.vtype(v.type))
             vt = self.vtype(v.type)
-            if access_stride(v.idx, self.loop.var, self.w) == 1:
+            if self.stride(v.idx) == 1:
                 return VecMem(v.buf, self.at(v.idx, 0), vt)
             return self.gather(v)
         if isinstance(v, Call):
@@ -298,7 +313,7 @@ class _Vectoriser:
             return [Store(Mem(d.buf, d.idx, self.vtype(d.type)), self.vec(s.value),
                           conds=s.conds)]
         lane_conds = any(self.loop.name in c.free_vars() for c in s.conds)
-        stride = access_stride(d.idx, self.loop.var, self.w)
+        stride = self.stride(d.idx)
         if stride == 0:
             raise UnvectorizableError(
                 f"{self.loop.what}: its {self.w} lanes would all write element {d.idx} of "
@@ -383,8 +398,12 @@ class _Vectoriser:
                 self.lane_private.add(id(b))
         body = self.stmts(lp.body, lp)
         what = f"{lp.what}, {self.w} lanes at a time"
-        n_sym = lp.n_sym // self.w if lp.n_sym is not None else None
-        out = Loop("seq", None, self.q, lp.n // self.w, lp.label, what, lp.is_map, body,
+        if self.shifted:
+            what += f" (the last vector moved back to end at iteration {lp.n - 1})"
+            n_sym = (lp.n_sym + self.w - 1) // self.w if lp.n_sym is not None else None
+        else:
+            n_sym = lp.n_sym // self.w if lp.n_sym is not None else None
+        out = Loop("seq", None, self.q, self.trips, lp.label, what, lp.is_map, body,
                    lp.parent, n_sym=n_sym)
         for s in body:
             s.parent = out
@@ -546,19 +565,26 @@ def vectorise_loops(stmts: list, fns: Functions) -> None:
                 k += len(repl)
                 continue
             if s.kind == "seq" and s.width > 1:
-                if s.n % s.width:
-                    raise UnvectorizableError(
-                        f"{s.what}: {s.n} iterations are not a multiple of the vector width "
-                        f"{s.width}")
                 if s.reduce_acc is not None:
+                    if s.n % s.width:
+                        raise UnvectorizableError(
+                            f"{s.what}: {s.n} iterations are not a multiple of the vector "
+                            f"width {s.width} (a reduction in lanes has no tail)")
                     visit(s.body)  # (no loop in lanes inside: the reduce's f has no map)
                     repl = _Vectoriser(s, fns).reduction()
                     lst[k:k + 1] = repl
                     k += len(repl)
                     continue
+                if s.n < s.width:
+                    raise UnvectorizableError(
+                        f"{s.what}: {s.n} iterations, fewer than the vector width {s.width}; "
+                        f"give it a width of at most {s.n}")
+                rest = s.n % s.width
+                shift = s.width - rest if rest and recomputable(s) else 0
+                tail = _scalar_tail(s, fns, visit) if rest and not shift else []
                 visit(s.body)  # register blocks inside jam first
-                vz = _Vectoriser(s, fns)
-                repl = jam(vz.run())
+                vz = _Vectoriser(s, fns, shift)
+                repl = jam(vz.run()) + tail
                 lst[k:k + 1] = repl
                 k += len(repl)
                 continue
@@ -567,3 +593,30 @@ def vectorise_loops(stmts: list, fns: Functions) -> None:
             k += 1
 
     visit(stmts)
+
+
+def _scalar_tail(lp: Loop, fns: Functions, visit: Callable[[list], None]) -> list:
+    """The iterations of the map in lanes ``lp`` past its last whole vector, one by one:
+    statements to follow its vector loop (where running an iteration twice is not safe;
+    elsewhere the last vector moves back instead: :class:`_Vectoriser`'s ``shift``)."""
+    n, w = lp.n, lp.width
+    start, rest = n - n % w, n % w
+    t = vw.register_var(Var(fns.fresh(f"{lp.name}_t"), 0, rest - 1))
+    scalar = Loop("seq", None, t, rest, lp.label,
+                  f"{lp.what}, its last {rest} iterations one by one (the tail)", lp.is_map,
+                  [], lp.parent, n_sym=sym(rest))
+    scalar.body = clone_stmts(lp.body, scalar, {lp.name: t + start}, fns.fresh)
+    visit(scalar.body)
+    return [scalar]
+
+
+def recomputable(lp: Loop) -> bool:
+    """Whether running some iterations of the map ``lp`` a second time leaves what it
+    computes unchanged: no buffer its body writes, other than the private values each
+    iteration declares, is read by its body (a map's iterations write apart, so an
+    iteration run again writes the same values again)."""
+    own = {id(s.buf) for s in walk_stmts(lp.body) if isinstance(s, Decl)}
+    stores = [s for s in walk_stmts(lp.body) if isinstance(s, Store)]
+    written = {id(s.dest.buf) for s in stores} - own
+    return lp.is_map and not any(
+        id(m.buf) in written for s in stores for m in leaves_of(s.value))

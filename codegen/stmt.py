@@ -12,8 +12,9 @@ passes it serves are imported by).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 
 from codegen.buffers import Buf
 from codegen.views import Call, Leaf, Mem, Sel, VecMem
@@ -99,3 +100,48 @@ def leaves_of(v: Leaf) -> Iterator[Mem | VecMem]:
     elif isinstance(v, Sel):
         yield from leaves_of(v.then)
         yield from leaves_of(v.other)
+
+
+def clone_stmts(stmts: list, parent: Loop | None, subs: dict,
+                rename: Callable[[str], str]) -> list:
+    """A deep copy of ``stmts`` under ``parent``, index variables substituted by ``subs``:
+    each private buffer they declare becomes a new one named by ``rename`` (the copy may be
+    rewritten, into vector lanes for one, without touching the original); every other
+    buffer is shared."""
+    bufs: dict[int, Buf] = {}
+    for s in walk_stmts(stmts):
+        if isinstance(s, Decl):
+            name = rename(s.buf.cname)
+            bufs[id(s.buf)] = dc_replace(s.buf, name=name, c_name="")
+
+    def leaf(v: Leaf) -> Leaf:
+        if isinstance(v, Mem):
+            return Mem(bufs.get(id(v.buf), v.buf), v.idx.subs(subs), v.type)
+        if isinstance(v, VecMem):
+            return VecMem(bufs.get(id(v.buf), v.buf), v.idx.subs(subs), v.type)
+        if isinstance(v, Call):
+            return Call(v.fname, tuple(leaf(a) for a in v.args), v.type)
+        if isinstance(v, Sel):
+            return Sel(tuple(c.subs(subs) for c in v.conds), leaf(v.then), leaf(v.other))
+        return v  # a constant
+
+    def copy(body: list, where: Loop | None) -> list:
+        out: list = []
+        for s in body:
+            if isinstance(s, Loop):
+                acc = s.reduce_acc
+                lp = dc_replace(s, parent=where, body=[], reduce_acc=None if acc is None else
+                                Mem(bufs.get(id(acc.buf), acc.buf), acc.idx.subs(subs),
+                                    acc.type))
+                lp.body = copy(s.body, lp)
+                out.append(lp)
+            elif isinstance(s, Store):
+                out.append(Store(leaf(s.dest), leaf(s.value), where,  # type: ignore[arg-type]
+                                 tuple(c.subs(subs) for c in s.conds)))
+            elif isinstance(s, Decl):
+                out.append(Decl(bufs[id(s.buf)], where))
+            else:
+                out.append(Barrier(s.fences, s.why, where))
+        return out
+
+    return copy(stmts, parent)

@@ -274,9 +274,12 @@ class _Checker:
 
     def apply_map(self, f: nodes.Map, args: list[Type], call: nodes.Node, env) -> Type:
         t = self.array_arg(f, args, call)
-        if f.width is not None:  # mapVec(w): w lanes at a time, no scalar tail
-            self.divides(t.size, f.width, f"vector width {f.width}", "mapVec",
-                         f"{f.kind_text()}{' ' + f.label if f.label else ''}", call)
+        if f.width is not None:  # mapVec(w): w lanes at a time, a tail past the last vector
+            what = f"vector width {f.width}"
+            self.positive(f.width, what, call)
+            self.add(f.width.le(t.size), "mapVec",
+                     f"{f.kind_text()}{' ' + f.label if f.label else ''} at {self.where(call)}",
+                     call, f"{_operand(f.width)} <= {_operand(t.size)}")
         out_elem = self.apply(f.f, [t.elem], call, env)
         out = ArrayType(out_elem, t.size)
         self.info.map_types[id(f)] = (t, out)

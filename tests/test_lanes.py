@@ -8,6 +8,7 @@ import pytest
 
 from codegen.lanes import access_stride, lane_safe
 from codegen.lower import lower
+from ir.errors import LiftmapError
 from ir.nodes import UserFun
 from ir.sym import Var
 from ir.types import ScalarType
@@ -67,13 +68,17 @@ def test_a_map_in_lanes_has_only_sequential_maps_inside():
                                                     "S2=S"))
 
 
-def test_the_width_is_a_tuning_parameter_that_divides_the_map():
+def test_the_width_is_a_tuning_parameter_at_most_the_maps_length():
     p = problem(MM)
     m = MapCodes.parse("A=G0 B=V")
     assert vector_width_names(p.program, m, p.tree) == {"B": "vB"}
     tp = infer_tuning(p.lower(m), {"M": 64, "N": 24, "K": 16})
     assert tp.params["vB"].domain == (2, 4, 8, 16)
-    assert sorted(c["vB"] for c in tp.space) == [2, 4, 8]  # 16 does not divide 24
+    # 16 does not divide 24: its last vector overlaps the one before (a tail)
+    assert sorted(c["vB"] for c in tp.space) == [2, 4, 8, 16]
+    tp = infer_tuning(p.lower(m), {"M": 64, "N": 12, "K": 16})
+    assert sorted(c["vB"] for c in tp.space) == [2, 4, 8]  # 16 lanes, 12 iterations
+    assert any("vB <= N" in why for _, why in tp.predicates)
 
 
 def test_strides_across_lanes_are_read_from_the_indices():
@@ -129,6 +134,42 @@ def test_kernels_in_lanes_match_the_reference(path, mapping, sizes):
     assert p.check(mapping) == []
     r = p.run(mapping, sizes)
     assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-5, r
+
+
+# a column sum accumulated row by row into an array: its map in lanes reads what it writes
+COLUMN_ACC = r"""
+X : [[float]W]H
+Z : [float]W
+reduce(\acc row -> mapA(\p -> add(get(0)(p), get(1)(p))) $ zip(acc, row))(Z, X)
+"""
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("path,mapping,sizes,tail", [
+    # one more vector, overlapping the last whole one (its iterations run twice)
+    (MM, "A=G0 B=V", {"M": 16, "N": 20, "K": 8, "vB": 8}, "the last vector moved back"),
+    (BOX, "A=G0 B=V", {"H": 16, "W": 30, "vB": 8}, "the last vector moved back"),
+    (BOX, "A=S B=V", {"H": 16, "W": 18, "vB": 16}, "the last vector moved back"),
+    (os.path.join(EX, "col_sums.lift"), "A=V", {"H": 8, "W": 27, "vA": 8},
+     "the last vector moved back"),
+    (os.path.join(EX, "blur_separable.lift"), "A=G0 B=V C=G0 D=V",
+     {"H": 16, "W": 22, "vB": 16, "vD": 8}, "the last vector moved back"),
+    # an iteration run twice would add its row twice: the tail runs one by one
+    (COLUMN_ACC, "A=V", {"H": 4, "W": 20, "vA": 8}, "its last 4 iterations one by one"),
+])
+def test_a_map_whose_length_the_width_does_not_divide_gets_a_tail(path, mapping, sizes,
+                                                                   tail):
+    p = problem(path)
+    assert p.check(mapping) == []
+    assert tail in p.build(mapping, sizes).source
+    r = p.run(mapping, sizes)
+    assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-5, r
+
+
+def test_a_width_above_the_maps_length_is_outside_the_space():
+    p = problem(COLUMN_ACC)
+    with pytest.raises(LiftmapError, match="vA <= W, which does not hold"):
+        p.build("A=V", {"H": 4, "W": 6, "vA": 8})
 
 
 @pytest.mark.opencl
@@ -278,6 +319,8 @@ def test_a_plain_matmul_runs_a_two_dimensional_register_block(sizes, acc, block)
     (BOX, "A=W0 B=L0", {"H": 8, "W": 32, "vB": 8, "uB": 2}),  # padding at the edges
     (BOX, "A=G0 B=V", {"H": 8, "W": 16, "vB": 8}),
     (TRANSPOSED, "A=G0 B=V", {"H": 4, "W": 16, "vB": 8}),  # scattered
+    (BOX, "A=G0 B=V", {"H": 4, "W": 14, "vB": 8}),  # an overlapping tail vector
+    (COLUMN_ACC, "A=V", {"H": 3, "W": 11, "vA": 4}),  # a scalar tail
     (MM, "A=G1 B=G0", {"M": 4, "N": 16, "K": 16, "vB": 4, "uB": 2}),  # gathered
     (MM, "A=G1 B=G0", {"M": 8, "N": 16, "K": 32, "uA": 4, "uB": 2, "rv1": 8}),  # 2-D block
     # a flattened padded window read row by row (whole vectors, or zero at the edges)
