@@ -1,6 +1,8 @@
-"""TVM's MetaSchedule against liftmap and PyTorch on one convolution layer, on this CPU.
+"""TVM's MetaSchedule against liftmap and PyTorch on one convolution layer (or numpy on a
+matrix product), on this CPU.
 
     python -m experiments.bench_tvm --layer 19 --budget 10m --rounds 3
+    python -m experiments.bench_tvm --matmul 1024 --budget 3m --rounds 5    # the plain matmul
     python -m experiments.bench_tvm --sizes C=64,H=56,W=56,M=128,S=2 --budget 4m \\
         --liftmap-store results/search/search-shape0-64x56x56x128k3s2p1.sqlite
     python -m experiments.bench_tvm --sizes C=16,H=14,W=14,M=16 --budget 15s --rounds 2  # check
@@ -24,6 +26,12 @@ task's layout (``Task.conv_layer``), PyTorch's ``conv2d`` (NCHW).
    as ``experiments.bench_search``), each after a ``--settle`` pause and an untimed
    warm-up, ``--repeats`` runs each; medians and maxima in GFLOP/s. TVM's output is checked
    against the float64 reference before timing.
+
+``--matmul M[,N,K]`` compares the matrix product instead: TVM's MetaSchedule on ``C[i, j] =
+sum_k A[i, k] * Bt[j, k]`` (the layout of ``examples/matmul_plain.lift``), liftmap's default
+search of that file as ``mapper explore FILE --sizes M=,N=,K= --budget`` runs it
+(``experiments.bench_plain.explore``: the run's re-timed answer, built again) and numpy's
+sgemm (``A @ Bt.T``), each checked against a float64 product, timed as above.
 
 The machine (``experiments.machine.cpu_model``), the load average before and after, and any
 other process using more than a tenth of a core (``bench_search.busy_others``) are printed:
@@ -134,10 +142,33 @@ def import_intrinsics() -> None:
     import tvm.s_tir.tensor_intrin  # noqa: F401
 
 
+def conv_func(layer: Any) -> Any:
+    """The layer as a TVM PrimFunc (NCHW input, MCKK weights, float32)."""
+    from tvm import te, topi
+
+    sh = nchw_shapes(layer)
+    data = te.placeholder(sh["data"], name="data", dtype="float32")
+    kernel = te.placeholder(sh["kernel"], name="kernel", dtype="float32")
+    out = topi.nn.conv2d_nchw(data, kernel, layer.S, layer.P, 1, out_dtype="float32")
+    return te.create_prim_func([data, kernel, out])
+
+
+def matmul_func(m: int, n: int, k: int) -> Any:
+    """``C[i, j] = sum_r A[i, r] * Bt[j, r]`` as a TVM PrimFunc (float32)."""
+    from tvm import te
+
+    a = te.placeholder((m, k), name="A", dtype="float32")
+    bt = te.placeholder((n, k), name="Bt", dtype="float32")
+    r = te.reduce_axis((0, k), name="r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * bt[j, r], axis=r), name="C")
+    return te.create_prim_func([a, bt, c])
+
+
 def tune_tvm(layer: Any, budget_s: float, work_dir: str, trials_per_iter: int, seed: int,
              cores: int, population: int | None = None, timeout_s: float | None = None
              ) -> tuple[Any, Curve, dict[str, Any]]:
-    """MetaSchedule tuning of ``layer`` for ``budget_s`` of wall time (from the start of
+    """MetaSchedule tuning of ``layer`` (a ``ConvLayer``, or a zero-argument function
+    making the PrimFunc to tune) for ``budget_s`` of wall time (from the start of
     ``tune_tir``; TVM's one-time imports come before); returns the compiled best (a TVM
     module), the curve and what the run used. ``population``: the evolutionary search's
     population, ``timeout_s`` the local builder's and runner's per-trial timeout (None:
@@ -145,18 +176,13 @@ def tune_tvm(layer: Any, budget_s: float, work_dir: str, trials_per_iter: int, s
     t_import = time.perf_counter()
     import tvm
     import tvm.s_tir.tensor_intrin  # noqa: F401  (parsed on first use: a minute under load)
-    from tvm import te, topi
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.measure_callback import MeasureCallback, PyMeasureCallback
 
     import_s = time.perf_counter() - t_import
 
-    sh = nchw_shapes(layer)
-    data = te.placeholder(sh["data"], name="data", dtype="float32")
-    kernel = te.placeholder(sh["kernel"], name="kernel", dtype="float32")
-    out = topi.nn.conv2d_nchw(data, kernel, layer.S, layer.P, 1, out_dtype="float32")
-    func = te.create_prim_func([data, kernel, out])
+    func = layer() if callable(layer) else conv_func(layer)
     cpu = str(tvm.target.codegen.llvm_get_system_cpu())
     target = tvm.target.Target(llvm_target(cpu, cores))
     curve = Curve()
@@ -250,12 +276,104 @@ def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace) -> tuple[Any
     return task.lower_fn(mapping, dict(best.tuning)), info
 
 
+def parse_matmul(text: str) -> tuple[int, int, int]:
+    """``"1024"`` -> (1024, 1024, 1024); ``"M,N,K"`` -> (M, N, K); ValueError otherwise."""
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) not in (1, 3) or not all(x.isdigit() and int(x) >= 1 for x in parts):
+        raise ValueError(f"--matmul {text!r}: give M,N,K or one size, positive integers")
+    m, n, k = (int(parts[0]),) * 3 if len(parts) == 1 else tuple(int(x) for x in parts)
+    return m, n, k
+
+
+def bench_matmul(mnk: tuple[int, int, int], args: argparse.Namespace) -> int:
+    """TVM, liftmap's default search and numpy on the plain matmul (the module docstring)."""
+    from experiments.baselines import RunFailed, interleave, skipped_peer, wall_times
+    from experiments.bench_plain import explore, kernel_round
+    from experiments.bench_search import busy_others, load
+
+    m, n, k = mnk
+    flops = 2 * m * n * k
+    cores = len(os.sched_getaffinity(0))
+    print(f"machine: {cpu_model()}; load {load()}; matmul {m}x{k} by {k}x{n}, budget "
+          f"{args.budget_s:g} s each", flush=True)
+    others = busy_others()
+    warn = [f"busy before: {', '.join(others)}"] if others else []
+    out: dict[str, Any] = {"machine": cpu_model(), "matmul": {"M": m, "N": n, "K": k},
+                           "flops": flops, "budget_s": args.budget_s,
+                           "load_before": load(), "command": sys.argv}
+    lib = None
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        print(skipped_peer("TVM", "tvm"), flush=True)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tvm-ms-") as tmp:
+            try:
+                lib, curve, info = tune_tvm(functools.partial(matmul_func, m, n, k),
+                                            args.budget_s, args.work_dir or tmp,
+                                            args.trials_per_iter, args.seed, cores,
+                                            args.population, args.tvm_timeout)
+            except NoSchedule as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+        out["tvm"] = {**info, "best_while_tuning_gflops": flops / curve.best / 1e9,
+                      **{f"to{round(f * 100)}": curve.reach(f) for f in (0.9, 0.95)}}
+        print(f"TVM: {info['trials']} trials in {info['tuning_s']:.0f} s, best "
+              f"{flops / curve.best / 1e9:.1f} GFLOP/s while tuning", flush=True)
+    ans = explore("matmul_plain", f"{args.budget_s:g}s", {"M": m, "N": n, "K": k})
+    out["liftmap"] = ans.row
+    if ans.kernel is None:
+        print(f"error: liftmap: {ans.row.get('error')}", file=sys.stderr)
+        return 1
+    print(f"liftmap: {ans.row['answer']} ({ans.row['evaluated']} evaluated in "
+          f"{ans.row['explore_s']} s)", flush=True)
+    a, bt = ans.inputs["A"], ans.inputs["Bt"]
+    ref = a.astype(np.float64) @ bt.astype(np.float64).T
+    scale = max(1.0, float(np.max(np.abs(ref))))
+    runs: dict[str, Callable[[], Sequence[float]]] = {
+        "liftmap": kernel_round(ans.kernel, ans.inputs, args.repeats, reference=ref)}
+    if lib is not None:
+        tvm_fn, tvm_out = tvm_runner(lib, a, bt, (m, n))
+        tvm_fn()
+        out["tvm"]["max_rel_error"] = float(np.max(np.abs(tvm_out.numpy() - ref)) / scale)
+        if out["tvm"]["max_rel_error"] > 1e-3:
+            print(f"error: TVM's product differs from the reference (max relative error "
+                  f"{out['tvm']['max_rel_error']:.2g})", file=sys.stderr)
+            return 1
+        runs["TVM"] = functools.partial(wall_times, tvm_fn, args.repeats)
+    runs["numpy"] = functools.partial(wall_times, lambda: a @ bt.T, args.repeats)
+    try:
+        times = interleave(runs, args.rounds, args.settle)
+    except RunFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    out["load_after"] = load()
+    others = busy_others()
+    if others:
+        warn.append(f"busy after: {', '.join(others)}")
+    out["warnings"] = warn
+    med = {name: flops / statistics.median(ts) / 1e9 for name, ts in times.items()}
+    for name, ts in times.items():
+        out[f"{name}_gflops"] = {"median": med[name], "max": flops / min(ts) / 1e9}
+    ratios = [f"liftmap / {x} {med['liftmap'] / med[x]:.2f}x" for x in ("TVM", "numpy")
+              if x in med]
+    print(f"GFLOP/s, median of {args.rounds} interleaved rounds x {args.repeats}: "
+          + ", ".join(f"{x} {v:.1f} (max {out[f'{x}_gflops']['max']:.1f})"
+                      for x, v in med.items())
+          + f"; {'; '.join(ratios)}; load {out['load_before']} -> {out['load_after']}"
+          + (f"; WARNING: {'; '.join(warn)}" if warn else ""), flush=True)
+    save_json(args.json, out)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.bench_search import busy_others, load
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--layer", help="VGG-16 layer, e.g. 19 or 19/2 (default 19)")
     ap.add_argument("--sizes", help="C=,H=,W=,M=[,K=,S=,P=] instead of --layer")
+    ap.add_argument("--matmul", metavar="M[,N,K]", help="the plain matmul (M x K by K x N; "
+                    "one number: square) instead of a convolution layer")
     ap.add_argument("--budget", default="10m", help="wall budget of each tuner (default 10m)")
     ap.add_argument("--trials-per-iter", type=int, default=64,
                     help="MetaSchedule trials per batch (default 64)")
@@ -273,8 +391,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_json(ap)
     args = ap.parse_args(argv)
     try:
-        layer = parse_layer_args(args.layer, args.sizes)
         args.budget_s = parse_seconds(args.budget)
+        if args.matmul:
+            if args.layer or args.sizes or args.liftmap_store:
+                raise ValueError("--matmul takes no --layer, --sizes or --liftmap-store")
+            return bench_matmul(parse_matmul(args.matmul), args)
+        layer = parse_layer_args(args.layer, args.sizes)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

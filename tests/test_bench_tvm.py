@@ -5,7 +5,9 @@ both ways), the target dict, the budget and the best-so-far curve's reach."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -66,3 +68,31 @@ def test_target_budget_and_curve() -> None:
     assert c.reach(0.9) == (3, 3.0)  # 1.08 <= 1 / 0.9
     assert c.reach(0.95) == (4, 5.0)
     assert bt.Curve([(1.0, math.inf)]).reach(0.9) is None
+
+
+def test_matmul_sizes_read_as_one_or_three_numbers() -> None:
+    assert bt.parse_matmul("1024") == (1024, 1024, 1024)
+    assert bt.parse_matmul("64, 32,16") == (64, 32, 16)
+    for bad in ("0", "64,32", "a", "64,32,-1", ""):
+        with pytest.raises(ValueError, match="M,N,K or one size"):
+            bt.parse_matmul(bad)
+
+
+def test_matmul_takes_no_layer(capsys) -> None:
+    assert bt.main(["--matmul", "16", "--layer", "19"]) == 2
+    assert "--matmul takes no --layer" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_matmul_is_searched_checked_and_timed_beside_numpy(tmp_path, capsys) -> None:
+    out = tmp_path / "m.json"
+    rc = bt.main(["--matmul", "32,16,8", "--budget", "5s", "--rounds", "1", "--repeats", "1",
+                  "--settle", "0", "--population", "16", "--trials-per-iter", "8",
+                  "--json", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "matmul 32x8 by 8x16" in text and "liftmap: " in text
+    assert re.search(r"GFLOP/s, median of 1 interleaved rounds x 1: liftmap [\d.]+ .*"
+                     r"numpy [\d.]+ .*liftmap / numpy [\d.]+x", text), text
+    saved = json.loads(out.read_text())
+    assert saved["matmul"] == {"M": 32, "N": 16, "K": 8} and saved["flops"] == 2 * 32 * 16 * 8
