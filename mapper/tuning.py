@@ -70,6 +70,9 @@ class TuningProblem:
     _collect: Callable[[Node], dict[str, Expr]] | None = field(default=None, repr=False,
                                                                compare=False)
     probe: dict[str, int] | None = None  # the configuration the features were lowered at
+    # each map in lanes' width parameter -> the map's length (in the sizes and parameters):
+    # a width that does not divide it computes fewer elements per vector (a tail)
+    lane_lengths: dict[str, Expr] = field(default_factory=dict)
 
     @property
     def program(self) -> Node:
@@ -98,7 +101,8 @@ class TuningProblem:
         own, computed on first use."""
         out = TuningProblem(None, self.sizes, self.params, list(self.predicates),
                             self.resource_note, space_cache=self.space_cache, _lower=lower,
-                            _collect=collect, probe=self.probe)
+                            _collect=collect, probe=self.probe,
+                            lane_lengths=self.lane_lengths)
         out._space = self._space
         return out
 
@@ -337,6 +341,12 @@ def infer_tuning(
             dom, why = tuple(range(lo, hi + 1)), f"range {lo}..{hi}"
         params[v] = TuningParam(v, dom, why)
     problem = TuningProblem(program, sizes, params, space_cache=space_cache)
+    for n in walk(program):
+        if isinstance(n, Map) and n.width is not None and n.width.is_var \
+                and n.width.name in params:
+            arr = info.map_types.get(id(n), (None,))[0]
+            if isinstance(arr, ArrayType):
+                problem.lane_lengths[n.width.name] = arr.size
     for c in info.constraints:
         rel = c.rel.subs(sizes)
         if rel.is_trivially_true:

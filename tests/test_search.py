@@ -42,6 +42,34 @@ def test_prior_prefers_balanced_groups_and_full_vectors():
     assert prior_score({"work_items": 64, "group_size": 64}, 1, gpu) < 0
 
 
+def test_the_prior_counts_each_stages_lanes_and_the_tails_they_leave():
+    from ir.syntax import parse_file
+    from ir.tiling import tiling_variants
+    from mapper.api import problem
+    from mapper.explore.prior import simd_width, vector_width
+
+    tiled = tiling_variants(parse_file(os.path.join(ROOT, "examples", "harris.lift")),
+                            "auto")["tiled-private"]
+    p = problem(tiled)
+    codes = "TY=G0 TX=S E=S F=V G=S C=S D=V A=S B=V"
+    tp = infer_tuning(p.lower(codes), {"H": 2052, "W": 2052})
+    # the gradient stages' maps run over t + 2 columns, the window sums' over t
+    assert {k: str(v) for k, v in tp.lane_lengths.items()} == {"vB": "t + 2", "vD": "t + 2",
+                                                                "vF": "t"}
+    narrow = {"t": 16, "vB": 2, "vD": 2, "vF": 8}
+    assert vector_width(tp, narrow) == 8  # the widest alone
+    assert simd_width(tp, narrow) == pytest.approx((2 * 2 * 8) ** (1 / 3))
+    # 16 lanes over 18 columns: two vectors, 9 columns each; over 66: five, 13.2 each
+    assert simd_width(tp, {"t": 16, "vB": 16, "vD": 16, "vF": 16}) == \
+        pytest.approx((9 * 9 * 16) ** (1 / 3))
+    wide = {"t": 64, "vB": 16, "vD": 16, "vF": 16}
+    assert simd_width(tp, wide) == pytest.approx((13.2 * 13.2 * 16) ** (1 / 3))
+    dev = _Dev()
+    feats = {"work_items": 64, "group_size": 8}
+    assert prior_score(feats, 8, dev, simd=simd_width(tp, narrow)) < \
+        prior_score(feats, 16, dev, simd=simd_width(tp, wide))
+
+
 def test_chunk_of_a_vectorised_split_divides_the_known_length():
     """``split(omega/v)`` of ``C*K*K/v`` vectors: omega's domain is the divisors of C*K*K
     (not a range capped at twice the largest size, which left out every long chunk)."""

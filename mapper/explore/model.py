@@ -200,7 +200,7 @@ class ModelStrategy(Strategy):
                         ) -> list[float]:
         """log2(1 + x) of the lowered kernel's features at ``tuning`` (0 where unknown),
         then the analytic prior's score."""
-        from mapper.explore.prior import feature_values, prior_score, vector_width
+        from mapper.explore.prior import feature_values, prior_score, simd_width, vector_width
 
         tp = self.joint.tuning(mapping)
         vals = feature_values(tp, tuning)
@@ -208,7 +208,8 @@ class ModelStrategy(Strategy):
         if vals.get("group_size"):
             cus = max(1, device.max_compute_units if device is not None else 1)
             vals["groups_per_cu"] = vals.get("work_items", 0.0) / vals["group_size"] / cus
-        prior = prior_score(vals, vector_width(tp, tuning), device, self._least_work)
+        prior = prior_score(vals, vector_width(tp, tuning), device, self._least_work,
+                            simd_width(tp, tuning))
         return [math.log2(1 + max(0.0, vals.get(k, 0.0))) for k in self.KERNEL_FEATURES] \
             + [prior]
 

@@ -9,9 +9,10 @@ bytes per work-item), its vector widths and the device, so it applies to any pro
   units take ``ceil(g / c)`` waves, so the useful fraction is ``g / (c * ceil(g / c))``
   (fewer groups than units leave units idle);
 * on a **CPU**, SIMD comes from the kernel's own vector types (PoCL does not vectorise
-  across work-items running long loops): the widest vector width (``asVector``, a map in
-  lanes) of the candidate
-  over the device's preferred float width;
+  across work-items running long loops): the elements per vector operation of the
+  candidate (the geometric mean over its vector widths, a width that leaves a tail
+  counted by the elements its vectors compute: :func:`simd_width`) over the device's
+  preferred float width;
 * on a CPU, **spills**: private data per work-item beyond the vector register file (32
   vector registers with 16-lane floats, as AVX-512 has, else 16) costs its excess ratio;
 * on a CPU, the **innermost reduction** (``codegen.intensity``): operations per value
@@ -66,6 +67,33 @@ def vector_width(tuning_problem: Any, tuning: Mapping[str, int]) -> int:
     return max(widths, default=1)
 
 
+def simd_width(tuning_problem: Any, tuning: Mapping[str, int]) -> float:
+    """The elements a vector operation of the candidate computes: the geometric mean, over
+    its vector widths above 1 (``asVector``, maps in lanes), of each one's elements per
+    vector; a map in lanes of ``n`` iterations with a width ``w`` that does not divide
+    ``n`` computes ``n / ceil(n / w)`` (its last vector overlaps the one before). 1 where
+    it has no vector. A pipeline whose stages run in 16 and 2 lanes scores as 5.7 lanes,
+    not 16: each stage takes its share of the time."""
+    params = getattr(tuning_problem, "params", {}) or {}
+    lengths = getattr(tuning_problem, "lane_lengths", {}) or {}
+    env = {**(getattr(tuning_problem, "sizes", {}) or {}), **tuning}
+    logs = []
+    for p, tp in params.items():
+        if p not in tuning or int(tuning[p]) <= 1 \
+                or not any(w in str(getattr(tp, "why", "")) for w in VECTOR_WHYS):
+            continue
+        w = float(tuning[p])
+        if p in lengths:
+            try:
+                n = int(lengths[p].evaluate(env))
+            except (LiftmapError, ArithmeticError):
+                n = 0
+            if n > 0:
+                w = n / math.ceil(n / w)
+        logs.append(math.log(w))
+    return math.exp(sum(logs) / len(logs)) if logs else 1.0
+
+
 def work(feats: Mapping[str, float], width: int) -> float | None:
     """The scalar operations the kernel's innermost reduction performs in all
     (``codegen.intensity``), or None without one."""
@@ -76,9 +104,11 @@ def work(feats: Mapping[str, float], width: int) -> float | None:
 
 
 def prior_score(feats: Mapping[str, float], width: int, device: Any,
-                least_work: float | None = None) -> float:
+                least_work: float | None = None, simd: float | None = None) -> float:
     """The analytic score (log scale, higher is faster) of one candidate on ``device``
-    (a ``codegen.target.Device``; ``None``: a 2-unit CPU with 16-lane floats).
+    (a ``codegen.target.Device``; ``None``: a 2-unit CPU with 16-lane floats). ``width``:
+    the widest vector width (:func:`vector_width`), ``simd`` the elements per vector
+    operation (:func:`simd_width`; default ``width``).
     ``least_work``: the work the program needs (half its FLOP count: a multiply-add is
     two); a candidate doing more (tiles over padding, overlapping tiles) loses the excess
     ratio."""
@@ -94,7 +124,7 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any,
     if kind == "gpu":
         return score + math.log(min(1.0, items / (cus * 2048.0)))
     native = max(1, int(getattr(device, "preferred_vector_width_float", 16) or 16))
-    score += math.log(min(width, native) / native)
+    score += math.log(min(width if simd is None else simd, native) / native)
     regs = feats.get("private_bytes", 0.0) / (4.0 * native)  # in native vectors
     file = 32 if native >= 16 else 16
     if regs > file:  # the register block cannot stay in registers: every extra one spills
