@@ -18,9 +18,10 @@ task's layout (``Task.conv_layer``), PyTorch's ``conv2d`` (NCHW).
    wall time (checked after each batch of ``--trials-per-iter`` trials: the last batch
    runs to its end). A measure callback records every trial's latency, so the run's
    best-so-far curve gives the trials and seconds to 90% and 95% of its final best.
-2. liftmap: the best ``ok`` candidate of ``--liftmap-store`` (a store of the same sizes,
-   e.g. one ``experiments.bench_search`` wrote), or else ``mapper.explore.explore`` with
-   its defaults for the same wall budget (stored in ``--store-dir``).
+2. liftmap: the best ``ok`` candidate of ``--liftmap-store`` (a store of the direct
+   convolution at the same sizes), or else the search ``mapper explore conv`` runs, with
+   its defaults, for the same wall budget: every variant that applies, Winograd's among
+   them, the answer re-timed at the run's end (stored in ``--store-dir``).
 3. Timing: ``--rounds`` interleaved rounds of liftmap's kernel (OpenCL profiling times, in a
    worker, checked), TVM's best (wall time of one call) and PyTorch (wall time of one call,
    as ``experiments.bench_search``), each after a ``--settle`` pause and an untimed
@@ -243,10 +244,16 @@ def tvm_runner(lib: Any, x_nchw: np.ndarray, w_mckk: np.ndarray,
     return run, out
 
 
-def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace) -> tuple[Any, dict]:
-    """liftmap's found kernel (a ``lower_fn``) from ``--liftmap-store`` or a new search."""
-    from mapper.explore import ExploreOptions, explore
+def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace
+                   ) -> tuple[Any, Any, dict]:
+    """liftmap's found kernel: (its task, its ``lower_fn``, what it is) from
+    ``--liftmap-store`` (a store of ``task``, the direct convolution) or a new search, as
+    ``mapper explore conv`` runs it (every variant that applies, Winograd's among them:
+    ``conv_variants``; its task is the chosen variant's)."""
+    from mapper.explore import ExploreOptions
     from mapper.explore.store import ResultStore
+    from mapper.explore.task import conv_variants
+    from mapper.explore.variants import explore_variants, variant_store
 
     if args.liftmap_store:
         with ResultStore(args.liftmap_store, readonly=True) as st:
@@ -264,16 +271,20 @@ def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace) -> tuple[Any
         os.makedirs(args.store_dir, exist_ok=True)
         path = os.path.join(args.store_dir, f"tvm-bench-{layer.C}x{layer.H}x{layer.W}x"
                             f"{layer.M}k{layer.K}s{layer.S}p{layer.P}.sqlite")
+        tasks = conv_variants(layer)
+        stores = {n: variant_store(path, n, i == 0) for i, n in enumerate(tasks)}
         t0 = time.time()
-        res = explore(task, budget=f"{args.budget_s:g}s", store=path,
-                      options=ExploreOptions.of(seed=args.seed))
+        vr = explore_variants(tasks, budget=f"{args.budget_s:g}s", stores=stores,
+                              options=ExploreOptions.of(seed=args.seed))
+        res = vr.results
         if res.final is None:
             raise RuntimeError("liftmap's search found no candidate that runs")
-        best = res.final
-        info = {"source": path, "evaluated": res.evaluated, "explore_s": time.time() - t0}
+        best, task = res.final, tasks[vr.chosen]
+        info = {"source": stores[vr.chosen], "variant": vr.chosen,
+                "evaluated": res.evaluated, "explore_s": time.time() - t0}
     info["best"] = f"{best.short_mapping}; {dict(best.tuning)}"
     mapping = task.joint().problem.mapping(best.mapping)
-    return task.lower_fn(mapping, dict(best.tuning)), info
+    return task, task.lower_fn(mapping, dict(best.tuning)), info
 
 
 def parse_matmul(text: str) -> tuple[int, int, int]:
@@ -464,12 +475,14 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{layer.flops / curve.best / 1e9:.1f} GFLOP/s while tuning; of its best: "
               f"{', '.join(reach)}", flush=True)
     try:
-        found_fn, linfo = liftmap_kernel(task, layer, args)
+        found_task, found_fn, linfo = liftmap_kernel(task, layer, args)
     except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     out["liftmap"] = linfo
-    print(f"liftmap: {linfo['best']} ({linfo['source']}, {linfo['evaluated']} evaluated)",
+    variant = f"{linfo['variant']}: " if "variant" in linfo else ""
+    print(f"liftmap: {variant}{linfo['best']} ({linfo['source']}, {linfo['evaluated']} "
+          "evaluated)",
           flush=True)
     torch_fn = None
     if torch_available():
@@ -480,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(skipped_peer("PyTorch", "torch"), flush=True)
     with WorkerPool() as pool:
         runs: dict[str, Callable[[], Sequence[float]]] = {
-            "liftmap": kernel_times(pool, task, found_fn, repeats=args.repeats,
+            "liftmap": kernel_times(pool, found_task, found_fn, repeats=args.repeats,
                                     flops=layer.flops, what="liftmap's kernel")}
         if tvm_fn is not None:
             runs["TVM"] = functools.partial(wall_times, tvm_fn, args.repeats)
