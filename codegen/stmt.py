@@ -102,6 +102,21 @@ def leaves_of(v: Leaf) -> Iterator[Mem | VecMem]:
         yield from leaves_of(v.other)
 
 
+def _moved(v: Leaf, subs: dict, bufs: dict[int, Buf]) -> Leaf:
+    """``v`` with index variables substituted (``subs``) and buffers replaced (``bufs``:
+    id of a buffer -> its replacement)."""
+    if isinstance(v, Mem):
+        return Mem(bufs.get(id(v.buf), v.buf), v.idx.subs(subs), v.type)
+    if isinstance(v, VecMem):
+        return VecMem(bufs.get(id(v.buf), v.buf), v.idx.subs(subs), v.type)
+    if isinstance(v, Call):
+        return Call(v.fname, tuple(_moved(a, subs, bufs) for a in v.args), v.type)
+    if isinstance(v, Sel):
+        return Sel(tuple(c.subs(subs) for c in v.conds), _moved(v.then, subs, bufs),
+                   _moved(v.other, subs, bufs))
+    return v  # a constant
+
+
 def clone_stmts(stmts: list, parent: Loop | None, subs: dict,
                 rename: Callable[[str], str]) -> list:
     """A deep copy of ``stmts`` under ``parent``, index variables substituted by ``subs``:
@@ -115,15 +130,7 @@ def clone_stmts(stmts: list, parent: Loop | None, subs: dict,
             bufs[id(s.buf)] = dc_replace(s.buf, name=name, c_name="")
 
     def leaf(v: Leaf) -> Leaf:
-        if isinstance(v, Mem):
-            return Mem(bufs.get(id(v.buf), v.buf), v.idx.subs(subs), v.type)
-        if isinstance(v, VecMem):
-            return VecMem(bufs.get(id(v.buf), v.buf), v.idx.subs(subs), v.type)
-        if isinstance(v, Call):
-            return Call(v.fname, tuple(leaf(a) for a in v.args), v.type)
-        if isinstance(v, Sel):
-            return Sel(tuple(c.subs(subs) for c in v.conds), leaf(v.then), leaf(v.other))
-        return v  # a constant
+        return _moved(v, subs, bufs)
 
     def copy(body: list, where: Loop | None) -> list:
         out: list = []
@@ -145,3 +152,4 @@ def clone_stmts(stmts: list, parent: Loop | None, subs: dict,
         return out
 
     return copy(stmts, parent)
+
