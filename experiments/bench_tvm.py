@@ -287,6 +287,26 @@ def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace
     return task, task.lower_fn(mapping, dict(best.tuning)), info
 
 
+def timed(runs: dict[str, Callable[[], Sequence[float]]], args: argparse.Namespace,
+          out: dict[str, Any], warn: list[str]) -> dict[str, list[float]] | None:
+    """``runs`` interleaved (``--rounds``, ``--settle``): name -> times; the load after and
+    the warnings go into ``out``. None (the error printed) where a run failed."""
+    from experiments.baselines import RunFailed, interleave
+    from experiments.bench_search import busy_others, load
+
+    try:
+        times = interleave(runs, args.rounds, args.settle)
+    except RunFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+    out["load_after"] = load()
+    others = busy_others()
+    if others:
+        warn.append(f"busy after: {', '.join(others)}")
+    out["warnings"] = warn
+    return times
+
+
 def parse_matmul(text: str) -> tuple[int, int, int]:
     """``"1024"`` -> (1024, 1024, 1024); ``"M,N,K"`` -> (M, N, K); ValueError otherwise."""
     parts = [x.strip() for x in text.split(",")]
@@ -298,7 +318,7 @@ def parse_matmul(text: str) -> tuple[int, int, int]:
 
 def bench_matmul(mnk: tuple[int, int, int], args: argparse.Namespace) -> int:
     """TVM, liftmap's default search and numpy on the plain matmul (the module docstring)."""
-    from experiments.baselines import RunFailed, interleave, skipped_peer, wall_times
+    from experiments.baselines import skipped_peer, wall_times
     from experiments.bench_plain import explore, kernel_round
     from experiments.bench_search import busy_others, load
 
@@ -353,16 +373,9 @@ def bench_matmul(mnk: tuple[int, int, int], args: argparse.Namespace) -> int:
             return 1
         runs["TVM"] = functools.partial(wall_times, tvm_fn, args.repeats)
     runs["numpy"] = functools.partial(wall_times, lambda: a @ bt.T, args.repeats)
-    try:
-        times = interleave(runs, args.rounds, args.settle)
-    except RunFailed as e:
-        print(f"error: {e}", file=sys.stderr)
+    times = timed(runs, args, out, warn)
+    if times is None:
         return 1
-    out["load_after"] = load()
-    others = busy_others()
-    if others:
-        warn.append(f"busy after: {', '.join(others)}")
-    out["warnings"] = warn
     med = {name: flops / statistics.median(ts) / 1e9 for name, ts in times.items()}
     for name, ts in times.items():
         out[f"{name}_gflops"] = {"median": med[name], "max": flops / min(ts) / 1e9}
@@ -418,8 +431,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         have_tvm = False
     from codegen.worker import WorkerPool
     from experiments.baselines import (
-        RunFailed,
-        interleave,
         kernel_times,
         skipped_peer,
         torch_available,
@@ -499,16 +510,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs["TVM"] = functools.partial(wall_times, tvm_fn, args.repeats)
         if torch_fn is not None:
             runs["PyTorch"] = functools.partial(wall_times, torch_fn, args.repeats)
-        try:
-            times = interleave(runs, args.rounds, args.settle)
-        except RunFailed as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-    out["load_after"] = load()
-    others = busy_others()
-    if others:
-        warn.append(f"busy after: {', '.join(others)}")
-    out["warnings"] = warn
+        times = timed(runs, args, out, warn)
+    if times is None:
+        return 1
     parts = []
     for name, ts in times.items():
         med = layer.flops / statistics.median(ts) / 1e9
