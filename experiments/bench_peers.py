@@ -12,6 +12,8 @@ its output streamed as it comes), so that one that fails does not end the others
   stencil pipelines at 2048x2048, beside liftmap's default search and OpenCV;
 - ``tvm``: ``bench_tvm``, TVM's MetaSchedule with the same wall budget as liftmap's search
   on VGG-16 layer 19, with PyTorch in the same run;
+- ``tvm_matmul``: ``bench_tvm --matmul 1024``, the same on the plain matmul, with numpy's
+  sgemm;
 - ``pytorch``: ``bench_conv``, the generated OpenCL convolution against PyTorch and
   numpy im2col on VGG-16 layer 19;
 - ``kernel_tuner``: ``bench_peers_search``, Kernel Tuner 1.5's strategies replayed on the
@@ -97,6 +99,15 @@ COMPARISONS: tuple[Comparison, ...] = (
         lambda j, s: ["--sizes", "C=8,H=8,W=8,M=8", "--budget", "25s", "--rounds", "1",
                       "--repeats", "1", "--settle", "0", "--store-dir", s,
                       *_j("--json", j)]),
+    Comparison(
+        "tvm_matmul", "bench_tvm", ("tvm",),
+        "TVM MetaSchedule with liftmap's wall budget on the plain matmul (1024^3), with "
+        "numpy's sgemm",
+        lambda b, j, s: ["--matmul", "1024", "--budget", b, "--rounds", "5",
+                         *_j("--json", j)],
+        lambda j, s: ["--matmul", "32,16,8", "--budget", "5s", "--rounds", "1",
+                      "--repeats", "1", "--settle", "0", "--population", "16",
+                      "--trials-per-iter", "8", *_j("--json", j)]),
     Comparison(
         "pytorch", "bench_conv", ("torch",),
         "the generated convolution against PyTorch and numpy im2col, VGG-16 layer 19",
