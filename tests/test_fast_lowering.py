@@ -58,7 +58,7 @@ def _loop_body(src: str, header: str) -> list[str]:
 @pytest.mark.parametrize("width", [4, 8, 16])
 def test_dot_reduction_accumulates_in_vector_registers(runner, width):
     prog = dot_rows(width)
-    sizes = {"M": 8, "N": 64}
+    sizes = {"M": 8, "N": 128}  # 8 or more steps: a loop, not a short one unrolled
     cp = lower(prog, sizes)
     src = cp.kernels[0].source
     assert re.search(rf"float{width} vacc_\w+", src), src
@@ -67,8 +67,8 @@ def test_dot_reduction_accumulates_in_vector_registers(runner, width):
     assert not any("dot" in ln for ln in body), body  # no horizontal sum per iteration
     assert f"liftmap_hsum{width}(" in src
     rng = np.random.default_rng(width)
-    x = rng.standard_normal((8, 64)).astype(np.float32)
-    y = rng.standard_normal((8, 64)).astype(np.float32)
+    x = rng.standard_normal((8, 128)).astype(np.float32)
+    y = rng.standard_normal((8, 128)).astype(np.float32)
     ref = (x.astype(np.float64) * y).sum(1)
     o = runner.evaluate(cp, {"X": x, "Y": y}, ref, repeats=1, **reduction_tolerance(ref))
     assert o.ok, o.reason

@@ -172,6 +172,18 @@ def test_a_width_above_the_maps_length_is_outside_the_space():
         p.build("A=V", {"H": 4, "W": 6, "vA": 8})
 
 
+def test_a_stencils_window_is_unrolled_as_a_short_nest():
+    from codegen.emit import SHORT_TRIPS
+
+    src = problem(BOX).build("A=G0 B=V", {"H": 16, "W": 32, "vB": 8}).source
+    assert "reduce" in src and "for (int r" not in src  # the 3x3 window: 9 updates
+    assert src.count("uf_mult_x8(") >= 9
+    # a reduction of more than SHORT_TRIPS steps keeps its loop
+    src = problem(MM).build("A=G0 B=V", {"M": 16, "N": 32, "K": SHORT_TRIPS + 1,
+                                         "vB": 8}).source
+    assert "for (int r" in src
+
+
 @pytest.mark.opencl
 def test_a_body_with_a_comparison_runs_lane_by_lane():
     p = problem(RELU)
@@ -300,7 +312,9 @@ def test_a_block_of_rows_over_the_maps_own_elements_matches_the_reference(path, 
 ])
 def test_a_plain_matmul_runs_a_two_dimensional_register_block(sizes, acc, block):
     p = problem(MM)
-    k = p.build("A=G1 B=G0", {"M": 16, "N": 32, "K": 32, **sizes})
+    # K = 128: the reduction keeps its loop (8 steps of 16 lanes; the printer unrolls a
+    # loop of at most SHORT_TRIPS)
+    k = p.build("A=G1 B=G0", {"M": 16, "N": 32, "K": 128, **sizes})
     src = k.source
     assert acc in src, src
     # the reduction's loop holds every update of the block: one pass over K
@@ -367,7 +381,7 @@ def test_maps_made_in_a_worker_never_take_a_uid_the_program_brought():
 
 
 CONV_HL = os.path.join(EX, "gpgpu20_conv_highlevel.lift")
-CONV_SIZES = {"M": 8, "C": 16, "KH": 3, "KW": 3, "H": 6, "W": 6, "padT": 1, "padB": 1,
+CONV_SIZES = {"M": 8, "C": 32, "KH": 3, "KW": 3, "H": 6, "W": 6, "padT": 1, "padB": 1,
               "padL": 1, "padR": 1, "strideY": 1, "strideX": 1}
 
 
@@ -384,7 +398,8 @@ def test_a_reduction_over_a_flattened_window_runs_row_by_row(tuning):
     src = k.source
     lanes = tuning["rv1"]
     # the window's KH*KW rows in an outer loop, each row's C / lanes steps inside
-    assert f"_lo < {16 // lanes};" in src and "_hi < 9;" in src, src
+    # (C = 32: 8 or 32 steps, more than the printer unrolls as a short loop)
+    assert f"_lo < {CONV_SIZES['C'] // lanes};" in src and "_hi < 9;" in src, src
     inner = src[src.index("_lo < "):]
     inner = inner[:inner.index("\n          }")]
     # no division by the inner counter is left in the inner loop
