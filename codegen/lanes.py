@@ -6,8 +6,11 @@ The builder lowers ``mapVec`` like ``mapSeq`` into a sequential :class:`Loop` wi
 change no work-item's share of the work); :func:`vectorise_loops` then rewrites each such
 loop ``for i in 0..n`` into
 ``for q in 0..n/w`` whose body computes iterations ``i = w*q + lane`` for every lane at
-once. Each value of the body is analysed as LIFT does (CC'22 Section 4): the index of every
-memory access is compared across the lanes, symbolically, with ``i = w*q + lane``:
+once. Where ``w`` does not divide ``n``, a map that may run an iteration twice
+(:func:`recomputable`) gets one more vector, moved back to end at iteration ``n-1``; any
+other map runs its last ``n % w`` iterations one by one after the vectors. Each value
+of the body is analysed as LIFT does (CC'22 Section 4): the index of every memory access
+is compared across the lanes, symbolically, with ``i = w*q + lane``:
 
 * an index that does not depend on ``i`` is *uniform*: one scalar, broadcast where a vector
   is needed;

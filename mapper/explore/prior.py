@@ -58,13 +58,17 @@ def feature_values(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, 
     return vals
 
 
+def _widths(tuning_problem: Any, tuning: Mapping[str, int]) -> dict[str, int]:
+    """The candidate's vector widths (``asVector``, maps in lanes): parameter -> width."""
+    params = getattr(tuning_problem, "params", {}) or {}
+    return {p: int(tuning[p]) for p, tp in params.items()
+            if p in tuning and any(w in str(getattr(tp, "why", "")) for w in VECTOR_WHYS)}
+
+
 def vector_width(tuning_problem: Any, tuning: Mapping[str, int]) -> int:
     """The widest vector width (``asVector``, or a map in lanes) among the candidate's
     tuning parameters (1: none)."""
-    params = getattr(tuning_problem, "params", {}) or {}
-    widths = [int(tuning[p]) for p, tp in params.items()
-              if p in tuning and any(w in str(getattr(tp, "why", "")) for w in VECTOR_WHYS)]
-    return max(widths, default=1)
+    return max(_widths(tuning_problem, tuning).values(), default=1)
 
 
 def simd_width(tuning_problem: Any, tuning: Mapping[str, int]) -> float:
@@ -74,15 +78,13 @@ def simd_width(tuning_problem: Any, tuning: Mapping[str, int]) -> float:
     ``n`` computes ``n / ceil(n / w)`` (its last vector overlaps the one before). 1 where
     it has no vector. A pipeline whose stages run in 16 and 2 lanes scores as 5.7 lanes,
     not 16: each stage takes its share of the time."""
-    params = getattr(tuning_problem, "params", {}) or {}
     lengths = getattr(tuning_problem, "lane_lengths", {}) or {}
     env = {**(getattr(tuning_problem, "sizes", {}) or {}), **tuning}
     logs = []
-    for p, tp in params.items():
-        if p not in tuning or int(tuning[p]) <= 1 \
-                or not any(w in str(getattr(tp, "why", "")) for w in VECTOR_WHYS):
+    for p, width in _widths(tuning_problem, tuning).items():
+        if width <= 1:
             continue
-        w = float(tuning[p])
+        w = float(width)
         if p in lengths:
             try:
                 n = int(lengths[p].evaluate(env))
