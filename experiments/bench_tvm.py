@@ -34,6 +34,10 @@ search of that file as ``mapper explore FILE --sizes M=,N=,K= --budget`` runs it
 (``experiments.bench_plain.explore``: the run's re-timed answer, built again) and numpy's
 sgemm (``A @ Bt.T``), each checked against a float64 product, timed as above.
 
+``--table JSON...`` tunes nothing: it prints the runs' ``--json`` files as one Markdown
+table, a row per workload, with the geometric means of liftmap / TVM and liftmap / its
+baseline (PyTorch or numpy).
+
 The machine (``experiments.machine.cpu_model``), the load average before and after, and any
 other process using more than a tenth of a core (``bench_search.busy_others``) are printed:
 figures taken beside other work are not comparable. Needs the ``bench`` extra
@@ -390,6 +394,76 @@ def bench_matmul(mnk: tuple[int, int, int], args: argparse.Namespace) -> int:
     return 0
 
 
+def workload_name(run: dict[str, Any]) -> str:
+    """A run's workload as a table names it: ``matmul 1024x1024x1024`` or the layer's
+    sizes (``C->M, HxW``, with the filter and stride where they are not 3x3, 1)."""
+    if "matmul" in run:
+        return "matmul " + "x".join(str(run["matmul"][k]) for k in "MNK")
+    lay = run["layer"]
+    name = f"{lay['C']} -> {lay['M']}, {lay['H']}x{lay['W']}"
+    if lay.get("K", 3) != 3:
+        name += f", {lay['K']}x{lay['K']}"
+    if lay.get("S", 1) != 1:
+        name += f", stride {lay['S']}"
+    return name
+
+
+def table(runs: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The Markdown table of ``runs`` (name, a ``--json`` file's content): TVM's trials
+    and median, liftmap's median and answer, the baseline's median, the ratios; last, the
+    geometric means over the rows that have each ratio."""
+    lines = ["| workload | TVM trials | TVM | liftmap (answer, evaluated) | baseline | "
+             "liftmap / TVM | liftmap / baseline |", "|---|---:|---:|---|---:|---:|---:|"]
+    vs_tvm: list[float] = []
+    vs_base: list[float] = []
+    for name, run in runs:
+        lift = run.get("liftmap_gflops", {}).get("median")
+        tvm = run.get("TVM_gflops", {}).get("median")
+        base_name = "numpy" if "numpy_gflops" in run else "PyTorch"
+        base = run.get(f"{base_name}_gflops", {}).get("median")
+        info = run.get("liftmap", {})
+        answer = info.get("variant", "") or ""
+        cells = [f"{name} ({workload_name(run)})",
+                 str(run.get("tvm", {}).get("trials", "-")),
+                 f"{tvm:.1f}" if tvm else "-",
+                 (f"{lift:.1f} ({answer}, {info.get('evaluated', '?')})" if lift else "-"),
+                 f"{base_name} {base:.1f}" if base else "-"]
+        for num, den, acc in ((lift, tvm, vs_tvm), (lift, base, vs_base)):
+            if num and den:
+                acc.append(num / den)
+                cells.append(f"{num / den:.2f}x")
+            else:
+                cells.append("-")
+        lines.append("| " + " | ".join(cells) + " |")
+
+    def geo(xs: list[float]) -> str:
+        return f"**{math.exp(sum(map(math.log, xs)) / len(xs)):.2f}x**" if xs else "-"
+
+    lines.append(f"| geometric mean ({len(runs)} workloads) | | | | | {geo(vs_tvm)} | "
+                 f"{geo(vs_base)} |")
+    return lines
+
+
+def print_table(paths: Sequence[str]) -> int:
+    """``--table``: the runs of ``paths`` as one table (a file that does not read as a
+    run's JSON is an error naming it)."""
+    import json
+
+    runs = []
+    for path in paths:
+        try:
+            with open(path) as fh:
+                run = json.load(fh)
+            if not isinstance(run, dict) or ("layer" not in run and "matmul" not in run):
+                raise ValueError("not a bench_tvm --json file (no layer, no matmul)")
+        except (OSError, ValueError) as e:
+            print(f"error: {path}: {e}", file=sys.stderr)
+            return 2
+        runs.append((os.path.basename(path).removesuffix(".json"), run))
+    print("\n".join(table(runs)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from experiments.bench_search import busy_others, load
 
@@ -413,7 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_interleaving(ap, rounds=3, repeats=5, settle=0.3)
     add_bench_seed(ap)
     add_json(ap)
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="no tuning: print these runs' "
+                    "--json files as one table")
     args = ap.parse_args(argv)
+    if args.table:
+        return print_table(args.table)
     try:
         args.budget_s = parse_seconds(args.budget)
         if args.matmul:

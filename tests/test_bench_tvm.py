@@ -96,3 +96,27 @@ def test_the_matmul_is_searched_checked_and_timed_beside_numpy(tmp_path, capsys)
                      r"numpy [\d.]+ .*liftmap / numpy [\d.]+x", text), text
     saved = json.loads(out.read_text())
     assert saved["matmul"] == {"M": 32, "N": 16, "K": 8} and saved["flops"] == 2 * 32 * 16 * 8
+
+
+def test_the_table_reads_the_runs_json_files(tmp_path, capsys) -> None:
+    conv = {"layer": {"C": 64, "M": 128, "H": 56, "W": 56, "K": 3, "S": 2, "P": 1},
+            "tvm": {"trials": 64}, "liftmap": {"variant": "kernels", "evaluated": 500},
+            "liftmap_gflops": {"median": 200.0}, "TVM_gflops": {"median": 100.0},
+            "PyTorch_gflops": {"median": 250.0}}
+    mm = {"matmul": {"M": 8, "N": 4, "K": 2}, "liftmap_gflops": {"median": 30.0},
+          "TVM_gflops": {"median": 60.0}, "numpy_gflops": {"median": 60.0}}
+    files = []
+    for name, run in (("conv", conv), ("mm", mm)):
+        files.append(str(tmp_path / f"{name}.json"))
+        with open(files[-1], "w") as fh:
+            json.dump(run, fh)
+    assert bt.main(["--table", *files]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].startswith("| conv (64 -> 128, 56x56, stride 2) | 64 | 100.0 | 200.0 "
+                             "(kernels, 500) | PyTorch 250.0 | 2.00x | 0.80x |")
+    assert "| mm (matmul 8x4x2) | - | 60.0 |" in out[3] and out[3].endswith("| 0.50x | 0.50x |")
+    assert out[4].endswith("| **1.00x** | **0.63x** |")  # geometric means
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert bt.main(["--table", str(bad)]) == 2
+    assert "not a bench_tvm --json file" in capsys.readouterr().err
