@@ -35,7 +35,7 @@ lanes writing one element).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from codegen import views as vw
@@ -49,8 +49,8 @@ from ir.nodes import FunCall, Map, Node, Reduce, Split, UserFun, walk
 from ir.sym import Expr, Rel, Var, sym
 from ir.types import ArrayType, ScalarType, Type, VectorType
 
-__all__ = ["DEFAULT_LANES", "LANE_NAMES", "access_stride", "lane_defaults", "reduction_identity",
-           "vectorise_loops"]
+__all__ = ["DEFAULT_LANES", "LANE_NAMES", "access_stride", "default_lanes", "lane_defaults",
+           "reduction_identity", "vectorise_loops"]
 
 LANE_NAMES = "0123456789abcdef"  # OpenCL's .sN component names
 # OpenCL C builtins that take and return vectors lane by lane (gentype)
@@ -490,15 +490,26 @@ def _affine(vz: _Vectoriser, r: Rel) -> bool:
 DEFAULT_LANES = (8, 4, 2)
 # the most vectors jammed into one loop: a register block (16 accumulators fill half of
 # AVX-512's vector registers, all of AVX2's); a longer map in lanes keeps its own loop
-JAM_MAX = 16  # a V map's width where none is given: the widest dividing it
+JAM_MAX = 16
+
+
+def default_lanes(n: int, lanes: Sequence[int] = DEFAULT_LANES) -> int:
+    """The width a map in lanes of length ``n`` takes where none is given: of ``lanes``
+    no wider than ``n``, the one with the fewest operations counting a scalar tail
+    (``n // w + n % w``: the tail a map that may not run an iteration twice gets); a tie
+    goes to a width dividing ``n``, then to the wider. 1 where ``n`` is below every width."""
+    fits = [w for w in lanes if 1 < w <= n]
+    if not fits:
+        return 1
+    return min(fits, key=lambda w: (n // w + n % w, n % w != 0, -w))
 
 
 def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict[str, int]:
     """The widths a program's lanes take where none is given: 1 (no lanes) for a
     strip-mined parallel map (a parallel map whose function is a ``mapVec``) and a
-    reduction (``mapper.apply``); for a map in lanes (code V), the widest of
-    :data:`DEFAULT_LANES` that divides its length at ``sizes`` (8 lanes are native on AVX2
-    and measured as fast as 16 on AVX-512; 1 where none divides)."""
+    reduction (``mapper.apply``); for a map in lanes (code V), :func:`default_lanes` of
+    its length at ``sizes`` among :data:`DEFAULT_LANES` (8 lanes are native on AVX2 and
+    measured as fast as 16 on AVX-512)."""
     out: dict[str, int] = {}
     missing: list[Map] = []
     strip: set[int] = set()
@@ -531,7 +542,7 @@ def lane_defaults(program: Node, sizes: Mapping[str, int] | None = None) -> dict
                 length = None
             if length:
                 assert m.width is not None
-                out[m.width.name] = next((w for w in DEFAULT_LANES if length % w == 0), 1)
+                out[m.width.name] = default_lanes(length)
     return out
 
 

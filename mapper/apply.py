@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass
 
-from codegen.lanes import DEFAULT_LANES, reduction_identity
+from codegen.lanes import DEFAULT_LANES, default_lanes, reduction_identity
 from ir.builders import compose, fresh, join, split, transpose
 from ir.errors import LiftmapError
 from ir.nodes import (
@@ -190,8 +190,8 @@ def default_widths(program: Node, codes: AbcMapping[str, int],
                    tree: MapNestingTree | None = None,
                    sizes: AbcMapping[str, int] | None = None) -> dict[str, int]:
     """The widths a build takes where none is given (``codegen.lanes.lane_defaults``): 1
-    (no lanes) for each strip-mined parallel map and each reduction, and for a V map the
-    widest of 8, 4, 2 that divides its length at ``sizes``."""
+    (no lanes) for each strip-mined parallel map and each reduction, and for a V map
+    ``codegen.lanes.default_lanes`` of its length at ``sizes`` (8, 4 or 2 lanes)."""
     plan = width_plan(program, codes, tree or MapNestingTree(program))
     return dict(plan.fixed) if sizes is None else plan.defaults(sizes)
 
@@ -210,7 +210,7 @@ class WidthPlan:
     def defaults(self, sizes: AbcMapping[str, int],
                  lanes: tuple[int, ...] = DEFAULT_LANES) -> dict[str, int]:
         """The default widths at ``sizes`` (a V map's width only where ``sizes`` lacks
-        it and its length evaluates: the first of ``lanes`` that divides it, else 1)."""
+        it and its length evaluates: ``codegen.lanes.default_lanes`` among ``lanes``)."""
         out = dict(self.fixed)
         for name, length in self.vec:
             if name in sizes:
@@ -220,7 +220,7 @@ class WidthPlan:
             except LiftmapError:
                 continue
             if n:
-                out[name] = next((w for w in lanes if n % w == 0), 1)
+                out[name] = default_lanes(n, lanes)
         return out
 
 
