@@ -74,6 +74,8 @@ class Device:
     global_mem_size: int = 4 << 30
     max_compute_units: int = 1
     preferred_vector_width_float: int = 1
+    # CL_DEVICE_GLOBAL_MEM_CACHE_SIZE (a CPU's last-level cache under PoCL); 0: not known
+    global_mem_cache_size: int = 0
     fp64: bool = False
     fp16: bool = False
     extensions: tuple[str, ...] = ()
@@ -191,6 +193,7 @@ class Device:
             global_mem_size=stable_memory_size(int(device.global_mem_size)),
             max_compute_units=int(device.max_compute_units),
             preferred_vector_width_float=int(device.preferred_vector_width_float),
+            global_mem_cache_size=int(getattr(device, "global_mem_cache_size", 0) or 0),
             fp64="cl_khr_fp64" in exts or bool(getattr(device, "double_fp_config", 0)),
             fp16="cl_khr_fp16" in exts,
             extensions=exts,

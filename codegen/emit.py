@@ -44,9 +44,11 @@ __all__ = [
 UNROLL_MAX = 64  # most iterations of one unrolled loop
 UNROLL_BUDGET = 1024  # most statements an unrolled loop nest may print
 # a nest of loops of at most SHORT_TRIPS iterations each, printing at most SHORT_BUDGET
-# statements unrolled (a stencil's 3x3 window, its register block inside), is unrolled
-# whatever it indexes: PoCL's compiler left such loops rolled, and the tiled Harris ran
-# its gradients 1.3x slower so (2.64 against 1.99 ms, Zen 5)
+# statements unrolled and using private memory (a stencil's 3x3 window, its register block
+# inside), is unrolled whatever it indexes: PoCL's compiler left such loops rolled, and the
+# tiled Harris ran its gradients 1.3x slower so (2.64 against 1.99 ms, Zen 5). One using
+# global memory alone stays rolled: a transpose's block of 4 vectors, unrolled, left its
+# 16-row loop innermost, which LLVM vectorised into scattered stores (16 against 5.7 ms)
 SHORT_TRIPS = 4
 SHORT_BUDGET = 96
 # most iterations of an unrolled nest the printer considers interchanging: a register block
@@ -134,6 +136,8 @@ class Printer:
         self._short: dict[int, bool] = {}
         # private scalar arrays printed as arrays of vectors: {name: width}
         self.vector_arrays: dict[str, int] = {}
+        # global buffers whose aligned vector stores are non-temporal (codegen.streaming)
+        self.streamed: frozenset[str] = frozenset()
 
     def index(self, e: Expr, env: dict) -> Expr:
         """``e`` with the loop-invariant parts hoisted above the enclosing ``for`` loops
@@ -201,14 +205,14 @@ class Printer:
 
     def short(self, lp: Loop) -> bool:
         """Whether ``lp`` runs at most :data:`SHORT_TRIPS` iterations, holds no barrier, its
-        inner loops all unroll and it prints at most :data:`SHORT_BUDGET` statements
-        unrolled (memoised for this kernel)."""
+        inner loops all unroll, it prints at most :data:`SHORT_BUDGET` statements unrolled
+        and it reads or writes private memory (memoised for this kernel)."""
         hit = self._short.get(id(lp))
         if hit is None:
             hit = self._short[id(lp)] = lp.kind == "seq" and lp.n <= SHORT_TRIPS and all(
                 self.unrolls(x) for x in lp.body if isinstance(x, Loop)) \
                 and not any(isinstance(x, Barrier) for x in lp.body) \
-                and self.unrolled_size(lp) <= SHORT_BUDGET
+                and self.unrolled_size(lp) <= SHORT_BUDGET and _uses_private(lp)
         return hit
 
     def expr(self, e: Expr, env: dict) -> str:
@@ -291,6 +295,13 @@ class Printer:
             self._vec[key] = hit
         return hit[0], v.buf.cname + hit[1]
 
+    def aligned(self, v: VecMem, env: dict) -> bool:
+        """Whether ``v``'s index is a multiple of its width for every value of the loop
+        variables (read before hoisting: a hoisted part is an opaque name)."""
+        e = v.idx.subs({k: x for k, x in env.items() if k in v.idx.free_vars()}) \
+            if env else v.idx
+        return (e // v.width) * v.width == e
+
     def vector_slot(self, v: VecMem, env: dict) -> str:
         """The element of a vector private array that ``v`` reads or writes."""
         return (self.index(v.idx, env) // v.width).to_c()
@@ -342,7 +353,13 @@ class Printer:
             self.emit(f"{test}{d.buf.cname}[{self.vector_slot(d, env)}] = {value};", depth)
         elif isinstance(d, VecMem):
             off, base = self.vec_addr(d, env)
-            self.emit(f"{test}vstore{d.width}({value}, {off}, {base});", depth)
+            if d.buf.name in self.streamed and self.aligned(d, env):
+                at = self.index(d.idx, env)
+                ptr = f"(__global {d.buf.dtype}{d.width}*)" + (
+                    d.buf.cname if at == 0 else f"({d.buf.cname} + {at.to_c()})")
+                self.emit(f"{test}__builtin_nontemporal_store({value}, {ptr});", depth)
+            else:
+                self.emit(f"{test}vstore{d.width}({value}, {off}, {base});", depth)
         else:
             raise UnsupportedError(f"internal: cannot store into {type(d).__name__}")
 
@@ -464,6 +481,13 @@ def _printed_size(s) -> int:
     return 1 + sum(_printed_size(x) for x in s.body)
 
 
+def _uses_private(lp: Loop) -> bool:
+    """Whether a statement in ``lp`` reads or writes private memory."""
+    return any(isinstance(s, Store) and any(x.buf.space == "private"
+                                            for x in (s.dest, *leaves_of(s.value)))
+               for s in walk_stmts(lp.body))
+
+
 def touches_private_array(lp: Loop) -> bool:
     """True when the loop body indexes a private array with the loop's variable."""
     name = lp.name
@@ -484,10 +508,13 @@ def kernel_source(
     written: set,
     local_bufs: list,
     body: list,
+    streamed: frozenset[str] = frozenset(),
 ) -> str:
-    """The complete OpenCL C source of one kernel."""
+    """The complete OpenCL C source of one kernel; its aligned vector stores into
+    ``streamed`` buffers are non-temporal (``codegen.streaming``)."""
     p = Printer()
     p.vector_arrays = vector_private_arrays(body)
+    p.streamed = streamed
     for h in header:
         p.emit(f"// {h}", 0)
     for f in functions:

@@ -55,6 +55,7 @@ from codegen.resources import (
     program_features,
 )
 from codegen.stmt import Decl, Loop, Store, leaves_of, walk_stmts
+from codegen.streaming import streamed_buffers
 from ir.nodes import Lambda, Map, Node, size_names, walk
 from ir.sym import Expr
 from ir.typecheck import TypeInfo
@@ -311,7 +312,7 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         src = kernel_source(
             kname, [*header, f"kernel {ki + 1} of {len(groups)}: global size "
                              f"{cfg.global_size}, local size {local_size}"],
-            used_funs, args, written, locs, stmts)
+            used_funs, args, written, locs, stmts, streamed_buffers(stmts, args, limits))
         kernels.append(Kernel(
             name=kname, source=src, args=tuple(x.name for x in args),
             global_size=cfg.global_size, local_size=local_size,
