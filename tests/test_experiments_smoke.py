@@ -87,7 +87,7 @@ TINY: dict[str, tuple[list[str], str]] = {
                   r"GFLOP/s, median of 1 interleaved rounds x 1: liftmap [\d.]+"),
     "build_knowledge": (["{s24}", "--out", "{tmp}/k.jsonl"], r"k\.jsonl: \d+ row\(s\)"),
     "check_tiling": (["--pipelines", "blur_separable", "--memories", "local", "--tiles", "2",
-                      "--limit", "2"], r"TOTAL \{'ok': \d+"),
+                      "--limit", "2"], r"TOTAL \{[^}]*'ok': \d+"),
     "disasm_conv": (["--layer", "24", "--v", "4"], r"hot loop: "),
     "explore_conv": (["--layer", "19", "--scale", "14", "--candidates", "2"],
                     r"best [\d.]+ GFLOP/s vs hand mapping [\d.]+"),
