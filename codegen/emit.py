@@ -10,9 +10,9 @@ into OpenCL C:
 * a sequential loop of at most :data:`UNROLL_MAX` iterations that indexes a private array
   with its variable is fully unrolled (so private arrays can live in registers) when the
   unrolled nest prints at most :data:`UNROLL_BUDGET` statements; otherwise it stays a
-  ``for`` loop (its private arrays may then live on the stack); a short nest (each loop
-  at most :data:`SHORT_TRIPS` iterations, :data:`SHORT_BUDGET` statements unrolled: a
-  stencil's window) is unrolled too;
+  ``for`` loop (its private arrays may then live on the stack); a short nest that uses
+  private memory (each loop at most :data:`SHORT_TRIPS` iterations, :data:`SHORT_BUDGET`
+  statements unrolled: a stencil's window) is unrolled too;
 * user functions become C functions (``uf_<name>``; vectorised ones take ``floatN``);
   vector accesses are ``vloadN``/``vstoreN``; ``fma`` appears only in vector accumulators
   (:mod:`codegen.accumulate`).
@@ -352,13 +352,13 @@ class Printer:
         elif isinstance(d, VecMem) and d.buf.name in self.vector_arrays:
             self.emit(f"{test}{d.buf.cname}[{self.vector_slot(d, env)}] = {value};", depth)
         elif isinstance(d, VecMem):
-            off, base = self.vec_addr(d, env)
             if d.buf.name in self.streamed and self.aligned(d, env):
                 at = self.index(d.idx, env)
                 ptr = f"(__global {d.buf.dtype}{d.width}*)" + (
                     d.buf.cname if at == 0 else f"({d.buf.cname} + {at.to_c()})")
                 self.emit(f"{test}__builtin_nontemporal_store({value}, {ptr});", depth)
             else:
+                off, base = self.vec_addr(d, env)
                 self.emit(f"{test}vstore{d.width}({value}, {off}, {base});", depth)
         else:
             raise UnsupportedError(f"internal: cannot store into {type(d).__name__}")
