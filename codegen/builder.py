@@ -89,7 +89,7 @@ C_RESERVED = frozenset("""auto break case char const continue default do double 
 float for goto if inline int long register restrict return short signed sizeof static struct
 switch typedef union unsigned void volatile while kernel __kernel global __global local __local
 private __private constant __constant read_only write_only bool half uchar ushort uint ulong
-barrier""".split())
+barrier main""".split())  # main: OpenCL C forbids a kernel of that name
 
 
 def _refuse(message: str) -> Callable[..., NoReturn]:

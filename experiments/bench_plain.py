@@ -8,8 +8,9 @@ Each program of ``examples/`` written without ``split``, ``asVector`` or a regis
 (a matmul, row and column sums, a matrix-vector product, a transpose, a 3x3 box blur,
 the separable blur) is explored by
 ``mapper.explore`` with no option but the budget, as ``mapper explore FILE --sizes ...``
-runs it. The run's answer (its end-of-run re-timed winner) is then built again and timed,
-interleaved round by round, against the library a user would pick: numpy (OpenBLAS) for
+runs it (``mapper.explore.program_variants``: with its tilings and input layouts probed).
+The run's answer (its end-of-run re-timed winner) is then built again from its variant's
+task and timed on the search's own evaluation path, interleaved round by round, against the library a user would pick: numpy (OpenBLAS) for
 the products and sums, OpenCV (2 threads, if installed) for the filters, plus the
 machine's roofline: the float8 FMA-chain peak for compute-bound programs, numpy's copy
 bandwidth for memory-bound ones. Medians; the CPU and the load are printed with them.
@@ -151,13 +152,36 @@ def sizes_of(name: str, scale: int) -> dict[str, int]:
 
 
 @dataclasses.dataclass
+class FoundKernel:
+    """The search's answer built again from its task (``task.lower_fn``: the program's
+    kernel, or a layout variant's two) and run on the search's own evaluation path (a
+    worker lowers, runs and checks it): ``run`` gives a ``codegen.program.Outcome``;
+    ``flops`` and ``bytes`` (the program's compulsory traffic) as the program counts them."""
+
+    task: Any
+    mapping: dict
+    tuning: dict
+    flops: int | None
+    bytes: int
+
+    def run(self, inputs: dict, *, repeats: int, reference: np.ndarray | None = None) -> Any:
+        from codegen.worker import evaluate_candidate
+
+        t = self.task
+        return evaluate_candidate(t.lower_fn(self.mapping, self.tuning), inputs,
+                                  t.reference if reference is None else reference,
+                                  timeout_s=300, repeats=repeats, flops=self.flops,
+                                  **t.tolerance)
+
+
+@dataclasses.dataclass
 class Answer:
     """What the default search answered for one program: ``row`` (the search's figures, or
-    ``error``), the answer built again (``kernel``: a ``mapper.kernel.CompiledKernel``,
-    None when the search found none) and the program's seeded inputs."""
+    ``error``), the answer built again (``kernel``: a :class:`FoundKernel`, None when the
+    search found none) and the program's seeded inputs."""
 
     row: dict
-    kernel: Any
+    kernel: FoundKernel | None
     inputs: dict
 
 
@@ -165,13 +189,11 @@ def explore(name: str, budget: str, sizes: dict[str, int]) -> Answer:
     """Program ``name`` of ``PROGRAMS`` at ``sizes`` explored as ``mapper explore FILE
     --sizes ...`` runs it (only the budget given; a stencil pipeline's fusions through
     tiling probed too), and its answer (the end-of-run re-timed winner) built again."""
-    from ir.flops import FlopsError, count_flops
+    from ir.flops import count_bytes
     from ir.nodes import Lambda
     from ir.syntax import parse_file
-    from ir.tiling import tiling_variants
-    from mapper.api import problem
     from mapper.data import random_inputs
-    from mapper.explore import Task
+    from mapper.explore.task import program_variants
     from mapper.explore.variants import explore_variants
 
     fname = PROGRAMS[name][0]
@@ -179,17 +201,10 @@ def explore(name: str, budget: str, sizes: dict[str, int]) -> Answer:
     prog = parse_file(path)
     assert isinstance(prog, Lambda)  # a .lift file declares its inputs
     inputs = random_inputs(prog, sizes, seed=0)
-    # what `mapper explore FILE --sizes ...` runs: the program, and for a stencil pipeline
-    # its fusions through tiling too (--tiling auto), GFLOP/s of the unfused program's work
-    programs = tiling_variants(prog, "auto")
-    flops = None
-    if len(programs) > 1:
-        try:
-            flops = count_flops(prog, sizes)
-        except FlopsError:
-            flops = None
-    tasks = {v: Task.from_program(q, sizes, flops=flops, name=f"{fname}:{v}")
-             for v, q in programs.items()}
+    # what `mapper explore FILE --sizes ...` runs: the program, for a stencil pipeline its
+    # fusions through tiling too (--tiling auto), its worthwhile input layouts (--layout
+    # auto), GFLOP/s of the unfused program's work
+    tasks = program_variants(prog, sizes, name=fname)
     t0 = time.time()
     vr = explore_variants(tasks, budget=budget)
     res = vr.results
@@ -204,15 +219,16 @@ def explore(name: str, budget: str, sizes: dict[str, int]) -> Answer:
     row["answer"] = (f"{vr.chosen + ': ' if len(tasks) > 1 else ''}{rec.mapping}"
                      + (f"; {rec.tuning}" if len(rec.tuning) else ""))
     row["run_retimed_ms"] = round(win.median_s * 1e3, 4) if win else None
-    p = problem(programs[vr.chosen])
-    kernel = p.build(rec.mapping, {**sizes, **dict(rec.tuning)}, flops=flops)
+    task = tasks[vr.chosen]
+    kernel = FoundKernel(task, dict(rec.mapping), dict(rec.tuning), task.flops,
+                         count_bytes(prog, sizes))
     return Answer(row, kernel, inputs)
 
 
-def kernel_round(kernel: Any, inputs: dict, repeats: int,
+def kernel_round(kernel: FoundKernel, inputs: dict, repeats: int,
                  reference: np.ndarray | None = None) -> Callable[[], Sequence[float]]:
-    """One interleaved round of ``kernel`` (a ``CompiledKernel``): ``repeats`` profiled
-    times, checked against ``reference`` (default: the reference interpreter's)."""
+    """One interleaved round of ``kernel``: ``repeats`` profiled times, checked against
+    ``reference`` (default: the reference interpreter's)."""
     def found() -> Sequence[float]:
         r = kernel.run(inputs, repeats=repeats, reference=reference)
         if not r.ok:

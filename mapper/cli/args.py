@@ -200,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "the local and private tilings probed, the fastest explored; a program "
                    "that does not tile is explored as it is (docs/tiling.md)")
     unfused_arg(p)
+    p.add_argument("--layout", choices=("auto", "declared"), help="a .lift program's input "
+                   "layouts: auto (the default, but with --strategy manual): beside the "
+                   "program as declared, a variant per input worth storing with another "
+                   "dimension innermost (a first kernel copies it; docs/mapping.md, Layouts), "
+                   "probed with the others; declared: the inputs as declared only")
     p.add_argument("--vectorise", choices=("auto", "window", "kernels"), help="conv only: "
                    "vectors along the window (dot products) or across kernels (an outer "
                    "product; its store is STORE with .kernels before the extension, whichever "

@@ -28,10 +28,12 @@ def _explore_tasks(args) -> dict:
     and with ``--tiling`` its fusions through tiling, ``tiled-<memory>``), or
     ``conv``'s (the GPGPU'20 convolution pipeline on ``--layer`` or
     ``--sizes``, one task per ``--vectorise`` variant)."""
-    from mapper.explore import Task
 
     if args.file == "conv" and args.tiling not in (None, "none"):
         raise CliError("--tiling goes with a .lift stencil pipeline (conv tiles itself)")
+    if args.file == "conv" and args.layout is not None:
+        raise CliError("--layout goes with a .lift program (conv chooses its layouts as its "
+                       "variants)")
     if args.file == "conv":
         from ir.conv_layer import ConvLayer, ConvPresetError, ConvShapeError, parse_layer
 
@@ -61,6 +63,9 @@ def _explore_tasks(args) -> dict:
     if args.vectorise is not None:
         raise CliError("--vectorise goes with the program name conv (the convolution "
                        "pipeline)")
+    if args.layout == "auto" and args.strategy == "manual":
+        raise CliError("--layout auto explores variants: a manual mapping names the maps of "
+                       "the program as declared (leave --layout out)")
     sizes = parse_sizes(args.sizes)
     import os
 
@@ -69,27 +74,18 @@ def _explore_tasks(args) -> dict:
     prog = parse_file(args.file)
     check_sizes(prog, sizes, args.file)
     check_input_sizes(prog, sizes, args.file, how="with --sizes")
-    from ir.tiling import tiling_variants
+    from mapper.explore.task import program_variants
 
-    # by default a stencil pipeline is explored unfused and fused through tiling (a manual
-    # mapping names the maps of one program: the unfused one unless --tiling names another)
-    tiling = args.tiling or ("none" if args.strategy == "manual" else "auto")
-    # stages left unfused go with one tiling: tiling_variants says so otherwise
-    programs = tiling_variants(prog, tiling, unfused=unfused_stages(args))
-    # GFLOP/s count the unfused program's work: a tiling's recomputed halo is no progress
-    flops = args.flops
-    if flops is None and (len(programs) > 1 or "unfused" not in programs):
-        from ir.flops import FlopsError, count_flops
-
-        try:
-            flops = count_flops(prog, sizes)
-        except FlopsError:
-            flops = None
-    base = os.path.basename(args.file)
-    return {v: Task.from_program(p, sizes, fusion=args.fusion, heuristics=args.heuristics,
-                                 name=base if v == "unfused" else f"{base}:{v}",
-                                 max_value=args.max, flops=flops)
-            for v, p in programs.items()}
+    # by default a stencil pipeline is explored unfused and fused through tiling, and a
+    # program in its worthwhile input layouts too (a manual mapping names the maps of one
+    # program: the unfused one as declared unless --tiling names another)
+    manual = args.strategy == "manual"
+    return program_variants(
+        prog, sizes, name=os.path.basename(args.file),
+        tiling=args.tiling or ("none" if manual else "auto"),
+        layout=args.layout or ("declared" if manual else "auto"),
+        unfused=unfused_stages(args), flops=args.flops, fusion=args.fusion,
+        heuristics=args.heuristics, max_value=args.max)
 
 
 def _conv_tasks(args, layer) -> dict:

@@ -36,7 +36,7 @@ from mapper.explore.strategies import (
     make_strategy,
     register,
 )
-from mapper.explore.task import Task, conv_reference
+from mapper.explore.task import Task, conv_reference, layout_variants, program_variants
 
 __all__ = [
     "Budget", "BudgetError", "Results", "explore", "parse_budget", "Context", "ResultStore",
@@ -44,5 +44,5 @@ __all__ = [
     "Strategy", "StrategyError", "get_strategy", "make_strategy", "register", "Task",
     "conv_reference", "Comparison", "compare", "replay", "Record", "Retimed",
     "Tuning", "ExploreOptions", "Evaluation", "Retiming", "SpaceOptions", "Devices",
-    "option_names",
+    "option_names", "layout_variants", "program_variants",
 ]

@@ -285,6 +285,64 @@ WINOGRAD_ERROR = WINOGRAD_ERRORS[2]
 WINOGRAD_VARIANTS = {2: "winograd", 4: "winograd4"}
 
 
+def program_variants(program, sizes: Mapping[str, int], *, name: str = "program",
+                     tiling: str = "auto", layout: str = "auto",
+                     unfused: tuple[str, ...] = (), flops: int | None = None,
+                     **options: Any) -> dict[str, Task]:
+    """The tasks ``mapper explore FILE`` explores for a program (a ``Lambda``), by variant
+    name: as written (``unfused``) and, with ``tiling`` (``auto``, ``local``, ...), fused
+    through tiling (``ir.tiling.tiling_variants``; ``unfused`` stages left out of the
+    tiles), then with ``layout="auto"`` its layout variants (:func:`layout_variants`).
+    GFLOP/s count the unfused program's work (``flops``; derived where None): a tiling's
+    recomputed halo is no progress. ``options`` go to :meth:`Task.from_program`."""
+    from ir.errors import InvalidOptionError
+    from ir.tiling import tiling_variants
+
+    if layout not in ("auto", "declared"):
+        raise InvalidOptionError(f"layout is auto or declared, not {layout!r}")
+    programs = tiling_variants(program, tiling, unfused=unfused)
+    if flops is None and (len(programs) > 1 or "unfused" not in programs):
+        from ir.flops import FlopsError, count_flops
+
+        try:
+            flops = count_flops(program, sizes)
+        except FlopsError:
+            flops = None
+    tasks = {v: Task.from_program(p, sizes, name=name if v == "unfused" else f"{name}:{v}",
+                                  flops=flops, **options)
+             for v, p in programs.items()}
+    if layout == "auto" and "unfused" in tasks:
+        tasks.update(layout_variants(tasks["unfused"]))
+    return tasks
+
+
+def layout_variants(task: Task) -> dict[str, Task]:
+    """The layout variants of a single-kernel program's ``task`` (``mapper.layouts``): for
+    each input layout worth a variant, the program as a pipeline whose first kernel stores
+    that input in the new layout (its maps as the library maps a stage it does not
+    explore: the innermost in lanes, the others on global work-items) and whose second,
+    the explored one, computes from the copy; the same inputs, reference and FLOP count.
+    Named ``layout-<input>-<dim>``; empty for a pipeline's stage."""
+    from ir.layout import relayout_pipeline
+    from ir.nodes import Lambda
+    from mapper.candidates import default_stage_mappings
+    from mapper.layouts import relayout_candidates
+
+    if task.pipeline is not None or not isinstance(task.program, Lambda) \
+            or task.reference is None:
+        return {}
+    out = {}
+    for r in relayout_candidates(task.program, task.sizes, task.flops):
+        pl = relayout_pipeline(task.program, r, name=task.name)
+        out[r.name] = Task.from_pipeline(
+            pl, task.sizes, stage="main",
+            stage_mappings=default_stage_mappings(pl, skip=("main",), lanes=True),
+            inputs=task.inputs, reference=task.reference, flops=task.flops,
+            max_value=task.max_value, fusion=task.fusion, heuristics=task.heuristics,
+            name=f"{task.name}:{r.name}")
+    return out
+
+
 def conv_variants(layer, *, winograd: bool = True, **options: Any) -> dict[str, Task]:
     """The convolution's variants, as ``mapper explore conv`` explores them by default
     (``mapper.explore.variants``): the direct convolution's vectorisations

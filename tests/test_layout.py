@@ -1,0 +1,195 @@
+"""Input layouts as a choice (``ir.layout``, ``mapper.layouts``,
+``mapper.explore.task.layout_variants``): the variant computes what the program computes,
+is proposed where an innermost map reads along a dimension that is not innermost and the
+program reuses the input, and its kernels run and match the reference."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from ir.errors import InvalidOptionError
+from ir.interp import evaluate
+from ir.layout import Relayout, relayout_pipeline, stored_type
+from ir.pipeline import run_pipeline
+from ir.syntax import parse_file
+from ir.types import Float, array
+from mapper import cli
+from mapper.api import problem
+from mapper.data import random_inputs
+from mapper.explore.task import layout_variants, program_variants
+from mapper.layouts import MIN_FLOPS_PER_ELEMENT, relayout_candidates, strided_reads
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+EX = os.path.join(ROOT, "examples")
+CONV_SIZES = {"H": 6, "W": 5, "C": 4, "M": 3, "KH": 3, "KW": 3, "padT": 1, "padB": 1,
+              "padL": 1, "padR": 1, "strideY": 1, "strideX": 1}
+
+
+def _program(name: str):
+    return problem(parse_file(os.path.join(EX, f"{name}.lift"))).program
+
+
+def test_a_layout_moves_one_dimension_innermost():
+    r = Relayout("w", 0, 4)
+    assert r.order == (1, 2, 3, 0) and r.name == "layout-w-0"
+    t = array(Float, "M", "KH", "KW", "C")
+    assert stored_type(t, r) == array(Float, "KH", "KW", "C", "M")
+    assert stored_type(t, Relayout("w", 1, 4)) == array(Float, "M", "KW", "C", "KH")
+    with pytest.raises(InvalidOptionError):
+        Relayout("w", 3, 4)  # already innermost
+    with pytest.raises(InvalidOptionError):
+        stored_type(array(Float, "N"), Relayout("w", 0, 2))
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("matmul_plain", {"M": 5, "N": 7, "K": 6}),
+    ("gpgpu20_conv_highlevel", CONV_SIZES),
+    ("conv2_layers", {"H": 7, "W": 6, "C": 3, "M": 4, "N": 2}),
+    ("transpose", {"H": 5, "W": 3}),
+])
+def test_every_layout_variant_computes_what_the_program_computes(name, sizes):
+    prog = _program(name)
+    inputs = random_inputs(prog, sizes, seed=1)
+    want = np.asarray(evaluate(prog, inputs, sizes))
+    params = {p.name: p for p in prog.params}
+    layouts = [Relayout(n, d, len(np.shape(inputs[n])))
+               for n in params for d in range(len(np.shape(inputs[n])) - 1)]
+    assert layouts
+    for r in layouts:
+        pl = relayout_pipeline(prog, r)
+        assert [s.name for s in pl.stages] == ["layout", "main"]
+        got = np.asarray(run_pipeline(pl, inputs, sizes))
+        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+        # the copy is the input in the new layout, as numpy transposes it
+        copy = np.asarray(evaluate(pl.stages[0].program, {r.input: inputs[r.input]}, sizes))
+        np.testing.assert_array_equal(copy.reshape(-1),
+                                      np.transpose(inputs[r.input], r.order).reshape(-1))
+
+
+@pytest.mark.parametrize("name, want", [
+    ("matmul_plain", [Relayout("Bt", 0, 2)]),
+    ("gpgpu20_conv_highlevel", [Relayout("kernelsWeights", 0, 4)]),
+    ("conv2_layers", [Relayout("weights1", 0, 4), Relayout("weights2", 0, 4)]),
+    ("transpose", [Relayout("X", 0, 2)]),
+    ("row_sums", [Relayout("X", 0, 2)]),
+    ("box_blur3x3", []),  # its innermost map reads along rows
+    ("harris", []),
+    ("matmul_blocked", []),  # it spells its own vectors
+])
+def test_the_strided_reads_of_innermost_maps_are_found(name, want):
+    assert strided_reads(_program(name)) == want
+
+
+def test_a_layout_is_proposed_only_where_the_program_reuses_the_input():
+    mm = _program("matmul_plain")
+    n = 256
+    flops = 2 * n ** 3
+    assert relayout_candidates(mm, {"M": n, "N": n, "K": n}, flops) == [Relayout("Bt", 0, 2)]
+    # each element of Bt serves 2M FLOPs: M = 32 is just enough, M = 16 is not
+    assert MIN_FLOPS_PER_ELEMENT == 64
+    assert relayout_candidates(mm, {"M": 32, "N": n, "K": 16}, 2 * 32 * n * 16)
+    assert not relayout_candidates(mm, {"M": 16, "N": n, "K": 16}, 2 * 16 * n * 16)
+    assert not relayout_candidates(mm, {"M": n, "N": n, "K": n}, None)  # FLOPs unknown
+    for name, sizes in (("transpose", {"H": 512, "W": 512}), ("row_sums", {"H": 512, "W": 512})):
+        prog = _program(name)
+        from ir.flops import count_flops
+
+        assert not relayout_candidates(prog, sizes, count_flops(prog, sizes)), name
+
+
+def test_program_variants_add_the_layouts_unless_declared():
+    prog = parse_file(os.path.join(EX, "matmul_plain.lift"))
+    sizes = {"M": 64, "N": 64, "K": 64}
+    tasks = program_variants(prog, sizes, name="mm")
+    assert list(tasks) == ["unfused", "layout-Bt-0"]
+    t = tasks["layout-Bt-0"]
+    assert t.stage == "main" and t.flops == tasks["unfused"].flops == 2 * 64 ** 3
+    assert set(t.stage_mappings) == {"layout"} and t.name == "mm:layout-Bt-0"
+    np.testing.assert_array_equal(t.reference, tasks["unfused"].reference)
+    # OpenCL C forbids a kernel called main: the stage's kernel takes another name
+    p = t.joint().problem
+    names = [k.name for k in t.lower_fn(p.mapping("A=G0 B=S"), _tuning(t, p.mapping(
+        "A=G0 B=S")))().kernels]
+    assert names[0] == "layout" and names[1] != "main" and names[1].startswith("main")
+    assert list(program_variants(prog, sizes, layout="declared")) == ["unfused"]
+    assert layout_variants(t) == {}  # a pipeline's stage has none of its own
+    with pytest.raises(InvalidOptionError):
+        program_variants(prog, sizes, layout="sideways")
+
+
+def test_explore_refuses_a_manual_mapping_with_layout_auto(capsys):
+    rc = cli.main(["explore", os.path.join(EX, "matmul_plain.lift"), "--sizes",
+                   "M=64,N=64,K=64", "--strategy", "manual", "--mapping", "A=G0 B=S",
+                   "--layout", "auto"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--layout" in err
+    rc = cli.main(["explore", "conv", "--layout", "auto"])
+    assert rc == 2 and "--layout" in capsys.readouterr().err
+
+
+def _tuning(task, mapping, **given) -> dict[str, int]:
+    """Every tuning parameter of ``mapping``: ``given``, else 1 where it may be."""
+    params = task.joint().tuning(mapping).params
+    assert set(given) <= set(params), (sorted(given), sorted(params))
+    return {k: given.get(k, 1 if 1 in p.domain else p.domain[0]) for k, p in params.items()}
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_layout_variant_kernels_run_and_match_the_reference():
+    from codegen.worker import WorkerPool
+
+    prog = parse_file(os.path.join(EX, "matmul_plain.lift"))
+    t = program_variants(prog, {"M": 64, "N": 48, "K": 32})["layout-Bt-0"]
+    p = t.joint().problem
+    cases = [("A=G1 B=G0", {"vB": 16, "uA": 4}),  # outer products: B's rows in lanes
+             ("A=G0 B=V", {"vB": 8}),
+             ("A=W0 B=L0", {"rv1": 4}),
+             ("A=G0 B=S", {})]
+    with WorkerPool() as pool:
+        for m, given in cases:
+            mapping = p.mapping(m)
+            tuning = _tuning(t, mapping, **given)
+            o = pool.evaluate_candidate(t.lower_fn(mapping, tuning), t.inputs, t.reference,
+                                        timeout_s=120, repeats=1, flops=t.flops,
+                                        **t.tolerance)
+            assert o.ok, (m, tuning, o.label, o.reason)
+    first = p.mapping(cases[0][0])
+    src = t.lower_fn(first, _tuning(t, first, **cases[0][1]))().kernels[1].source
+    assert "vload16" in src  # the stored rows of B read in lanes
+
+
+@pytest.mark.oclgrind
+def test_a_layout_variant_is_clean_under_oclgrind():
+    from codegen.oclgrind import check_with_oclgrind, oclgrind_available
+    from mapper.explore.task import Task
+
+    if not oclgrind_available():
+        pytest.fail("oclgrind is not installed (setup.sh installs it as root)")
+    prog = parse_file(os.path.join(EX, "gpgpu20_conv_highlevel.lift"))
+    # 36 outputs: 72 FLOPs per weight, enough for a layout of the weights
+    sizes = {**CONV_SIZES, "H": 6, "W": 6, "C": 16, "M": 16}
+    task = layout_variants(Task.from_program(prog, sizes))["layout-kernelsWeights-0"]
+    mapping = task.joint().problem.mapping("Y=G1 X=G0 K=V")
+    cp = task.lower_fn(mapping, _tuning(task, mapping, vK=16))()
+    assert "vload16" in cp.kernels[1].source
+    report = check_with_oclgrind(cp, task.inputs, timeout_s=300)
+    assert report.clean, (report.issues, report.error)
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+def test_mapper_explore_probes_the_layout_variant(tmp_path, capsys):
+    store = tmp_path / "mm.sqlite"
+    # 40 candidates: enough to probe both variants (8 each) before exploring one
+    rc = cli.main(["explore", os.path.join(EX, "matmul_plain.lift"), "--sizes",
+                   "M=64,N=64,K=64", "--budget", "40", "--store", str(store), "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    doc = json.loads(out.out.strip().splitlines()[-1])
+    names = [v["name"] for v in doc["variants"]]
+    assert names == ["unfused", "layout-Bt-0"], names
