@@ -16,6 +16,7 @@ from ir.builders import (
     as_vector,
     compose,
     dot,
+    fresh,
     get,
     join,
     lam,
@@ -128,6 +129,26 @@ def gpgpu20_stencil2d() -> Lambda:
         FunCall(slide2d(3, 1, 3, 1), (data,))
     )
     return Lambda((weights, data), body)
+
+
+def plain_matmul() -> Lambda:
+    """A matrix product written plainly (``examples/matmul_plain.lift``): ``A: [[float]K]M``
+    times ``Bt: [[float]K]N`` (B given transposed), ``[[float]N]M``; maps A (rows) and B
+    (columns) free, a scalar reduction, no split, no vectors: the mapping space chooses
+    the parallel maps, the vector lanes and the register block."""
+    a = param("A", array(Float, "M", "K"))
+    bt = param("Bt", array(Float, "N", "K"))
+    acc, ab = fresh("acc"), fresh("ab")
+    step = Lambda((acc, ab), FunCall(add, (acc, FunCall(mult, (
+        FunCall(get(0), (ab,)), FunCall(get(1), (ab,)))))))
+
+    def row(r):
+        def col(c):
+            return FunCall(reduce_(step), (lit(0.0), zip_(r, c)))
+
+        return map_(lam(col, prefix="col"), "B")(bt)
+
+    return Lambda((a, bt), map_(lam(row, prefix="row"), "A")(a))
 
 
 def conv_reference_sizes(layer: Mapping[str, int]) -> dict[str, int]:
@@ -497,6 +518,7 @@ PROGRAMS = {
     "cc22_listing1": cc22_listing1,
     "cc22_listing3": cc22_listing3,
     "gpgpu20_stencil2d": gpgpu20_stencil2d,
+    "plain_matmul": plain_matmul,
     "gpgpu20_conv_highlevel": gpgpu20_conv_highlevel,
     "gpgpu20_conv_partial": conv_partial_stage,
     "gpgpu20_conv_final": conv_final_stage,

@@ -1,10 +1,11 @@
 """The ``mapper`` command line: show, constraints, enumerate, check, explain, space, device,
-run, repl, explore, results, plot, tune (``python -m mapper.cli`` runs it too).
+run, repl, explore, results, plot, tune, demo (``python -m mapper.cli`` runs it too).
 
 The package only parses and prints over the library: ``args`` (the parser), ``common``
-(consoles, JSON, progress, loading), ``mapping``, ``build``, ``explore`` and ``tune`` (the
-commands). It imports nothing of ``experiments/`` (a test forbids it): the main job
-runs from a checkout, ``python -m experiments.demo``.
+(consoles, JSON, progress, loading), ``mapping``, ``build``, ``explore``, ``tune`` and
+``demo`` (the commands). It imports nothing of ``experiments/`` (a test forbids it): the
+main job runs from a checkout, ``python -m experiments.demo``; ``mapper demo`` is its
+installed part, a program written plainly and what the search makes of it.
 
 Every command takes a program file in the text syntax (see ``ir/syntax.py``). User
 mistakes (bad files, bad arguments, bad mappings, contradictory constraints) print one
@@ -33,6 +34,7 @@ from mapper.cli.common import (
     located,
     parse_domains,
 )
+from mapper.cli.demo import cmd_demo
 from mapper.cli.explore import cmd_explore, cmd_plot, cmd_results
 from mapper.cli.mapping import cmd_check, cmd_constraints, cmd_enumerate, cmd_explain, cmd_show
 from mapper.cli.tune import cmd_tune
@@ -56,6 +58,7 @@ COMMANDS = {
     "results": cmd_results,
     "plot": cmd_plot,
     "tune": cmd_tune,
+    "demo": cmd_demo,
 }
 TILING_AUTO = ("show", "constraints", "enumerate", "space")  # --tiling auto: every variant
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from mapper.cli.common import MAX_RANGE
+from mapper.cli.demo import add_parser as add_demo_parser
 from mapper.cli.options import (
     MAX_REPLAY_SEEDS,
     MAX_TOP,
@@ -277,4 +278,5 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store", help="the SQLite file written by mapper explore")
     p.add_argument("--out", help="folder for the PNGs (default: STORE without .sqlite + -plots)")
     add_tune_parser(sub)
+    add_demo_parser(sub)
     return ap
