@@ -13,6 +13,11 @@ budget and the stores are given), every candidate stored in ``--store-dir``; the
 interleaved rounds time the found best (re-lowered from its stored mapping and tuning), the
 register-tiled hand-written OpenCL kernel (``experiments.handwritten``) and PyTorch's conv2d
 (when installed: ``pip install torch``), each after an idle pause and an untimed warm-up.
+Before those, the found kernel is timed alone as the run re-timed it at its end (the run's
+rounds of ``retime_repeats`` runs, back to back: ``found_alone``): the run's reported
+figure timed again by its own protocol; with ``--retime``, in a fresh process, so a figure
+that one lucky run made would not come back. A short kernel loses up to a fifth beside the
+peers and their pauses, which the interleaved figures show.
 Kernel times are OpenCL profiling times of all kernels of a program; PyTorch's are wall
 times of one call. Medians and minima are printed. The FMA-chain peak of the device
 (``float8`` FMA chains, ``experiments.probe_devices``) is measured once per run.
@@ -289,7 +294,8 @@ def retime_row(row: dict, args) -> dict:
     layer = ConvLayer(row["layer"], s["C"], s["H"], s["W"], s["M"], K=s["K"], S=s["S"],
                       P=s["P"])
     out = {k: v for k, v in row.items()
-           if k not in ("found", "hand-written", "PyTorch", "steal_pct", "error")}
+           if k not in ("found", "found_alone", "hand-written", "PyTorch", "steal_pct",
+                        "error")}
     out.update(load_before=load(), warnings=[], retimed_from_run=True)
     return time_found(layer, conv_task(layer, row.get("variant", "window")), out, args)
 
@@ -355,6 +361,10 @@ def time_found(layer, task, out: dict, args) -> dict:
             runs["PyTorch"] = functools.partial(wall_times, torch_fn, reps)
         per_round: dict[str, list[list[float]]] = {}
         try:
+            # first the found kernel as the run re-timed it at its end: alone, its rounds
+            # back to back, each of the run's runs (the reported figure's protocol, here in
+            # this process: a figure a lucky run made would not come back)
+            out["found_alone"] = _alone(pool, task, found_fn, layer.flops, g)
             times = interleave(runs, args.rounds, args.settle, per_round)
         except RunFailed as e:
             out["error"] = str(e)
@@ -376,6 +386,26 @@ def time_found(layer, task, out: dict, args) -> dict:
     out["hand_label"] = hand_label
     out["load_after"] = load()
     return out
+
+
+def _alone(pool, task, found_fn, flops: int, gflops: float | None) -> dict:
+    """The found kernel timed as a run re-times its winners at its end (the options'
+    defaults: ``Retiming.rounds`` rounds of ``retime_repeats`` runs, no pause between):
+    the median over every run and the fastest round's median, in GFLOP/s."""
+    from experiments.baselines import fastest_round_s, interleave, kernel_times
+    from mapper.explore import ExploreOptions
+    from mapper.explore.run import retime_repeats
+
+    o = ExploreOptions()
+    reps = retime_repeats(flops / (gflops * 1e9) if gflops else None, o.evaluation.repeats)
+    rounds: dict[str, list[list[float]]] = {}
+    ts = interleave({"found": kernel_times(pool, task, found_fn, repeats=reps, flops=flops,
+                                           what="found kernel")},
+                    o.retiming.rounds, 0.0, rounds)["found"]
+    fr = fastest_round_s(rounds["found"])
+    return {"median_gflops": flops / statistics.median(ts) / 1e9,
+            "round_gflops": flops / fr / 1e9 if fr else None, "repeats": reps,
+            "rounds": o.retiming.rounds, "times_s": ts}
 
 
 def write_json(path: str, peak: float | None, rows: list[dict]) -> None:
@@ -440,6 +470,11 @@ def main(argv: list[str] | None = None) -> int:
             rt = r.get("retimed_gflops")
             parts.append(f"found {f:.1f} GFLOP/s (stored {r['stored_gflops']:.1f}, re-timed "
                          f"by the run {rt or 0:.1f}, max {r['found']['max_gflops']:.1f})")
+        alone = r.get("found_alone", {}).get("median_gflops")
+        if alone:
+            rt = r.get("retimed_gflops")
+            parts.append(f"timed as the run re-times it {alone:.1f}"
+                         + (f" (reported/this {rt / alone:.2f}x)" if rt else ""))
         if h:
             parts.append(f"hand-written {h:.1f} ({f / h:.2f}x)" if f else f"hand {h:.1f}")
         if t:

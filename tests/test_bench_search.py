@@ -34,6 +34,10 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     assert again["found"]["median_gflops"] > 0 and len(again["found"]["times_s"]) == 100
     # the fastest round's median: at least the median of every run
     assert again["found"]["round_gflops"] >= again["found"]["median_gflops"]
+    # timed alone as the run re-times: its rounds (3 by default) of its runs (50 here)
+    alone = again["found_alone"]
+    assert alone["rounds"] == 3 and alone["repeats"] == 50 and len(alone["times_s"]) == 150
+    assert alone["round_gflops"] >= alone["median_gflops"] > 0
     assert bench_search.main(["--retime", str(tmp_path / "missing.json")]) == 2
 
 
