@@ -10,9 +10,10 @@ the separable blur) is explored by
 ``mapper.explore`` with no option but the budget, as ``mapper explore FILE --sizes ...``
 runs it (``mapper.explore.program_variants``: with its tilings and input layouts probed).
 The run's answer (its end-of-run re-timed winner) is then built again from its variant's
-task and timed on the search's own evaluation path, interleaved round by round, against the library a user would pick: numpy (OpenBLAS) for
-the products and sums, OpenCV (2 threads, if installed) for the filters, plus the
-machine's roofline: the float8 FMA-chain peak for compute-bound programs, numpy's copy
+task and timed on the search's own evaluation path, interleaved round by round, against
+the library a user would pick: numpy (OpenBLAS) for the products and sums, OpenCV (2
+threads, if installed) for the filters, plus the machine's roofline: the float8 FMA-chain
+peak for compute-bound programs, numpy's copy
 bandwidth for memory-bound ones. Medians; the CPU and the load are printed with them.
 
 numpy's BLAS reads ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE`` when it loads: unset both for
