@@ -40,17 +40,23 @@ MAX_SLOTS = 64  # vector accumulators per loop (16 float16 registers x 4 cover A
 _WIDTHS = (2, 3, 4, 8, 16)
 
 
-def _body_is(uf: UserFun, op: str) -> bool:
-    """True when ``uf`` is ``a + b`` (op ``add``) or ``dot(a, b)`` (op ``dot``) of its two
-    parameters, in either order."""
+_OPERATORS = {"add": "{}+{}", "mult": "{}*{}", "dot": "dot({},{})"}
+
+
+def body_is(uf: UserFun, op: str) -> bool:
+    """True when ``uf``'s C body is exactly ``a + b`` (op ``add``), ``a * b`` (``mult``) or
+    ``dot(a, b)`` (``dot``) of its two parameters, in either order (spaces, a ``return``,
+    the ``;`` and, for the infix operators, one pair of parentheses aside)."""
     if uf.arity != 2:
         return False
     a, b = uf.param_names
     body = re.sub(r"\s+", " ", uf.c_body.strip()).removeprefix("return ").rstrip(";").strip()
     body = body.replace(" ", "")
-    if op == "add":
-        return body in (f"{a}+{b}", f"{b}+{a}", f"({a}+{b})", f"({b}+{a})")
-    return body in (f"dot({a},{b})", f"dot({b},{a})")
+    form = _OPERATORS[op]
+    forms = {form.format(a, b), form.format(b, a)}
+    if op != "dot":
+        forms |= {f"({f})" for f in forms}
+    return body in forms
 
 
 def hsum_source(fname: str, w: int) -> str:
@@ -84,7 +90,7 @@ def _match_update(s: Store, fun_of: dict) -> tuple | None:
     if not (isinstance(v, Call) and len(v.args) == 2):
         return None
     uf = fun_of.get(v.fname)
-    if uf is None or not _body_is(uf, "add") or not all(
+    if uf is None or not body_is(uf, "add") or not all(
             isinstance(a.type, ScalarType) for a in v.args):
         return None
     for k in (0, 1):
@@ -94,7 +100,7 @@ def _match_update(s: Store, fun_of: dict) -> tuple | None:
         if not (isinstance(other, Call) and len(other.args) == 2):
             continue
         g = fun_of.get(other.fname)
-        if g is None or not _body_is(g, "dot"):
+        if g is None or not body_is(g, "dot"):
             continue
         x, y = other.args
         if not (isinstance(x.type, VectorType) and isinstance(y.type, VectorType)):

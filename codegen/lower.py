@@ -30,6 +30,7 @@ from codegen import barriers as bar
 from codegen import views as vw
 from codegen.accumulate import vector_accumulate
 from codegen.builder import C_RESERVED, Builder
+from codegen.contract import contract_multiply_adds
 from codegen.device_description import DEFAULT_DEVICE, Device
 from codegen.emit import kernel_source
 from codegen.errors import (
@@ -275,6 +276,8 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
             room = min(room, limits.private_group_budget // math.prod(cfg.local_size) - pbase)
         vbufs, helpers = vector_accumulate(stmts, b.fun_of, b.names, max_bytes=max(0, room))
         kbufs += vbufs
+        # add(c, mult(a, b)) as one a * b + c, which the OpenCL compiler fuses (an FMA)
+        helpers += contract_multiply_adds(stmts, b.fun_of)
         funs += [h for h in helpers if h not in funs]
         locs = [x for x in kbufs if x.space == "local"]
         lbytes = bar.local_bytes(locs)

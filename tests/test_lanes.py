@@ -194,7 +194,8 @@ def test_a_stencils_window_is_unrolled_as_a_short_nest():
 
     src = problem(BOX).build("A=G0 B=V", {"H": 16, "W": 32, "vB": 8}).source
     assert "reduce" in src and "for (int r" not in src  # the 3x3 window: 9 updates
-    assert src.count("uf_mult_x8(") >= 9
+    # each update's product, fused with its addition or not (codegen.contract)
+    assert src.count("uf_mult_x8(") + src.count("liftmap_mad_float8(") >= 9
     # a reduction of more than SHORT_TRIPS steps keeps its loop
     src = problem(MM).build("A=G0 B=V", {"M": 16, "N": 32, "K": SHORT_TRIPS + 1,
                                          "vB": 8}).source
@@ -337,7 +338,8 @@ def test_a_plain_matmul_runs_a_two_dimensional_register_block(sizes, acc, block)
     # the reduction's loop holds every update of the block: one pass over K
     loop = src[src.index("for (int r"):]
     body = loop[:loop.index("\n      }")]
-    assert body.count("uf_add") >= block, body
+    # an update: an addition, or a multiply-add (codegen.contract)
+    assert body.count("uf_add") + body.count("liftmap_mad_") >= block, body
     r = k.run()
     assert r.ok and r.max_abs_error is not None and r.max_abs_error <= 1e-4, r
 
