@@ -11,14 +11,27 @@ from ir.errors import UnknownStageError
 from ir.nodes import Lambda
 from ir.sym import Expr
 
-__all__ = ["Pipeline", "Stage", "run_pipeline"]
+__all__ = ["Pipeline", "Stage", "run_pipeline", "stage_source", "source_stage"]
+
+_STAGE = "<stage:"
+
+
+def stage_source(name: str) -> str:
+    """The source that reads the output of the stage called ``name``."""
+    return f"{_STAGE}{name}>"
+
+
+def source_stage(src: str) -> str | None:
+    """The stage whose output the source ``src`` reads, or None (an input, ``<previous>``)."""
+    return src[len(_STAGE):-1] if src.startswith(_STAGE) and src.endswith(">") else None
 
 
 @dataclass(frozen=True)
 class Stage:
     """One kernel of a pipeline: a program and where each of its inputs comes from.
 
-    ``sources`` maps each input name to a pipeline input name or ``"<previous>"``.
+    ``sources`` maps each input name to a pipeline input name, ``"<previous>"`` (the
+    stage before's output) or ``stage_source(name)`` (an earlier stage's output).
     ``identity_when``: pairs of sizes whose equality makes the stage copy its one input
     unchanged (a crop of nothing): at such sizes the lowering leaves the kernel out and the
     next stage reads the input (``identity_at``).
@@ -56,9 +69,17 @@ def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mappin
     if evaluate is None:
         from ir.interp import evaluate
     prev = None
+    outs: dict[str, object] = {}
     for st in pipeline.stages:
         args = {}
         for name, src in st.sources:
-            args[name] = prev if src == "<previous>" else inputs[src]
-        prev = evaluate(st.program, args, sizes)
+            earlier = source_stage(src)
+            if earlier is not None:
+                if earlier not in outs:
+                    raise UnknownStageError(f"stage {st.name} reads {earlier!r}, not an "
+                                            "earlier stage")
+                args[name] = outs[earlier]
+            else:
+                args[name] = prev if src == "<previous>" else inputs[src]
+        prev = outs[st.name] = evaluate(st.program, args, sizes)
     return prev

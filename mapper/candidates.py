@@ -17,7 +17,7 @@ from codegen.lanes import DEFAULT_LANES
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import DEFAULT_DEVICE, Device
 from ir.nodes import Node
-from ir.pipeline import Pipeline
+from ir.pipeline import Pipeline, source_stage
 from mapper.api import MappingProblem, enumerate_mappings, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
 from mapper.errors import InvalidMappingError
@@ -108,6 +108,7 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     kernels: list[Kernel] = []
     buffers: dict[str, Buffer] = {}
     prev_out: str | None = None
+    outs: dict[str, str] = {}  # stage name -> its output buffer
     out_shape: tuple[int, ...] = ()
     for i, st in enumerate(pipeline.stages):
         if (prev_out is not None and [src for _, src in st.sources] == ["<previous>"]
@@ -124,9 +125,13 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
         cp = _stage_built(p, mapping, own, st.name)
         rename: dict[str, str] = {}
         for name, src in st.sources:
+            earlier = source_stage(src)
             if src == "<previous>":
                 assert prev_out is not None, f"the first stage {st.name} reads <previous>"
                 rename[name] = prev_out
+            elif earlier is not None:
+                assert earlier in outs, f"stage {st.name} reads {earlier}, not built before"
+                rename[name] = outs[earlier]
             else:
                 rename[name] = src
         for name, b in cp.buffers.items():
@@ -137,6 +142,7 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
                                        role="input" if new in pipeline.inputs else "temp")
         kernels += [replace(k, args=tuple(rename[a] for a in k.args)) for k in cp.kernels]
         prev_out, out_shape = rename[cp.output], cp.output_shape
+        outs[st.name] = prev_out
     assert prev_out is not None, "a pipeline has at least one stage"
     buffers[prev_out] = replace(buffers[prev_out], role="output")
     return CompiledProgram(tuple(kernels), buffers, tuple(pipeline.inputs), prev_out,

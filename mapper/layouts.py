@@ -1,5 +1,6 @@
-"""Which input layouts a program is worth exploring in (``ir.layout``), judged once per
-program on the same probe build as the vector lanes (``mapper.lanes_probe``).
+"""Which input layouts and paddings a program is worth exploring with (``ir.layout``),
+judged once per program on the same probe build as the vector lanes
+(``mapper.lanes_probe``).
 
 An innermost map (no computing map inside it: where lanes go) whose iterations read an
 input with a constant stride that is the stride of one of the input's dimensions, other
@@ -7,7 +8,14 @@ than its innermost, reads it along that dimension: stored with that dimension in
 the map's lanes would read contiguous memory (``Relayout``). A layout costs a copy of the
 input (the variant's first kernel), so it is proposed only where the program does at least
 :data:`MIN_FLOPS_PER_ELEMENT` operations per element of the input: a matmul's or a
-convolution's weights, not a transpose's or a row sum's only input.
+convolution's weights, not a transpose's or a row sum's only input. Where the device's
+vector width divides the dimension, the layout is *blocked* by that width
+(:func:`preparation_plans`): each work-item then streams through contiguous blocks.
+
+An input the program reads only through a padding (a convolution's ``padND $ input``) and
+reuses as much is padded once by a kernel of its own (``ir.layout.Prepad``): the hot loop
+then reads it with no bounds test. :func:`preparation_plans` gives each layout with the
+paddings, and the paddings alone.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from collections.abc import Mapping
 from codegen.errors import LoweringError
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from ir.errors import LiftmapError
-from ir.layout import Relayout, dims_of
+from ir.layout import Prepad, Relayout, dims_of, padded_reads
 from ir.nodes import Lambda
 from ir.typecheck import typecheck
 from mapper.lanes_probe import _all_sequential, probe_sizes
@@ -80,8 +88,17 @@ def relayout_candidates(program: Lambda, sizes: Mapping[str, int],
     None: none): :func:`strided_reads` of inputs the program does at least
     :data:`MIN_FLOPS_PER_ELEMENT` operations per element of, at most :data:`MAX_LAYOUTS`
     (the probe build only where some input is reused so)."""
-    if not flops:
+    reused = _reused(program, sizes, flops)
+    if not reused:
         return []
+    return [r for r in strided_reads(program) if r.input in reused][:MAX_LAYOUTS]
+
+
+def _reused(program: Lambda, sizes: Mapping[str, int], flops: int | None) -> set[str]:
+    """The inputs (of two or more dimensions) the program does at least
+    :data:`MIN_FLOPS_PER_ELEMENT` operations per element of."""
+    if not flops:
+        return set()
     reused = set()
     for p in program.params:
         if p.type is None:
@@ -93,9 +110,42 @@ def relayout_candidates(program: Lambda, sizes: Mapping[str, int],
             continue  # a size left to tune: the copy's cost is unknown
         if len(dims) >= 2 and elements and flops / elements >= MIN_FLOPS_PER_ELEMENT:
             reused.add(p.name)
+    return reused
+
+
+def blocked(r: Relayout, sizes: Mapping[str, int], program: Lambda, lanes: int) -> Relayout:
+    """``r`` blocked by ``lanes`` (the device's vector width) where that divides the moved
+    dimension and leaves at least two blocks; ``r`` itself otherwise."""
+    if lanes < 2:
+        return r
+    for p in program.params:
+        if p.name == r.input and p.type is not None:
+            try:
+                n = int(dims_of(p.type)[0][r.dim].evaluate(sizes))
+            except (LiftmapError, ArithmeticError, TypeError):
+                return r
+            if n % lanes == 0 and n >= 2 * lanes:
+                return Relayout(r.input, r.dim, r.rank, lanes)
+    return r
+
+
+def preparation_plans(program: Lambda, sizes: Mapping[str, int], flops: int | None,
+                      lanes: int) -> list[tuple[Relayout | Prepad, ...]]:
+    """The preparations worth a variant of ``program`` (``ir.layout.prepared_pipeline``):
+    each of :func:`relayout_candidates`, blocked by ``lanes`` where it divides
+    (:func:`blocked`), with the paddings of reused inputs (``ir.layout.padded_reads``;
+    not of the input it moves), then those paddings alone; empty where none applies."""
+    reused = _reused(program, sizes, flops)
     if not reused:
         return []
-    return [r for r in strided_reads(program) if r.input in reused][:MAX_LAYOUTS]
+    pads = [pp for pp in padded_reads(program) if pp.input in reused]
+    plans: list[tuple[Relayout | Prepad, ...]] = []
+    for r in relayout_candidates(program, sizes, flops):
+        plans.append((blocked(r, sizes, program, lanes),
+                      *(pp for pp in pads if pp.input != r.input)))
+    if pads:
+        plans.append(tuple(pads))
+    return plans
 
 
 def _step(idx, var) -> int | None:

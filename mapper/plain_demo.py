@@ -229,13 +229,19 @@ def _choices(task, variant: str, mapping: Mapping[str, int], tuning: Mapping[str
 
 def _variant_meaning(task, variant: str) -> str:
     """What a variant of the program is, in words."""
-    if variant.startswith("layout-") and task.pipeline is not None:
+    if variant.startswith(("layout-", "pad-")) and task.pipeline is not None:
         main = task.pipeline.stage("main").program
-        first = task.pipeline.stages[0]
-        name = first.sources[0][0]
-        stored = next(q.type for q in main.params if q.name == name)
-        return (f"input {name} stored as {stored} (a first kernel copies it so: its reads "
-                "are contiguous in the search's lanes)")
+        said = []
+        for st in task.pipeline.stages[:-1]:
+            name = st.sources[0][0]
+            if st.name == "layout":
+                stored = next(q.type for q in main.params if q.name == name)
+                said.append(f"input {name} stored as {stored} (a first kernel copies it so: "
+                            "its reads are contiguous in the search's lanes)")
+            else:
+                said.append(f"input {name} padded once by a kernel of its own (no bounds "
+                            "test where it is read)")
+        return "; ".join(said)
     if variant.startswith("tiled-"):
         return f"the pipeline fused through tiling, its intermediates in {variant[6:]} memory"
     return variant

@@ -317,30 +317,47 @@ def program_variants(program, sizes: Mapping[str, int], *, name: str = "program"
 
 
 def layout_variants(task: Task) -> dict[str, Task]:
-    """The layout variants of a single-kernel program's ``task`` (``mapper.layouts``): for
-    each input layout worth a variant, the program as a pipeline whose first kernel stores
-    that input in the new layout (its maps as the library maps a stage it does not
-    explore: the innermost in lanes, the others on global work-items) and whose second,
-    the explored one, computes from the copy; the same inputs, reference and FLOP count.
-    Named ``layout-<input>-<dim>``; empty for a pipeline's stage."""
-    from ir.layout import relayout_pipeline
+    """The layout variants of a single-kernel program's ``task`` (``mapper.layouts.
+    preparation_plans``): for each plan of input layouts and paddings worth a variant, the
+    program as a pipeline whose first kernels prepare those inputs (their maps as the
+    library maps a stage it does not explore: the innermost in lanes, the others on global
+    work-items) and whose last, ``main``, the explored one, computes from the copies; the
+    same inputs, reference and FLOP count. Named after the plan (``layout-<input>-<dim>``,
+    ``b<block>`` when blocked, ``+pad-<input>`` for each padding); empty for a pipeline's
+    stage."""
+    from ir.layout import prepared_pipeline
     from ir.nodes import Lambda
     from mapper.candidates import default_stage_mappings
-    from mapper.layouts import relayout_candidates
+    from mapper.layouts import preparation_plans
 
     if task.pipeline is not None or not isinstance(task.program, Lambda) \
             or task.reference is None:
         return {}
+    lanes = int(_device_of(task).preferred_vector_width_float or 0)
     out = {}
-    for r in relayout_candidates(task.program, task.sizes, task.flops):
-        pl = relayout_pipeline(task.program, r, name=task.name)
-        out[r.name] = Task.from_pipeline(
+    for plan in preparation_plans(task.program, task.sizes, task.flops, lanes):
+        pl = prepared_pipeline(task.program, plan, name=task.name)
+        vname = pl.name.split(":")[-1]
+        out[vname] = Task.from_pipeline(
             pl, task.sizes, stage="main",
             stage_mappings=default_stage_mappings(pl, skip=("main",), lanes=True),
             inputs=task.inputs, reference=task.reference, flops=task.flops,
             max_value=task.max_value, fusion=task.fusion, heuristics=task.heuristics,
-            name=f"{task.name}:{r.name}")
+            name=f"{task.name}:{vname}")
     return out
+
+
+def _device_of(task: Task) -> Device:
+    """The device ``task`` is mapped for: its own, else the one ``--device`` would default
+    to (``codegen.target.resolve``), else the library's default description."""
+    from codegen.target import DEFAULT_DEVICE, DeviceDescriptionError, resolve
+
+    if task.device is not None:
+        return task.device
+    try:
+        return resolve(None)
+    except DeviceDescriptionError:
+        return DEFAULT_DEVICE
 
 
 def conv_variants(layer, *, winograd: bool = True, **options: Any) -> dict[str, Task]:
