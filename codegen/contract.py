@@ -27,17 +27,29 @@ has FMA. ``a * b + c`` in one expression is contracted by OpenCL C's default
 the target has one, a multiply and an add where it has none (LLVM's definition; no such
 device was measured). Results change in their last bits (a fused product is not rounded
 on its own), well within the tolerances of the checks against the reference interpreter.
+
+**Where a chain is the bottleneck, the multiply-add waits.** An accumulation
+``acc = add(acc, mult(a, b))`` whose loop updates only a few accumulators per iteration
+runs at the latency of its update chain, not the throughput of the units: a fused update
+takes the FMA's latency (4 cycles on Zen 3-5) where the unfused one takes only the
+addition's (2 on Zen 5, 3 on Zen 3 and 4; the product is off the chain). A scalar plain
+matmul with one accumulator ran 2.0x slower contracted (Zen 5: 116 against 59 ms at
+512^3). So an accumulation is contracted only where its loop body makes at least
+:data:`MIN_CHAINS` such updates per iteration (a register block), enough independent chains
+to hide the longer latency (the updates beside it, times the iterations of the register
+block's loops around it); a value that is not an accumulation is always contracted.
 """
 
 from __future__ import annotations
 
 from codegen.accumulate import body_is
-from codegen.stmt import Store, walk_stmts
-from codegen.views import Call, Leaf, Sel
+from codegen.stmt import Loop, Store
+from codegen.views import Call, Leaf, Mem, Sel, VecMem
 from ir.nodes import UserFun
 from ir.types import ScalarType, Type, VectorType
 
 HELPER_PREFIX = "liftmap_mad_"
+MIN_CHAINS = 4  # accumulator updates per loop iteration from which fused updates win
 
 
 def float_ctype(t: Type) -> str | None:
@@ -93,12 +105,46 @@ def contract_value(v: Leaf, fun_of: dict[str, UserFun], used: set[str]) -> Leaf:
     return v
 
 
+def _accumulates(s: Store, fun_of: dict[str, UserFun]) -> bool:
+    """Whether ``s`` is ``d = add(d, mult(a, b))`` (either order): an accumulation."""
+    v = s.value
+    if not _is(fun_of, v, "add"):
+        return False
+    assert isinstance(v, Call)
+    for k in (0, 1):
+        acc, prod = v.args[k], v.args[1 - k]
+        if _is(fun_of, prod, "mult") and isinstance(acc, (Mem, VecMem)) \
+                and acc.buf is s.dest.buf and acc.idx == s.dest.idx:
+            return True
+    return False
+
+
 def contract_multiply_adds(stmts: list, fun_of: dict[str, UserFun]) -> list[tuple[str, str]]:
     """Rewrites, in place, the value of every store of ``stmts`` with
-    :func:`contract_value`. Returns the helper functions the values now call, as
-    ``(name, source)`` pairs."""
+    :func:`contract_value`, but an accumulation with fewer than :data:`MIN_CHAINS`
+    independent chains: the accumulations beside it in its loop body, times the
+    iterations of the loops around it that update another accumulator each (a register
+    block: their variables index the accumulator). Returns the helper functions the values
+    now call, as ``(name, source)`` pairs."""
     used: set[str] = set()
-    for s in walk_stmts(stmts):
-        if isinstance(s, Store):
-            s.value = contract_value(s.value, fun_of, used)
+
+    def chains(s: Store, beside: int, around: list[Loop]) -> int:
+        n, names = beside, s.dest.idx.free_vars()
+        for lp in reversed(around):
+            if lp.var.name not in names:
+                break  # the loop the chain runs along (a reduction's)
+            n *= max(1, lp.n)
+        return n
+
+    def visit(body: list, around: list[Loop]) -> None:
+        beside = sum(1 for s in body if isinstance(s, Store) and _accumulates(s, fun_of))
+        for s in body:
+            if isinstance(s, Loop):
+                visit(s.body, [*around, s])
+            elif isinstance(s, Store):
+                if _accumulates(s, fun_of) and chains(s, beside, around) < MIN_CHAINS:
+                    continue  # a latency-bound chain: the unfused update is shorter
+                s.value = contract_value(s.value, fun_of, used)
+
+    visit(stmts, [])
     return [(HELPER_PREFIX + t, mad_source(t)) for t in sorted(used)]

@@ -14,9 +14,9 @@ from opencl_required import opencl_device
 
 from codegen.accumulate import body_is
 from codegen.buffers import Buf
-from codegen.contract import contract_multiply_adds, mad_source
+from codegen.contract import MIN_CHAINS, contract_multiply_adds, mad_source
 from codegen.runner import Runner
-from codegen.stmt import Store
+from codegen.stmt import Loop, Store
 from codegen.views import Call, Const, Leaf, Mem, Sel, VecMem
 from ir.builders import add, mult, userfun
 from ir.interp import evaluate
@@ -46,6 +46,7 @@ FUN_OF = {"uf_add": add, "uf_mult": mult, "uf_add_x16": add, "uf_mult_x16": mult
 ACC = Buf("acc", "private", "float", 1, "acc", scalar=True)
 VACC = Buf("vacc", "private", "float16", 1, "acc", scalar=True)
 X = Buf("x", "global", "float", 64, "input")
+OUT = Buf("out", "global", "float", 64, "output")
 IX = Buf("ix", "global", "int", 64, "input")
 
 
@@ -57,11 +58,11 @@ def vec(k: int = 0) -> VecMem:
     return VecMem(X, sym(16 * k), V16)
 
 
-def contracted(value: Leaf, dest: Mem | None = None) -> tuple[Leaf, list]:
-    """``value`` stored (into the accumulator of its type) and contracted: the new value and
-    the helpers."""
+def contracted(value: Leaf, dest: Mem | VecMem | None = None) -> tuple[Leaf, list]:
+    """``value`` stored (into an output of its type, unless ``dest``) and contracted: the
+    new value and the helpers."""
     if dest is None:
-        dest = Mem(VACC, sym(0), V16) if value.type == V16 else Mem(ACC, sym(0), Float)
+        dest = VecMem(OUT, sym(16), V16) if value.type == V16 else Mem(OUT, sym(0), Float)
     st = Store(dest, value)
     helpers = contract_multiply_adds([st], FUN_OF)
     return st.value, helpers
@@ -151,18 +152,48 @@ def test_what_is_not_an_add_of_a_product_is_left_alone():
         assert v is value and helpers == []
 
 
+def _updates(n: int) -> tuple[Loop, list[Store]]:
+    """A loop whose body makes ``n`` accumulations ``acc[k] = add(acc[k], mult(x, y))``."""
+    accs = Buf("accs", "private", "float", 8, "acc")
+    lp = Loop("seq", None, Var("r"), 64, "r", "reduce")
+    lp.body = [Store(Mem(accs, sym(k), Float),
+                     Call("uf_add", (Mem(accs, sym(k), Float),
+                                     Call("uf_mult", (scalar(k), scalar(k + 1)), Float)), Float),
+                     parent=lp) for k in range(n)]
+    return lp, lp.body
+
+
+def test_an_accumulation_is_fused_only_among_enough_independent_chains():
+    """One accumulator's chain runs at its update's latency: a fused update (the FMA's
+    latency) would make it longer; a register block of MIN_CHAINS hides it."""
+    for n in (1, MIN_CHAINS - 1):
+        lp, stores = _updates(n)
+        assert contract_multiply_adds([lp], FUN_OF) == []
+        assert all(s.value.fname == "uf_add" for s in stores)
+    lp, stores = _updates(MIN_CHAINS)
+    assert [h for h, _ in contract_multiply_adds([lp], FUN_OF)] == ["liftmap_mad_float"]
+    assert all(s.value.fname == "liftmap_mad_float" for s in stores)
+    # a value that accumulates nothing is fused wherever it is
+    acc, x, y = Mem(ACC, sym(0), Float), scalar(1), scalar(2)
+    v, _ = contracted(Call("uf_add", (acc, Call("uf_mult", (x, y), Float)), Float))
+    assert is_mad(v, "float", x, y, acc)
+    v, _ = contracted(Call("uf_add", (acc, Call("uf_mult", (x, y), Float)), Float), acc)
+    assert v.fname == "uf_add"  # into itself, alone: a chain
+
+
 # ------------------------------------------------------------------ lowered kernels
 
 
 def test_a_lowered_matmul_fuses_its_updates():
     """Without the pass (codegen.lower) the updates stay uf_add(acc, uf_mult(...))."""
     p = problem(plain_matmul(), device="pocl-cpu")
-    src = p.build("A=G0 B=V", {**MM_SIZES, "vB": 16}).source
+    src = p.build("A=G1 B=G0", {**MM_SIZES, "vB": 16, "uA": 4, "uB": 1}).source
     assert "float16 liftmap_mad_float16(float16 a, float16 b, float16 c)" in src
-    assert src.count("= liftmap_mad_float16(") >= 2  # a register block of vectors
+    assert src.count("= liftmap_mad_float16(") >= 4  # a register block of vectors
     assert "uf_mult" not in src and "uf_add" not in src  # no longer called: not printed
+    # one dot product per work-item: one chain, left unfused
     src = p.build("A=G0 B=S", MM_SIZES).source
-    assert "acc = liftmap_mad_float(" in src and "uf_mult" not in src
+    assert "liftmap_mad" not in src and "acc = uf_add(acc, uf_mult(" in src
 
 
 @pytest.fixture(scope="module")
@@ -182,9 +213,9 @@ def _check(runner, program, mapping: str, sizes: dict[str, int], helper: str) ->
 
 @pytest.mark.opencl
 @pytest.mark.parametrize("mapping,tuning,helper", [
-    ("A=G0 B=V", {"vB": 16}, "liftmap_mad_float16"),  # a register block of 2 float16
+    ("A=G1 B=G0", {"vB": 16, "uA": 4, "uB": 1}, "liftmap_mad_float16"),  # 4 float16
     ("A=G1 B=G0", {"vB": 4, "uA": 2, "uB": 2}, "liftmap_mad_float4"),
-    ("A=G0 B=G1", {}, "liftmap_mad_float"),  # one dot product per work-item
+    ("A=G1 B=G0", {"vB": 1, "uA": 2, "uB": 2}, "liftmap_mad_float"),  # 4 scalars
 ])
 def test_a_fused_matmul_matches_the_reference(runner, mapping, tuning, helper):
     _check(runner, plain_matmul(), mapping, {**MM_SIZES, **tuning}, helper)
@@ -193,7 +224,8 @@ def test_a_fused_matmul_matches_the_reference(runner, mapping, tuning, helper):
 @pytest.mark.opencl
 def test_a_fused_convolution_matches_the_reference(runner):
     prog = parse_file(str(CONV))
-    _check(runner, prog, "Y=G1 X=G0 K=V", {**CONV_SIZES, "vK": 16}, "liftmap_mad_float16")
+    _check(runner, prog, "Y=G1 X=G0 K=G2", {**CONV_SIZES, "vK": 16, "uX": 5, "uK": 1},
+           "liftmap_mad_float16")
 
 
 _CHILD = """
@@ -201,8 +233,8 @@ from codegen.runner import Runner
 from ir.programs import plain_matmul
 from mapper.candidates import build_candidate
 from mapper.data import random_inputs
-sizes = dict(M=32, N=32, K=48, vB=16)
-cp = build_candidate(plain_matmul(), "A=G0 B=V", sizes, name="contracted")
+sizes = dict(M=32, N=32, K=48, vB=16, uA=4, uB=1)
+cp = build_candidate(plain_matmul(), "A=G1 B=G0", sizes, name="contracted")
 assert "liftmap_mad_float16(" in cp.kernels[0].source
 Runner().run(cp, random_inputs(plain_matmul(), sizes), repeats=1, warmup=0)
 """
