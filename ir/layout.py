@@ -123,18 +123,15 @@ def stored_type(t: Type, r: Relayout) -> Type:
     return out
 
 
-def _swap(e: ExprNode, j: int) -> ExprNode:
-    """``e`` with its dimensions ``j`` and ``j + 1`` swapped: a view."""
-    f: FunDecl = transpose()
-    for _ in range(j):
-        f = map_(f)
-    return FunCall(f, (e,))
-
-
 def _at(f: FunDecl, depth: int) -> FunDecl:
     for _ in range(depth):
         f = map_(f)
     return f
+
+
+def _swap(e: ExprNode, j: int) -> ExprNode:
+    """``e`` with its dimensions ``j`` and ``j + 1`` swapped: a view."""
+    return FunCall(_at(transpose(), j), (e,))
 
 
 def innermost_view(e: ExprNode, r: Relayout) -> ExprNode:
