@@ -22,6 +22,12 @@ iteration spills. Both are read off the statement tree, in the program's symboli
   accumulators updated and the private values staged from memory. Each is one scalar or
   one vector (``codegen.accumulate`` makes a vector accumulator of a dot product's); the
   widths are the tuning's (a vector width is a parameter the prior reads on its own).
+* ``loop_operands``: registers the operands an iteration loads take at once, at best:
+  the loads of its computations are grouped by the register-block loops (written inside
+  the reduction, or added by the search) their index uses (an outer product's ``uK``
+  weight vectors use ``k``, its ``uX`` inputs ``x``); the largest group streams through
+  one register while every other group is held for its reuse (``uK x uX`` holds
+  ``min(uK, uX) + 1``).
 
 A map around the reduction that runs in lanes or unrolled (a search's register block,
 ``u*``: ``codegen.lanes.jam`` runs its iterations inside the reduction) multiplies the
@@ -44,6 +50,7 @@ from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from codegen.views import Call, Leaf, Sel
 from ir.errors import LiftmapError
 from ir.sym import Cst, Expr
+from ir.sym_expr import smax
 
 
 def _trip(lp: Loop) -> Expr:
@@ -87,6 +94,7 @@ def _describe(loop: Loop) -> dict[str, Expr]:
     ops: Expr = Cst(0)
     loads: Expr = Cst(0)
     regs: Expr = Cst(0)
+    groups: dict[frozenset[str], Expr] = {}  # loads by the block loops their index uses
     # the maps around the reduction that run inside it as a register block (the search's
     # unrolled maps, ``u*``): each iteration of the reduction does their work
     blocks: list[Loop] = []
@@ -120,10 +128,16 @@ def _describe(loop: Loop) -> dict[str, Expr]:
                 visit(s.body, [*inner, s])
             elif isinstance(s, Store):
                 leaves = list(leaves_of(s.value))
+                computed = _calls(s.value) > 0
+                block_vars = frozenset(b.var.name for b in [*inner, *blocks])
                 for leaf in leaves:
                     if leaf.buf.space != "private":
-                        loads = loads + per(inner, leaf.idx.free_vars()) * gathered(
+                        n = per(inner, leaf.idx.free_vars()) * gathered(
                             leaf.idx, [loop, *inner, *blocks])
+                        loads = loads + n
+                        if computed:  # an operand (a staged value is counted in regs)
+                            used = block_vars & leaf.idx.free_vars()
+                            groups[used] = groups.get(used, Cst(0)) + n
                 private = s.dest.buf.space == "private"
                 # a private value declared in the block: one copy per block iteration
                 held = per(inner, s.dest.idx.free_vars() | {b.var.name for b in blocks}) \
@@ -143,12 +157,21 @@ def _describe(loop: Loop) -> dict[str, Expr]:
         if not any(lp is b for b in blocks):  # a block's iterations are in ops
             trips = trips * _trip(lp)
         lp = lp.parent
+    operands: Expr = Cst(0)
+    if groups:
+        total: Expr = Cst(0)
+        largest: Expr | None = None
+        for n in groups.values():
+            total = total + n
+            largest = n if largest is None else smax(largest, n)
+        operands = total - largest + 1
     return {"loop_ops": ops, "loop_loads": loads, "loop_registers": regs,
-            "loop_trips": trips}
+            "loop_operands": operands, "loop_trips": trips}
 
 
 def hot_loop_features(stmts: list, env: dict[str, int] | None = None) -> dict[str, Expr]:
-    """``loop_ops``, ``loop_loads`` and ``loop_registers`` (see the module docstring) of
+    """``loop_ops``, ``loop_loads``, ``loop_registers``, ``loop_operands`` and
+    ``loop_trips`` (see the module docstring) of
     the innermost reduction of a kernel's statements with the most operations at the sizes
     ``env`` (the first such loop where they cannot be evaluated); {} without a reduction."""
     reduces = [s for s in walk_stmts(stmts) if isinstance(s, Loop) and s.what == "reduce"]

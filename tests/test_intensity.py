@@ -35,6 +35,8 @@ def test_register_blocked_matmul_loads_a_row_and_a_column_per_block():
         assert f["loop_ops"] == bm * bn
         assert f["loop_loads"] == bm + bn
         assert f["loop_registers"] == bm * bn
+        # the smaller side held for its reuse, the larger streamed through one register
+        assert f["loop_operands"] == min(bm, bn) + 1
         # every multiply-add of C = A x B once: the work is M*N*K lanes
         assert work(f, v) == 64 * 64 * 64
 
@@ -70,6 +72,7 @@ def test_convolution_block_and_work_match_the_layer(conv17, tuning):
     f = feature_values(tp, tuning)
     s, k = tuning["sigma"], tuning["kappa"]
     assert (f["loop_ops"], f["loop_loads"], f["loop_registers"]) == (s * k, s + k, s * k + s)
+    assert f["loop_operands"] == 1  # the windows are staged: a weight vector at a time
     assert work(f, tuning["v"]) == layer.flops // 2
 
 
@@ -95,6 +98,7 @@ def test_a_register_block_the_search_adds_multiplies_the_work_per_iteration():
         f = feature_values(tp, cfg)
         assert (f["loop_ops"], f["loop_loads"], f["loop_registers"]) == (ua * ub, ua + ub,
                                                                          ua * ub)
+        assert f["loop_operands"] == min(ua, ub) + 1
         assert work(f, rv) == 64 * 64 * 64
 
 
