@@ -476,7 +476,7 @@ def test_old_stores_without_the_split_columns_still_read(tmp_path):
         assert st.add({**_row("k1"), "search_s": 0.3, "mapping_s": 0.1, "tuning_s": 0.2})
         st.finish_run("r0", "budget", 1, 0, None, 0.25)
         assert st.record("k1").tuning_s == 0.2 and st.runs()[0]["mapping_s"] == 0.25
-        assert st.meta()["schema_version"] == "2"
+        assert st.meta()["schema_version"] == "3"
 
 
 def store_columns():

@@ -321,8 +321,9 @@ def cmd_results(args) -> int:
         console.print(f"answer: {escape(a.record.short_mapping)}"
                       + (f"; {escape(str(a.record.tuning))}" if a.record.tuning else "")
                       + ": " + (f"{a.gflops:.3g} GFLOP/s, " if a.gflops else "")
-                      + f"median {a.median_s * 1e3:.4g} ms of {a.n} re-timed run(s) "
-                      f"(spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms)",
+                      + f"median {a.median_s * 1e3:.4g} ms of {a.n} re-timed run(s)"
+                      + (" after it was chosen" if a.confirmed else "")
+                      + f" (spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms)",
                       soft_wrap=True)
         console.print(retimed_table(retimed, f"Re-timed at the end of a run: {len(retimed)} "
                                              "candidate(s), fastest round first"))

@@ -95,8 +95,9 @@ def best_table(records: list[Record], title: str) -> Table:
 
 
 def retimed_table(retimed: list[Retimed], title: str) -> Table:
-    """Re-timed candidates as a table: the median of every re-timed execution with the
-    spread (fastest and slowest), the median of the fastest round (what ranks them), the
+    """Re-timed candidates as a table: the median of the re-timed executions with the
+    spread (fastest and slowest; a winner's from the rounds after it was chosen, marked
+    ``*``), the median of the fastest round of those that chose (what ranks them), the
     executions and rounds, and the single measurement the exploration stored."""
     t = Table(title=title)
     for col in ("#", "GFLOP/s", "median (ms)", "spread (ms)", "fastest round (ms)",
@@ -106,7 +107,8 @@ def retimed_table(retimed: list[Retimed], title: str) -> Table:
         rec = r.record
         spread = f"{r.min_s * 1e3:.4g}-{r.max_s * 1e3:.4g}" if r.max_s is not None \
             else f"from {r.min_s * 1e3:.4g}"
-        t.add_row(str(i), f"{r.gflops:.3g}" if r.gflops else "", f"{r.median_s * 1e3:.4g}",
+        t.add_row(str(i), f"{r.gflops:.3g}" if r.gflops else "",
+                  f"{r.median_s * 1e3:.4g}" + ("*" if r.confirmed else ""),
                   spread, "" if r.round_s is None else f"{r.round_s * 1e3:.4g}",
                   str(r.n), "" if r.rounds is None else str(r.rounds),
                   f"{rec.time_s * 1e3:.4g}" if rec.time_s else "", rec.short_mapping,

@@ -181,10 +181,13 @@ class Record:
 
 @dataclass(frozen=True)
 class Retimed:
-    """A winner re-timed at the end of a run: its record and every re-timed execution's
-    median and minimum (seconds), their number, the median's GFLOP/s (``None`` without a
-    FLOP count), and the median of its fastest round (which decides between winners: a
-    slow phase of a shared host can take a whole round)."""
+    """A winner re-timed at the end of a run: its record; the median of the fastest round
+    of the rounds that chose it (``round_s``: a slow phase of a shared host can take a
+    whole round); and the median, minimum, maximum and number of the executions its figure
+    comes from, with the median's GFLOP/s (``None`` without a FLOP count). That figure is
+    its confirmation rounds' where it has any (``confirmed``: timed again alone after the
+    choice, so that picking the fastest of several noisy medians does not make it
+    optimistic), else every round's."""
 
     record: Record
     median_s: float
@@ -192,20 +195,26 @@ class Retimed:
     n: int
     gflops: float | None = None
     round_s: float | None = None
-    max_s: float | None = None  # the slowest re-timed execution
-    rounds: int | None = None  # the re-timing rounds (each interleaved with the others)
+    max_s: float | None = None  # the slowest execution of the figure
+    rounds: int | None = None  # the rounds of the figure
+    confirmed: bool = False
 
     @classmethod
     def of(cls, record: Record, rounds: Sequence[Sequence[float]],
-           flops: float | None = None) -> Retimed:
+           flops: float | None = None,
+           confirm: Sequence[Sequence[float]] | None = None) -> Retimed:
         """``record`` re-timed in ``rounds`` (each round's execution times, seconds; at
-        least one time in all): the statistics over every execution, the fastest round's
-        median, GFLOP/s from ``flops``."""
+        least one time in all), then ``confirm`` (the same, after the choice; optional):
+        the fastest of ``rounds``' medians, and the statistics over ``confirm``'s
+        executions where there are any, else over ``rounds``', with GFLOP/s from
+        ``flops``."""
         per_round = [statistics.median(ts) for ts in rounds if ts]
-        ts = [t for r in rounds for t in r]
+        figure = [r for r in (confirm or ()) if r] or [r for r in rounds if r]
+        ts = [t for r in figure for t in r]
         med = statistics.median(ts)
         return cls(record, med, min(ts), len(ts), flops / med / 1e9 if flops else None,
-                   min(per_round), max(ts), len(per_round))
+                   min(per_round) if per_round else None, max(ts), len(figure),
+                   bool(confirm and any(confirm)))
 
     @property
     def rank_s(self) -> float:
@@ -213,8 +222,8 @@ class Retimed:
         return self.round_s if self.round_s is not None else self.median_s
 
     def to_json(self) -> dict[str, Any]:
-        """``{"median_s", "min_s", "max_s", "n", "rounds", "gflops", "round_s"}`` (the
-        record apart)."""
+        """``{"median_s", "min_s", "max_s", "n", "rounds", "gflops", "round_s",
+        "confirmed"}`` (the record apart)."""
         return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s,
                 "n": self.n, "rounds": self.rounds, "gflops": self.gflops,
-                "round_s": self.round_s}
+                "round_s": self.round_s, "confirmed": self.confirmed}

@@ -13,6 +13,7 @@ import functools
 import math
 import re
 import signal
+import statistics
 import threading
 import time
 import uuid
@@ -165,9 +166,10 @@ class Results:
             fastest = "" if r.round_s is None else \
                 f"fastest round's median {r.round_s * 1e3:.4g} ms, "
             top = "" if r.max_s is None else f", max {r.max_s * 1e3:.4g} ms"
+            after = " after it was chosen" if r.confirmed else ""
             lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
                          f"{r.median_s * 1e3:.4g} ms, {fastest}min {r.min_s * 1e3:.4g} ms"
-                         f"{top} over {r.n} runs: {name}")
+                         f"{top} over {r.n} runs{after}: {name}")
             if b is not None and f.key == b.key:
                 lines.append(f"answer: {name} (the best, confirmed by the re-timing)")
             else:
@@ -330,19 +332,19 @@ RETIME_SHARE = 0.1  # of a time budget: the most the end-of-run re-timing takes
 def _retime_count(res: Results, n: int, rounds: int, budget_s: float | None) -> int:
     """How many of the best the end-of-run re-timing takes: ``n``, fewer (at least one)
     where they would take more than ``RETIME_SHARE`` of a time budget ``budget_s``."""
-    each = _retime_reserve(res, 1, rounds)
+    each = _retime_reserve(res, 1, rounds) / 2  # one of the best's rounds
     if budget_s is None or each <= 0:
         return n
-    return max(1, min(n, int(RETIME_SHARE * budget_s / each)))
+    return max(1, min(n, int(RETIME_SHARE * budget_s / each) - 1))  # and the confirmation
 
 
 def _retime_reserve(res: Results, n: int, rounds: int) -> float:
-    """Seconds the end-of-run re-timing of the ``n`` best should take (from the runs of
-    the best so far), which a time budget keeps free."""
+    """Seconds the end-of-run re-timing of the ``n`` best and the winner's confirmation
+    should take (from the runs of the best so far), which a time budget keeps free."""
     best = res.best
     if best is None:
         return 0.0
-    return n * rounds * (float(best.run_s or 0.0) + float(best.lower_s or 0.0) + 0.2)
+    return (n + 1) * rounds * (float(best.run_s or 0.0) + float(best.lower_s or 0.0) + 0.2)
 
 
 RETIME_ROUND_S = 0.02  # kernel time one re-timing round of a candidate takes at least
@@ -361,14 +363,19 @@ def retime_repeats(time_s: float | None, repeats: int) -> int:
 
 def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             repeats: int) -> None:
-    """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, and records every
-    execution (see ``explore``'s ``retime``)."""
+    """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, to choose the winner
+    (the lowest median of a fastest round), then the winner alone for ``rounds`` more
+    rounds, whose times are its reported figure: the rounds that chose it favour it (of
+    several kernels within the noise, the one that ran luckiest wins), the rounds after
+    the choice do not. Every execution is recorded (see ``explore``'s ``retime``)."""
     ok = [r for r in res.records if r.ok and r.key in res.candidates]
     ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
     top = ok[:n]
     if len(top) < 1:
         return
     times: dict[str, list[list[float]]] = {r.key: [] for r in top}  # each round's times
+    confirm: list[list[float]] = []
+    winner = None
     try:
         for rnd in range(rounds):
             for r in top:
@@ -380,12 +387,22 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
                     times[r.key].append(list(o.times_s))
                     st.add_retime(r.key, res.run_id, rnd, list(o.times_s))
             top = [r for r in top if r.key in times]
+        if top:
+            winner = min(top, key=lambda r: min(statistics.median(ts) for ts in times[r.key]))
+            for rnd in range(rounds):
+                o = evaluator.retime(res.candidates[winner.key],
+                                     retime_repeats(winner.time_s, repeats))
+                if o.status != "ok" or not o.times_s:
+                    break  # its rounds above stand
+                confirm.append(list(o.times_s))
+                st.add_retime(winner.key, res.run_id, rnd, list(o.times_s), confirm=True)
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
     flops = getattr(evaluator.task, "flops", None)
     for r in top:
         if times.get(r.key):
-            res.retimed[r.key] = Retimed.of(r, times[r.key], flops)
+            mine = confirm if winner is not None and r.key == winner.key else None
+            res.retimed[r.key] = Retimed.of(r, times[r.key], flops, confirm=mine or None)
 
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,

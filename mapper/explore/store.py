@@ -62,7 +62,7 @@ def device_description(limits: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of ``codegen.device.device_limits`` that identify a device (keys, meta)."""
     return {k: limits[k] for k in DEVICE_KEYS if k in limits}
 
-SCHEMA_VERSION = 2  # 2: results.mapping_s, results.tuning_s, runs.mapping_s
+SCHEMA_VERSION = 3  # 2: results.mapping_s, results.tuning_s, runs.mapping_s; 3: retimes.phase
 CONTEXT_KEYS = ("program_hash", "sizes", "device")
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -101,6 +101,13 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     # candidate (strategies drawing from them) and a search the end of the run cut short
     ("mapping_s", "REAL"),
     ("pid", "INTEGER"), ("host", "TEXT"),  # the process running it (interrupted runs)
+)
+# the winners of a run re-timed at its end: every execution's time, per round; ``phase``
+# "confirm" marks the rounds that timed the chosen winner again, alone, after the choice
+# (its reported figure); NULL, the rounds that chose (stores before confirmations)
+RETIME_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("key", "TEXT"), ("run_id", "TEXT"), ("round", "INTEGER"), ("times", "TEXT"),
+    ("created", "REAL"), ("phase", "TEXT"),
 )
 # the columns without which a table is not a liftmap store's (older stores have these)
 CORE_COLUMNS = {"meta": {"name", "value"},
@@ -350,7 +357,8 @@ class ResultStore:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-            for table, columns in (("results", COLUMNS), ("runs", RUN_COLUMNS)):
+            for table, columns in (("results", COLUMNS), ("runs", RUN_COLUMNS),
+                                   ("retimes", RETIME_COLUMNS)):
                 cols = ", ".join(f"{c} {t}" for c, t in columns)
                 self.db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
                 have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
@@ -358,9 +366,6 @@ class ResultStore:
                     if c not in have:
                         self.db.execute(f"ALTER TABLE {table} ADD COLUMN {c} {t}")
             self.db.execute("CREATE INDEX IF NOT EXISTS results_run ON results(run_id)")
-            # the winners of a run re-timed at its end: every execution's time, per round
-            self.db.execute("CREATE TABLE IF NOT EXISTS retimes (key TEXT, run_id TEXT, "
-                            "round INTEGER, times TEXT, created REAL)")
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                             (str(SCHEMA_VERSION),))
             self.db.execute("COMMIT")
@@ -525,10 +530,14 @@ class ResultStore:
 
     # ------------------------------------------------------------------ re-timing
 
-    def add_retime(self, key: str, run_id: str, rnd: int, times: list[float]) -> None:
-        """Records one re-timing round of candidate ``key`` (every execution's seconds)."""
-        self._run("INSERT INTO retimes VALUES (?, ?, ?, ?, ?)",
-                  (key, run_id, rnd, json.dumps([float(t) for t in times]), time.time()),
+    def add_retime(self, key: str, run_id: str, rnd: int, times: list[float],
+                   confirm: bool = False) -> None:
+        """Records one re-timing round of candidate ``key`` (every execution's seconds);
+        ``confirm``: a round that timed the chosen winner again after the choice."""
+        self._run("INSERT INTO retimes (key, run_id, round, times, created, phase) "
+                  "VALUES (?, ?, ?, ?, ?, ?)",
+                  (key, run_id, rnd, json.dumps([float(t) for t in times]), time.time(),
+                   "confirm" if confirm else None),
                   "storing a re-timing")
 
     def retimes(self, key: str) -> list[float]:
@@ -544,22 +553,26 @@ class ResultStore:
     def retimed(self, n: int | None = None) -> list[Retimed]:
         """The candidates re-timed at the end of a run (every run's rounds of a candidate
         together), as a run ranks its winners (``Retimed.rank_s``: the median of the
-        fastest round) and at most ``n``: the store's answer is the first. A candidate
-        whose record is not ``ok`` is left out."""
+        fastest round of those that chose) and at most ``n``: the store's answer is the
+        first. A winner's figures are those of its confirmation rounds where it has any
+        (``Retimed.of``). A candidate whose record is not ``ok`` is left out."""
         if not self._has_table("retimes"):
             return []
-        rounds: dict[str, dict[tuple[str, int], list[float]]] = {}
-        for key, run_id, rnd, t in self._all(
-                "SELECT key, run_id, round, times FROM retimes ORDER BY created"):
-            rounds.setdefault(key, {}).setdefault((run_id, rnd), []).extend(
+        phase = "phase" if "phase" in self._table_columns("retimes") else "NULL"
+        rounds: dict[str, dict[tuple[str, int, bool], list[float]]] = {}
+        for key, run_id, rnd, t, ph in self._all(
+                f"SELECT key, run_id, round, times, {phase} FROM retimes ORDER BY created"):
+            rounds.setdefault(key, {}).setdefault((run_id, rnd, ph == "confirm"), []).extend(
                 self._times(key, t))
         out: list[Retimed] = []
         for key, by_round in rounds.items():
             rec = self.record(key)
-            if rec is None or not rec.ok or not any(by_round.values()):
+            chose = [ts for (_, _, c), ts in by_round.items() if ts and not c]
+            confirm = [ts for (_, _, c), ts in by_round.items() if ts and c]
+            if rec is None or not rec.ok or not (chose or confirm):
                 continue
             flops = rec.gflops * 1e9 * rec.time_s if rec.gflops and rec.time_s else None
-            out.append(Retimed.of(rec, list(by_round.values()), flops))
+            out.append(Retimed.of(rec, chose or confirm, flops, confirm=confirm or None))
         out.sort(key=lambda r: r.rank_s)
         return out if n is None else out[:n]
 
