@@ -159,11 +159,10 @@ def _describe(loop: Loop) -> dict[str, Expr]:
         lp = lp.parent
     operands: Expr = Cst(0)
     if groups:
-        total: Expr = Cst(0)
-        largest: Expr | None = None
-        for n in groups.values():
-            total = total + n
-            largest = n if largest is None else smax(largest, n)
+        sizes = list(groups.values())
+        total, largest = sizes[0], sizes[0]
+        for n in sizes[1:]:
+            total, largest = total + n, smax(largest, n)
         operands = total - largest + 1
     return {"loop_ops": ops, "loop_loads": loads, "loop_registers": regs,
             "loop_operands": operands, "loop_trips": trips}
