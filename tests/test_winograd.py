@@ -12,8 +12,8 @@ from ir.errors import InvalidOptionError
 from ir.pipeline import run_pipeline
 from ir.winograd import (
     applies,
-    input_transform,
-    output_transform,
+    input_matrix,
+    output_matrix,
     transform_weights,
     winograd_pipeline,
 )
@@ -35,16 +35,19 @@ def _data(H, W, C, M, seed=0):
 
 
 def _winograd_numpy(x, w, m=2):
-    """The three stages as the programs state them, in float64 numpy."""
+    """The five stages as the programs state them, in float64 numpy."""
     H, W, C = x.shape
     n = m + 2
     TH, TW = H // m, W // m
+    bt, at = input_matrix(m).astype(np.float64), output_matrix(m).astype(np.float64)
     pad = np.pad(x.astype(np.float64), ((1, 1), (1, 1), (0, 0)))
-    tiles = np.stack([pad[m * i:m * i + n, m * j:m * j + n].reshape(n * n, C)
-                      for i in range(TH) for j in range(TW)])  # [T][n*n][C]
-    V = np.einsum("xk,tkc->xtc", input_transform(m).astype(np.float64), tiles)
+    tiles = np.stack([pad[m * i:m * i + n, m * j:m * j + n]
+                      for i in range(TH) for j in range(TW)])  # [T][k][l][C]
+    W1 = np.einsum("ik,tklc->itlc", bt, tiles)
+    V = np.einsum("jl,itlc->ijtc", bt, W1).reshape(n * n, TH * TW, C)
     P = np.einsum("xtc,xcm->xtm", V, transform_weights(w, m).astype(np.float64))
-    Y = np.einsum("abx,xtm->tabm", output_transform(m).astype(np.float64), P)
+    Z = np.einsum("ai,ijtm->atjm", at, P.reshape(n, n, TH * TW, -1))
+    Y = np.einsum("bj,atjm->tabm", at, Z)
     M = w.shape[0]
     return Y.reshape(TH, TW, m, m, M).transpose(0, 2, 1, 3, 4).reshape(H, W, M)
 
@@ -64,8 +67,8 @@ def test_the_transforms_compute_the_direct_convolution(m, shape):
 def test_the_pipeline_computes_the_direct_convolution_in_the_interpreter(m):
     H, W, C, M = 2 * m, 3 * m, 3, 4
     x, w = _data(H, W, C, M, seed=1)
-    inputs = {"inputData": x, "BB": input_transform(m), "U": transform_weights(w, m),
-              "AA": output_transform(m)}
+    inputs = {"inputData": x, "BT": input_matrix(m), "U": transform_weights(w, m),
+              "AT": output_matrix(m)}
     got = np.asarray(run_pipeline(winograd_pipeline(m), inputs,
                                   {"TH": H // m, "TW": W // m, "C": C, "M": M}))
     assert got.shape == (H, W, M)
@@ -87,11 +90,13 @@ def test_the_transforms_run_their_innermost_maps_in_lanes():
     from mapper.encoding import VEC
 
     maps = default_stage_mappings(winograd_pipeline(), skip=("gemm",), lanes=True)
-    assert set(maps) == {"input", "output"}
-    assert maps["input"] == {"A": 32, "B": 31, "C": VEC}
-    assert maps["output"]["K"] == VEC and maps["output"]["G"] == 32
+    assert set(maps) == {"input_rows", "input_cols", "output_rows", "output_cols"}
+    assert maps["input_rows"] == {"A": 32, "B": 31, "L": 30, "C": VEC}
+    assert maps["input_cols"] == {"A": 32, "J": 31, "B": 30, "C": VEC}
+    assert maps["output_rows"] == {"A": 32, "T": 31, "J": 30, "M": VEC}
+    assert maps["output_cols"]["K"] == VEC and maps["output_cols"]["G"] == 32
     plain = default_stage_mappings(winograd_pipeline(), skip=("gemm",))
-    assert VEC not in plain["input"].values() and VEC not in plain["output"].values()
+    assert all(VEC not in mp.values() for mp in plain.values())
 
 
 def test_winograd_applies_to_3x3_stride_1_padding_1_even_sizes_only():
@@ -190,11 +195,12 @@ def test_stages_nobody_tunes_take_the_devices_native_width():
         assert native_lanes(dev)[0] == max(pref, 8)
         prog = build_pipeline(pipe, maps, sizes, device=dev, explored="gemm")
         src = {k.name: k.source for k in prog.kernels}
-        assert f"vC={want}" in src["input"] and f"vK={want}" in src["output"], src["input"]
-    # 48 kernels: 16 divides them, so the output stage takes 16; 24 only 8
+        assert f"vC={want}" in src["input_rows"] and f"vC={want}" in src["input_cols"]
+        assert f"vM={want}" in src["output_rows"] and f"vK={want}" in src["output_cols"]
+    # 48 kernels: 16 divides them, so the output stages take 16; 24 only 8
     dev = dataclasses.replace(DEFAULT_DEVICE, preferred_vector_width_float=16)
     prog = build_pipeline(pipe, maps, {**sizes, "M": 24}, device=dev, explored="gemm")
-    assert "vK=8" in {k.name: k.source for k in prog.kernels}["output"]
+    assert "vK=8" in {k.name: k.source for k in prog.kernels}["output_cols"]
 
 
 @pytest.mark.slow

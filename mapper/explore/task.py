@@ -248,8 +248,8 @@ def winograd_task(layer, *, m: int = 2, seed: int = 0, fusion: str = "always",
     (``ir.winograd.applies``)."""
     from ir.errors import InvalidOptionError
     from ir.winograd import (
-        input_transform,
-        output_transform,
+        input_matrix,
+        output_matrix,
         transform_weights,
         winograd_pipeline,
     )
@@ -261,13 +261,13 @@ def winograd_task(layer, *, m: int = 2, seed: int = 0, fusion: str = "always",
             f"and width that are multiples of {m}; layer {layer.name} has K={layer.K}, "
             f"S={layer.S}, P={layer.P}, {layer.H}x{layer.W}")
     x, w, ref = conv_data(layer, seed)
-    inputs = {"inputData": x, "BB": input_transform(m), "U": transform_weights(w, m),
-              "AA": output_transform(m)}
+    inputs = {"inputData": x, "BT": input_matrix(m), "U": transform_weights(w, m),
+              "AT": output_matrix(m)}
     sizes = {"TH": layer.H // m, "TW": layer.W // m, "C": layer.C, "M": layer.M}
     from mapper.candidates import default_stage_mappings
 
     pipeline = winograd_pipeline(m)
-    # the transforms are memory-bound maps over channels and kernels: in vector lanes
+    # the transforms' passes are maps over channels and kernels: in vector lanes
     maps = default_stage_mappings(pipeline, skip=("gemm",), lanes=True)
     task = Task.from_pipeline(pipeline, sizes, stage="gemm", stage_mappings=maps,
                               inputs=inputs, reference=ref, flops=layer.flops,
