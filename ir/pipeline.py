@@ -4,7 +4,7 @@ interpreter (:func:`run_pipeline`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ir.errors import UnknownStageError
@@ -35,17 +35,29 @@ class Stage:
     ``identity_when``: pairs of sizes whose equality makes the stage copy its one input
     unchanged (a crop of nothing): at such sizes the lowering leaves the kernel out and the
     next stage reads the input (``identity_at``).
+    ``folds_when`` and ``fold``: pairs of sizes whose equality makes the stage only lay its
+    one input out again (a sum over one element, then views), and the function that puts
+    that layout on the stage before's program (its result written through it): at such
+    sizes the lowering builds ``fold(before)`` in place of both (``folds_at``), one pass
+    over the result fewer. ``fold`` must be a module-level function (it goes to workers).
     """
 
     name: str
     program: Lambda
     sources: tuple[tuple[str, str], ...]
     identity_when: tuple[tuple[Expr, Expr], ...] = ()
+    folds_when: tuple[tuple[Expr, Expr], ...] = ()
+    fold: Callable[[Lambda], Lambda] | None = None
 
     def identity_at(self, sizes: Mapping[str, int]) -> bool:
         """Whether the stage copies its input unchanged at ``sizes``."""
         return bool(self.identity_when) and all(
             a.evaluate(sizes) == b.evaluate(sizes) for a, b in self.identity_when)
+
+    def folds_at(self, sizes: Mapping[str, int]) -> bool:
+        """Whether the stage folds into the stage before at ``sizes`` (see ``fold``)."""
+        return self.fold is not None and bool(self.folds_when) and all(
+            a.evaluate(sizes) == b.evaluate(sizes) for a, b in self.folds_when)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from dataclasses import replace
 from codegen.lanes import DEFAULT_LANES
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import DEFAULT_DEVICE, Device
-from ir.nodes import Node
-from ir.pipeline import Pipeline, source_stage
+from ir.nodes import Lambda, Node
+from ir.pipeline import Pipeline, Stage, source_stage
 from mapper.api import MappingProblem, enumerate_mappings, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
 from mapper.errors import InvalidMappingError
@@ -30,6 +30,13 @@ def _problem(program: Node, fusion: str, heuristics: bool, device: Device) -> Ma
     nesting tree and constraints once, and checks and applies each mapping once
     (``MappingProblem.lower`` keeps the mapped programs)."""
     return problem(program, fusion=fusion, heuristics=heuristics, device=device)
+
+
+@functools.lru_cache(maxsize=16)
+def _folded(stage: Stage, program: Lambda) -> Lambda:
+    """``program`` with ``stage``'s layout folded in (``Stage.fold``), once per process."""
+    assert stage.fold is not None
+    return stage.fold(program)
 
 
 def build_candidate(program: Node, mapping, sizes: Mapping[str, int], *,
@@ -110,12 +117,18 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     prev_out: str | None = None
     outs: dict[str, str] = {}  # stage name -> its output buffer
     out_shape: tuple[int, ...] = ()
-    for i, st in enumerate(pipeline.stages):
+    stages = pipeline.stages
+    for i, st in enumerate(stages):
         if (prev_out is not None and [src for _, src in st.sources] == ["<previous>"]
-                and st.identity_at(sizes)):
-            continue  # it would copy its input unchanged: the next stage reads that
+                and (st.identity_at(sizes) or st.folds_at(sizes))):
+            continue  # it would copy (or lay out) its input: the stage before did
+        after = stages[i + 1] if i + 1 < len(stages) else None
+        program = st.program
+        if after is not None and [src for _, src in after.sources] == ["<previous>"] \
+                and after.folds_at(sizes):
+            program = _folded(after, st.program)  # written through the next's layout
         mapping = tuple(dict(mappings[st.name]).items())
-        p = _problem(st.program, fusion, heuristics, device)
+        p = _problem(program, fusion, heuristics, device)
         tuned = explored is None or st.name == explored
         own = stage_sizes(p, dict(mapping), sizes, widths=tuned)
         if not tuned:  # its V maps at the device's native width, where it divides

@@ -102,3 +102,30 @@ def test_a_register_blocked_candidate_vectorises_across_kernels():
                                     timeout_s=120, repeats=1, flops=task.flops,
                                     **task.tolerance)
     assert o.ok, o.reason
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("layer", SHAPES[:2], ids=lambda x: x.name)
+def test_one_chunk_writes_the_output_without_a_final_stage(layer):
+    """Where one chunk covers the window (omega = C*K*K) the partial stage writes the
+    image itself (``ir.programs.fold_final_kvec``): no final kernel, the same result; with
+    several chunks the final stage sums them."""
+    task = Task.conv_layer(layer, vectorise="kernels")
+    js = task.joint()
+    whole = layer.C * layer.K * layer.K
+    found = {}
+    for m, cfg in js.sample(40, seed=3, per_mapping=True):
+        found.setdefault(cfg["omega"] == whole, (m, cfg))
+        if len(found) == 2:
+            break
+    assert set(found) == {True, False}
+    with WorkerPool() as pool:
+        for one, (m, cfg) in found.items():
+            prog = task.lower_fn(m, cfg)()
+            names = [k.name.split("_")[0] for k in prog.kernels]
+            assert ("final" not in names) == one, (cfg, names)
+            o = pool.evaluate_candidate(task.lower_fn(m, cfg), task.inputs, task.reference,
+                                        timeout_s=120, repeats=1, flops=task.flops,
+                                        **task.tolerance)
+            assert o.status in ("ok", "rejected"), f"{m} {cfg}: {o.label}: {o.reason}"
+            assert o.status == "ok" or not one, o.reason
