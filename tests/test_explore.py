@@ -427,7 +427,15 @@ def test_random_strategy_ends_at_its_draw_limit_or_deadline(conv_task):
     assert s.draws_total == RandomAssignment.check_every
 
 
-def test_explore_random_ends_cleanly_within_the_time_budget(tmp_path, conv_task):
+def test_explore_random_ends_cleanly_within_the_time_budget(tmp_path, conv_task,
+                                                            monkeypatch):
+    from codegen.target import Device
+    from mapper.explore.strategies import RandomAssignment
+
+    # the time budget, not the draw limit, ends the run, however fast the host draws;
+    # the joint space built first, so that a loaded host still draws within the budget
+    monkeypatch.setattr(RandomAssignment, "max_draws", 10 ** 9)
+    conv_task.joint(Device.from_limits(FakePool().device_info()["limits"]))
     path = tmp_path / "r.sqlite"
     res = explore(conv_task, strategy="random", budget="1.5s", store=path, pool=FakePool(),
                   options=ExploreOptions.of(count=False))

@@ -165,7 +165,7 @@ def test_failing_configurations_are_outcomes_not_crashes_of_the_tuner() -> None:
     a = np.random.default_rng(0).random(n, dtype=np.float32)
     res = tune_kernel("k", FAILING, n, [np.zeros(n, np.float32), a, np.int32(n)],
                       {"block_size_x": [64], "mode": [0, 1, 2, 3]}, answer=[a * 2, None, None],
-                      strategy="solver", timeout_s=3, repeats=1)
+                      strategy="solver", timeout_s=15, repeats=1)  # a loaded host builds slowly
     status = {decode_tuning(r.tuning, res.tune_params)["mode"]: r.status for r in res.records}
     assert status == {0: "ok", 1: "compile-error", 2: "timeout", 3: "crash"}
     assert res.best_config == {"block_size_x": 64, "mode": 0}
