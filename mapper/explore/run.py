@@ -13,7 +13,6 @@ import functools
 import math
 import re
 import signal
-import statistics
 import threading
 import time
 import uuid
@@ -388,7 +387,7 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
                     st.add_retime(r.key, res.run_id, rnd, list(o.times_s))
             top = [r for r in top if r.key in times]
         if top:
-            winner = min(top, key=lambda r: min(statistics.median(ts) for ts in times[r.key]))
+            winner = min(top, key=lambda r: Retimed.of(r, times[r.key]).rank_s)
             for rnd in range(rounds):
                 o = evaluator.retime(res.candidates[winner.key],
                                      retime_repeats(winner.time_s, repeats))
