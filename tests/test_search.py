@@ -537,11 +537,32 @@ def test_the_winner_is_reported_by_rounds_after_its_choice(tmp_path):
         assert res.final.key == "a" and a.round_s == 0.9  # chosen by its fastest round
         assert a.confirmed and a.median_s == 1.1 and a.n == 4 and a.rounds == 2
         assert a.gflops == pytest.approx(1 / 1.1)
+        # its confirmation rounds' medians are 1.15 and 1.1: the fastest phase it met
+        assert a.figure_round_s == pytest.approx(1.1)
+        assert a.figure_round_gflops == pytest.approx(1 / 1.1)
         assert not res.retimed["b"].confirmed and res.retimed["b"].median_s == 1.0
+        assert res.retimed["b"].figure_round_s == pytest.approx(1.0)
         assert len(st.retimes("a")) == 8
         stored = st.retimed()  # the store ranks and reports as the run did
         assert [r.record.key for r in stored] == ["a", "b"]
         assert stored[0].confirmed and stored[0].median_s == 1.1 and stored[0].round_s == 0.9
+        assert stored[0].figure_round_s == pytest.approx(1.1)
+        assert stored[0].to_json()["figure_round_s"] == pytest.approx(1.1)
+
+
+def test_the_fastest_round_of_the_figure_is_told_from_its_median():
+    """A host that runs a whole round slow moves the median; the fastest round's median
+    is the kernel at the host's full speed, the figure another process reproduces."""
+    from mapper.encoding import MapCodes
+    from mapper.explore.record import Record, Retimed
+
+    rec = Record(key="k", run_id="r", strategy="model", seed=0, idx=0,
+                 mapping=MapCodes({"A": 0}), status="ok", time_s=1.0, gflops=1.0)
+    rt = Retimed.of(rec, [[1.0, 1.0]], 2e9, confirm=[[2.0, 2.1, 2.2], [1.0, 1.1, 1.2],
+                                                     [2.0, 2.0, 2.0]])
+    assert rt.median_s == 2.0 and rt.gflops == pytest.approx(1.0)
+    assert rt.figure_round_s == pytest.approx(1.1)
+    assert rt.figure_round_gflops == pytest.approx(2 / 1.1)
 
 
 def test_a_winner_that_fails_its_confirmation_keeps_its_choosing_figure(tmp_path):

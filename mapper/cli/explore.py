@@ -323,7 +323,10 @@ def cmd_results(args) -> int:
                       + ": " + (f"{a.gflops:.3g} GFLOP/s, " if a.gflops else "")
                       + f"median {a.median_s * 1e3:.4g} ms of {a.n} re-timed run(s)"
                       + (" after it was chosen" if a.confirmed else "")
-                      + f" (spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms)",
+                      + f" (spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms"
+                      + (f"; its fastest round's median {a.figure_round_s * 1e3:.4g} ms"
+                         if a.figure_round_s is not None and a.rounds and a.rounds > 1
+                         else "") + ")",
                       soft_wrap=True)
         console.print(retimed_table(retimed, f"Re-timed at the end of a run: {len(retimed)} "
                                              "candidate(s), fastest round first"))
