@@ -72,6 +72,22 @@ def test_private_local_size_respects_every_device_limit():
     assert math.prod(fit_private_local_size((4096, 64), 100, small)) <= 10
 
 
+def test_a_free_local_size_leaves_groups_for_every_compute_unit():
+    """PoCL runs a work-group on one thread: a free local size leaves at least
+    GROUPS_PER_UNIT groups per compute unit where the work-items allow it."""
+    from codegen.launch import GROUPS_PER_UNIT
+
+    for units in (2, 8):
+        lim = replace(POCL_CPU, max_compute_units=units)
+        for g in [(1, 784, 1), (7, 28, 2), (196,), (6, 49, 6), (64, 64)]:
+            ls = fit_private_local_size(g, 4, lim)
+            assert all(gi % li == 0 for gi, li in zip(g, ls))
+            groups = math.prod(g) // math.prod(ls)
+            assert groups >= min(math.prod(g), GROUPS_PER_UNIT * units)
+        # fewer work-items than that: one per group
+        assert fit_private_local_size((7,), 4, lim) == (1,)
+
+
 @pytest.mark.slow  # over 2 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 def test_hand_mapped_pipeline_runs_on_a_scaled_vgg16_layer(pool):
