@@ -9,7 +9,7 @@ import os
 import pytest
 from observed import observed
 
-from ir.conv_layer import parse_layer
+from ir.conv_layer import ConvLayer, parse_layer
 from mapper.explore import Task, explore
 from mapper.explore.options import ExploreOptions
 from mapper.explore.prior import prior_score
@@ -142,6 +142,47 @@ def test_prior_charges_redundant_work():
     exact = prior_score(f, 16, _Dev(), least_work=work(f, 16))
     over = prior_score(dict(f, loop_trips=150.0), 16, _Dev(), least_work=work(f, 16))
     assert over == pytest.approx(exact + math.log(100 / 150))
+
+
+def test_prior_charges_global_traffic_below_the_balance():
+    from mapper.explore.prior import FLOPS_PER_BYTE, traffic_term
+
+    f = {"work_items": 64, "group_size": 8, "global_bytes": 1000.0}
+    flops = 1000.0 * FLOPS_PER_BYTE  # exactly at the balance: no charge
+    assert traffic_term(f, flops / 2) == pytest.approx(0.0)
+    assert traffic_term(dict(f, global_bytes=4000.0), flops / 2) == \
+        pytest.approx(math.log(1 / 4))
+    assert traffic_term(dict(f, global_bytes=10.0), flops / 2) == 0.0  # capped at 1
+    assert traffic_term({"work_items": 64}, flops / 2) == 0.0  # bytes unknown
+    assert traffic_term(f, None) == 0.0  # FLOPs unknown
+    assert prior_score(dict(f, global_bytes=4000.0), 16, _Dev(), least_work=flops / 2) \
+        == pytest.approx(prior_score(f, 16, _Dev(), least_work=flops / 2) + math.log(1 / 4))
+
+
+def test_prior_prefers_one_sum_of_the_channels_to_partial_sums_in_global_memory():
+    """A 1x1 convolution that sums its channels in ``C / omega`` partial sums writes them
+    to global memory and reads them back in a second kernel: the lowering's global bytes
+    grow with them, and the prior ranks the single sum first, all else equal."""
+    from codegen.target import POCL_CPU
+    from mapper.explore.prior import feature_values, simd_width, vector_width
+
+    task = Task.conv_layer(ConvLayer("1x1", 64, 8, 8, 16, K=1, S=1, P=0), vectorise="kernels")
+    js = task.joint(POCL_CPU)
+    m = next(m for m in js.mappings if m["W"] >= 30 and m["C"] >= 30 and m["R1"] == 0)
+    tp = js.tuning(m)
+    space = tp.space
+    base = next(c for c in space if c["omega"] == 64)
+    split = next(c for c in space if c["omega"] == 8 and all(
+        c[k] == base[k] for k in c if k != "omega"))
+
+    def score(c):
+        v = feature_values(tp, c)
+        return prior_score(v, vector_width(tp, c), POCL_CPU, task.flops / 2,
+                           simd_width(tp, c)), v["global_bytes"]
+
+    (one, one_bytes), (parts, parts_bytes) = score(base), score(split)
+    assert parts_bytes > one_bytes
+    assert one > parts
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,10 @@ bytes per work-item), its vector widths and the device, so it applies to any pro
 * **redundant work**: the operations of the innermost reduction in all (work-items x
   iterations x operations x vector width) against half the program's FLOP count, where
   it is known (tiles that cover padding or overlap compute more than the program asks);
+* **memory traffic**: the program's FLOPs per byte of its global buffers (inputs, output
+  and the intermediates its kernels pass on, such as partial sums), where both are known,
+  against :data:`FLOPS_PER_BYTE`: a candidate that writes many partial sums to global
+  memory and reads them back is bound by that traffic, however well its reduction runs;
 * on a **GPU**, occupancy: work-items against ``2048`` resident per compute unit.
 
 The score is the sum of the logarithms of these factors (0 is the best a candidate can
@@ -123,6 +127,7 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any,
     done = work(feats, width)
     if least_work and done:
         score += math.log(min(1.0, least_work / done))
+    score += traffic_term(feats, least_work)
     if kind == "gpu":
         return score + math.log(min(1.0, items / (cus * 2048.0)))
     native = max(1, int(getattr(device, "preferred_vector_width_float", 16) or 16))
@@ -132,6 +137,27 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any,
     if regs > file:  # the register block cannot stay in registers: every extra one spills
         score -= math.log(regs / file)
     return score + reduction_term(feats, width, native, file)
+
+
+FLOPS_PER_BYTE = 32.0  # FLOPs per byte of global buffers below which traffic binds
+
+
+def traffic_term(feats: Mapping[str, float], least_work: float | None) -> float:
+    """The program's FLOPs (twice ``least_work``) per byte of its global buffers
+    (``global_bytes``) over :data:`FLOPS_PER_BYTE`, capped at 1, in log scale (0 where
+    either is unknown).
+
+    Between two candidates that both fall below the constant, the term charges the
+    ratio of their traffic, as if both were bound by it. The constant is measured: on
+    the stored evaluations of three direct convolutions on an AVX2 core (a 1x1, a
+    stride-2 and a 3-channel 224 x 224 one: 508-621 each), the rank correlation of the
+    prior with the measured speeds rose from 0.59, 0.51 and 0.70 without the term to
+    0.77, 0.73 and 0.85 with 32 (0.76, 0.66 and 0.85 with 16). A 1x1 convolution whose
+    channels were summed in 32 partial sums ran at 15 GFLOP/s, in one sum at 60-90."""
+    nbytes = feats.get("global_bytes", 0.0)
+    if not least_work or nbytes <= 0:
+        return 0.0
+    return math.log(min(1.0, 2.0 * least_work / nbytes / FLOPS_PER_BYTE))
 
 
 LOADS_PER_OP = 2.0  # operations per loaded value at which a reduction stops being load-bound
