@@ -11,8 +11,9 @@ from ir.errors import UnknownStageError
 from ir.nodes import Lambda
 from ir.sym import Expr
 
-__all__ = ["Pipeline", "Stage", "run_pipeline", "stage_source", "source_stage"]
+__all__ = ["PREVIOUS", "Pipeline", "Stage", "run_pipeline", "stage_source", "source_stage"]
 
+PREVIOUS = "<previous>"  # the source that reads the stage before's output
 _STAGE = "<stage:"
 
 
@@ -48,6 +49,11 @@ class Stage:
     identity_when: tuple[tuple[Expr, Expr], ...] = ()
     folds_when: tuple[tuple[Expr, Expr], ...] = ()
     fold: Callable[[Lambda], Lambda] | None = None
+
+    @property
+    def reads_only_previous(self) -> bool:
+        """Whether the stage's one input is the stage before's output."""
+        return [src for _, src in self.sources] == [PREVIOUS]
 
     def identity_at(self, sizes: Mapping[str, int]) -> bool:
         """Whether the stage copies its input unchanged at ``sizes``."""
@@ -92,6 +98,6 @@ def run_pipeline(pipeline: Pipeline, inputs: Mapping[str, object], sizes: Mappin
                                             "earlier stage")
                 args[name] = outs[earlier]
             else:
-                args[name] = prev if src == "<previous>" else inputs[src]
+                args[name] = prev if src == PREVIOUS else inputs[src]
         prev = outs[st.name] = evaluate(st.program, args, sizes)
     return prev

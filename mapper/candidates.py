@@ -17,7 +17,7 @@ from codegen.lanes import DEFAULT_LANES
 from codegen.program import Buffer, CompiledProgram, Kernel
 from codegen.target import DEFAULT_DEVICE, Device
 from ir.nodes import Lambda, Node
-from ir.pipeline import Pipeline, Stage, source_stage
+from ir.pipeline import PREVIOUS, Pipeline, Stage, source_stage
 from mapper.api import MappingProblem, enumerate_mappings, problem
 from mapper.data import reduction_tolerance  # noqa: F401  (its callers import it here)
 from mapper.errors import InvalidMappingError
@@ -119,13 +119,12 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
     out_shape: tuple[int, ...] = ()
     stages = pipeline.stages
     for i, st in enumerate(stages):
-        if (prev_out is not None and [src for _, src in st.sources] == ["<previous>"]
+        if (prev_out is not None and st.reads_only_previous
                 and (st.identity_at(sizes) or st.folds_at(sizes))):
             continue  # it would copy (or lay out) its input: the stage before did
         after = stages[i + 1] if i + 1 < len(stages) else None
         program = st.program
-        if after is not None and [src for _, src in after.sources] == ["<previous>"] \
-                and after.folds_at(sizes):
+        if after is not None and after.reads_only_previous and after.folds_at(sizes):
             program = _folded(after, st.program)  # written through the next's layout
         mapping = tuple(dict(mappings[st.name]).items())
         p = _problem(program, fusion, heuristics, device)
@@ -139,7 +138,7 @@ def build_pipeline(pipeline: Pipeline, mappings: Mapping[str, Mapping[str, int]]
         rename: dict[str, str] = {}
         for name, src in st.sources:
             earlier = source_stage(src)
-            if src == "<previous>":
+            if src == PREVIOUS:
                 assert prev_out is not None, f"the first stage {st.name} reads <previous>"
                 rename[name] = prev_out
             elif earlier is not None:

@@ -166,3 +166,12 @@ def test_pipeline_with_and_without_the_crop_computes_the_layer(pool, rho):
                                   timeout_s=120, repeats=1, flops=layer.flops,
                                   **reduction_tolerance(ref))
     assert out.ok, out.reason
+
+
+def test_which_stages_read_only_the_stage_before():
+    """``Stage.reads_only_previous``: the crop and the final sum read only their
+    previous stage's output; the partial convolution reads the weights too."""
+    stages = {st.name: st for st in gpgpu20_conv_pipeline().stages}
+    assert stages["final"].reads_only_previous and stages["crop"].reads_only_previous
+    assert not stages["partial"].reads_only_previous
+    assert not stages["pad"].reads_only_previous  # a pipeline input
