@@ -18,16 +18,18 @@ iteration spills. Both are read off the statement tree, in the program's symboli
   ``work_items * loop_trips * loop_ops`` times the vector width is the
   operations the kernel performs (more than the program needs where tiles overlap or
   cover padding);
-* ``loop_registers``: values held in registers across an iteration: the private
-  accumulators updated and the private values staged from memory. Each is one scalar or
-  one vector (``codegen.accumulate`` makes a vector accumulator of a dot product's); the
-  widths are the tuning's (a vector width is a parameter the prior reads on its own).
-* ``loop_operands``: registers the operands an iteration loads take at once, at best:
-  the loads of its computations are grouped by the register-block loops (written inside
-  the reduction, or added by the search) their index uses (an outer product's ``uK``
-  weight vectors use ``k``, its ``uX`` inputs ``x``); the largest group streams through
-  one register while every other group is held for its reuse (``uK x uX`` holds
-  ``min(uK, uX) + 1``).
+* ``loop_registers``: the private accumulators an iteration updates, held in registers
+  across it. Each is one scalar or one vector (``codegen.accumulate`` makes a vector
+  accumulator of a dot product's); the widths are the tuning's (a vector width is a
+  parameter the prior reads on its own).
+* ``loop_operands``: registers the operands of an iteration take at once, at best: the
+  loads of its computations, and the values it stages in private memory, are grouped by
+  the register-block loops (written inside the reduction, or added by the search) their
+  index uses (an outer product's ``uK`` weight vectors use ``k``, its ``uX`` inputs
+  ``x``; a convolution's ``sigma`` staged inputs the staging loop's variable); the
+  largest group streams through one register while every other group is held for its
+  reuse (``uK x uX`` holds ``min(uK, uX) + 1``: 6 staged inputs x 2 weight vectors hold
+  3, not 6 + 1).
 
 A map around the reduction that runs in lanes or unrolled (a search's register block,
 ``u*``: ``codegen.lanes.jam`` runs its iterations inside the reduction) multiplies the
@@ -148,7 +150,9 @@ def _describe(loop: Loop) -> dict[str, Expr]:
                         regs = regs + held  # an accumulator
                 elif held is not None and leaves and all(
                         leaf.buf.space != "private" for leaf in leaves):
-                    regs = regs + held  # a value staged for the iteration
+                    # a value staged for the iteration: an operand group of its own
+                    used = block_vars & s.dest.idx.free_vars()
+                    groups[used] = groups.get(used, Cst(0)) + held
 
     visit(loop.body, [])
     trips: Expr = Cst(1)  # iterations of the reduction per work-item

@@ -65,14 +65,16 @@ def conv17():
 ])
 def test_convolution_block_and_work_match_the_layer(conv17, tuning):
     """The partial convolution's register block is sigma windows x kappa kernels: sigma
-    input vectors staged, kappa weight vectors loaded, sigma*kappa accumulators; with tiles
-    that cover the output exactly, its work is the layer's multiply-adds."""
+    input vectors staged, kappa weights loaded, sigma*kappa accumulators; the staged
+    windows and the weights are two operand groups, the smaller held for the larger's
+    reuse (as a matmul's blocks: ``min + 1``); with tiles that cover the output exactly,
+    its work is the layer's multiply-adds."""
     layer, tp = conv17
     assert tuning in tp.space
     f = feature_values(tp, tuning)
     s, k = tuning["sigma"], tuning["kappa"]
-    assert (f["loop_ops"], f["loop_loads"], f["loop_registers"]) == (s * k, s + k, s * k + s)
-    assert f["loop_operands"] == 1  # the windows are staged: a weight vector at a time
+    assert (f["loop_ops"], f["loop_loads"], f["loop_registers"]) == (s * k, s + k, s * k)
+    assert f["loop_operands"] == min(s, k) + 1
     assert work(f, tuning["v"]) == layer.flops // 2
 
 

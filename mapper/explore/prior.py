@@ -166,9 +166,9 @@ LOADS_PER_OP = 2.0  # operations per loaded value at which a reduction stops bei
 def reduction_term(feats: Mapping[str, float], width: int, native: int, file: int) -> float:
     """The innermost reduction's share (log scale) of a CPU core's peak
     (``codegen.intensity``'s features; 0 without them): operations per loaded value over
-    :data:`LOADS_PER_OP`, capped at 1, and the register block (its accumulators and
-    staged values, and the operands it holds for their reuse: ``loop_operands``, else one)
-    over the register file, squared, where it does not fit.
+    :data:`LOADS_PER_OP`, capped at 1, and the register block (its accumulators, and the
+    loaded or staged operands it holds for their reuse: ``loop_operands``, else one) over
+    the register file, squared, where it does not fit.
 
     The constant is measured: the convolution's winners on an AVX2 core (2 FMA and 2 load
     ports) reach 0.44, 0.60 and 0.77 of the FMA peak with 0.89, 1.2 and 1.7 operations
