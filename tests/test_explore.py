@@ -75,6 +75,47 @@ def test_keys_separate_program_sizes_device_mapping_tuning():
     assert candidate_key(*base, version="2") != k
 
 
+def test_keys_change_with_the_code_that_builds_kernels(tmp_path):
+    """A store's keys carry the lowering's fingerprint: an edit to a file that builds a
+    kernel gives new keys (the candidate is measured again), an explorer edit does not."""
+    from pathlib import Path
+
+    from mapper.explore.fingerprint import kernel_sources, lowering_fingerprint
+    from mapper.explore.store import key_version, library_version
+
+    root = Path(__file__).resolve().parents[1]
+    names = {p.relative_to(root).as_posix() for p in kernel_sources(root)}
+    assert {"codegen/launch.py", "codegen/intensity.py", "ir/nodes.py",
+            "mapper/apply.py", "codegen/presets.json"} <= names
+    assert not any(n.startswith(("mapper/explore/", "mapper/cli/")) for n in names)
+    assert key_version() == f"{library_version()}+{lowering_fingerprint()}"
+    base = ("prog", {"N": 64}, {"A": 20}, {"s0": 4}, DEV)
+    assert candidate_key(*base) == candidate_key(*base, version=key_version())
+
+    # a copy of the tree: edit a lowering file, then an explorer file
+    import shutil
+
+    from mapper.explore import fingerprint as fp
+
+    copy = tmp_path / "tree"
+    for n in names | {"mapper/explore/strategies.py", "mapper/explore/fingerprint.py"}:
+        (copy / n).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / n, copy / n)
+
+    def digest() -> str:
+        fake = copy / "mapper/explore/fingerprint.py"
+        ns: dict = {"__file__": str(fake), "__name__": "fp_copy"}
+        exec(compile(Path(fp.__file__).read_text(), str(fake), "exec"), ns)
+        return ns["lowering_fingerprint"]()
+
+    before = digest()
+    assert before == lowering_fingerprint()
+    (copy / "mapper/explore/strategies.py").write_text("# an explorer edit\n")
+    assert digest() == before
+    (copy / "codegen/launch.py").write_text((root / "codegen/launch.py").read_text() + "#\n")
+    assert digest() != before
+
+
 def test_store_round_trip(tmp_path):
     path = tmp_path / "s.sqlite"
     ctx = Context("p", "abc", {"N": 64}, DEV)

@@ -22,7 +22,7 @@ from mapper.explore.store import (  # noqa: F401  (device_description: its impor
     ResultStore,
     candidate_key,
     device_description,
-    library_version,
+    key_version,
 )
 from mapper.explore.strategies import Candidate
 from mapper.explore.task import Task
@@ -74,7 +74,7 @@ class Evaluator:
         info = self.pool.device_info()
         self.limits: dict[str, Any] = dict(info.get("limits", {}))
         self.device = device_description(self.limits)
-        self.version = library_version()
+        self.version = key_version()
         self.context = Context(task.name, task.program_hash, dict(task.sizes), self.device)
 
     def key(self, cand: Candidate) -> str:

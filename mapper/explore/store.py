@@ -1,11 +1,13 @@
 """The results store: one SQLite file (standard library), one row per evaluated candidate.
 
 A row is keyed by a content hash of (program text, fixed sizes, mapping, tuning values,
-device description, library version), so the same candidate on the same program, sizes and
-device is never evaluated twice, and candidates of another program or device never share a
-key. The file is opened in WAL mode with a busy timeout; every result is committed on its
-own (a SIGKILL loses only the candidates in flight) and rows are inserted with
-``INSERT OR IGNORE``, so two writers at once cannot corrupt the file or duplicate a row.
+device description, library version and lowering fingerprint), so the same candidate on the
+same program, sizes and device is never evaluated twice, candidates of another program or
+device never share a key, and a change to the code that builds kernels
+(``mapper.explore.fingerprint``) measures them again. The file is opened in WAL mode with a
+busy timeout; every result is committed on its own (a SIGKILL loses only the candidates in
+flight) and rows are inserted with ``INSERT OR IGNORE``, so two writers at once cannot
+corrupt the file or duplicate a row.
 
 One store holds one *context*: the program, its fixed sizes and the device, written to the
 ``meta`` table by the first run. Opening it for another context raises
@@ -51,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ir.errors import LiftmapError
+from mapper.explore.fingerprint import lowering_fingerprint
 from mapper.explore.record import Record, Retimed
 
 # the parts of a device's limits that identify it (the store's device, the key's device)
@@ -144,6 +147,12 @@ def library_version() -> str:
         return "0+unknown"
 
 
+def key_version() -> str:
+    """The version part of every key: the library version and the lowering's fingerprint
+    (``0.1.0+3f2a9c81d0e4``)."""
+    return f"{library_version()}+{lowering_fingerprint()}"
+
+
 def _canon(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -160,7 +169,7 @@ def candidate_key(program_text: str, sizes: Mapping[str, int], mapping: Mapping[
     return content_hash(_canon({
         "program": program_text, "sizes": dict(sizes), "mapping": dict(mapping),
         "tuning": {k: int(v) for k, v in tuning.items()}, "device": dict(device),
-        "version": version or library_version()}))[:32]
+        "version": version or key_version()}))[:32]
 
 
 @dataclass(frozen=True)
@@ -414,6 +423,7 @@ class ResultStore:
                                      ("sizes", _canon(ctx.sizes)),
                                      ("device", _canon(ctx.device)),
                                      ("library_version", library_version()),
+                                     ("lowering", lowering_fingerprint()),
                                      ("created", str(time.time())), *(extra or {}).items()):
                             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, v))
                     self.db.execute("COMMIT")
