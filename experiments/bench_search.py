@@ -25,8 +25,10 @@ times of one call. Medians and minima are printed. The FMA-chain peak of the dev
 Also printed per shape: evaluations, time and evaluations to 90% and 95% of the run's final
 best (stored figures) in the chosen variant's exploration, and the same over every
 candidate of the shape's run in any variant (probes and contests included: what the run
-would have answered, stopped then); then the run's successive answers (each candidate that
-was the fastest stored so far, any variant) timed again side by side, and the time at which
+would have answered, stopped then); then the run's successive answers (what each variant
+held by re-timing, ``mapper.explore.incumbent``, the one re-timed fastest across variants;
+in a store without challenges, each candidate that was the fastest stored so far) timed
+again side by side, and the time at which
 the answer, so timed, first reached 90% and 95% of the final answer's speed: one stored
 measurement ranks kernels that are within 10% of each other nearly at random on a shared
 host, so the stored figures' 90% mostly says when a lucky measurement came. Also the load
@@ -138,19 +140,28 @@ def progress(records: list, start: float, final: float, frac: float) -> tuple[in
     return -1, float("nan")
 
 
+MAX_ANSWERS = 24
+ANSWER_FLOOR = 0.4
+
+
 def answers(stores: dict, since: float, final: tuple) -> list[tuple]:
-    """The run's answer as it changed: every record (any variant, from ``since`` on) that
-    was the fastest stored so far, as ``(variant, record)`` in the order stored, at most
+    """The run's answer as it changed, as ``(variant, record)`` in time order: from the
+    challenges the runs stored (``mapper.explore.incumbent``: each variant's answer, held
+    by re-timing; across variants the one whose re-timed figure was the lowest then), or,
+    in stores without them, every record that was the fastest stored so far; at most
     ``MAX_ANSWERS`` (the latest; those under ``ANSWER_FLOOR`` of the final stored best
     left out), then ``final`` (``(variant, record)``: the run's answer) if it is not the
     last one."""
-    every = [(n, r) for n, r in _variant_records(stores, since) if r.ok and r.gflops]
-    every.sort(key=lambda vr: vr[1].created or 0.0)
-    steps, top = [], 0.0
-    for name, r in every:
-        if (r.gflops or 0.0) > top:
-            steps.append((name, r))
-            top = r.gflops or 0.0
+    steps = _held_answers(stores, since)
+    if not steps:
+        every = [(n, r) for n, r in _variant_records(stores, since) if r.ok and r.gflops]
+        every.sort(key=lambda vr: vr[1].created or 0.0)
+        top = 0.0
+        for name, r in every:
+            if (r.gflops or 0.0) > top:
+                steps.append((name, r))
+                top = r.gflops or 0.0
+    top = max((r.gflops or 0.0 for _, r in steps), default=0.0)
     steps = [s for s in steps if (s[1].gflops or 0.0) >= ANSWER_FLOOR * top][-MAX_ANSWERS:]
     if final[1] is not None and (not steps or steps[-1][1].key != final[1].key
                                  or steps[-1][0] != final[0]):
@@ -158,8 +169,29 @@ def answers(stores: dict, since: float, final: tuple) -> list[tuple]:
     return steps
 
 
-MAX_ANSWERS = 24
-ANSWER_FLOOR = 0.4
+def _held_answers(stores: dict, since: float) -> list[tuple]:
+    """``(variant, record)`` each time the answer held by re-timing changed, over the
+    variant stores ``stores`` from ``since`` on (see :func:`answers`)."""
+    from mapper.explore.incumbent import answer_history
+    from mapper.explore.store import ResultStore
+
+    events = []
+    for name, p in stores.items():
+        if p is not None and os.path.exists(p):
+            with ResultStore(p, readonly=True) as st:
+                events += [(t, name, st.record(k), s)
+                           for t, k, s in answer_history(st, since=since)]
+    events.sort(key=lambda e: e[0])
+    held: dict = {}  # variant -> (record, re-timed seconds)
+    steps: list[tuple] = []
+    for _, name, rec, s in events:
+        if rec is None:
+            continue
+        held[name] = (rec, s)
+        lead = min(held, key=lambda n: held[n][1])
+        if not steps or steps[-1][0] != lead or steps[-1][1].key != held[lead][0].key:
+            steps.append((lead, held[lead][0]))
+    return steps
 
 
 def answers_retimed(tasks: dict, steps: list[tuple], since: float, args) -> dict:

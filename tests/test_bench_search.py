@@ -157,6 +157,45 @@ def test_the_answers_are_timed_again_and_90_percent_judged_on_those_times(tmp_pa
     assert out["to95_retimed"] == pytest.approx(50.0)
 
 
+def test_the_answers_follow_what_the_runs_held_by_retiming(tmp_path):
+    """Stores with challenges: the run's answer is what each variant held by re-timing
+    and, across variants, the one re-timed fastest then; a lucky stored figure that lost
+    its challenge ("w2": stored at 97, re-timed at 1.5 s) is never an answer."""
+    from experiments import bench_search
+    from mapper.encoding import MapCodes
+    from mapper.explore.incumbent import CHALLENGER, HOLDS
+    from mapper.explore.record import Record
+    from mapper.explore.store import ResultStore
+
+    def rec(key, gflops):
+        return Record(key=key, run_id="r", strategy="model", seed=0, idx=0,
+                      mapping=MapCodes({"A": 20}), tuning={"k": ord(key[0])}, status="ok",
+                      gflops=gflops, time_s=1.0, created=1.0)
+
+    stores = {"window": str(tmp_path / "w.sqlite"), "kernels": str(tmp_path / "k.sqlite")}
+    w, k = ResultStore(stores["window"]), ResultStore(stores["kernels"])
+    with w, k:
+        for r in (rec("w1", 60.0), rec("w2", 97.0)):
+            w.add(r)
+        for r in (rec("k1", 70.0), rec("k2", 96.0)):
+            k.add(r)
+        for st, key, phase, t in ((w, "w1", HOLDS, 1.4), (k, "k1", HOLDS, 1.2),
+                                  (w, "w2", CHALLENGER, 1.5), (w, "w1", HOLDS, 1.4),
+                                  (k, "k2", HOLDS, 0.9), (k, "k1", CHALLENGER, 1.2)):
+            for rnd in range(2):
+                st.add_retime(key, "r", rnd, [t, t], phase=phase)
+    steps = bench_search.answers(stores, 0.0, ("kernels", None))
+    assert [(n, r.key) for n, r in steps] == [("window", "w1"), ("kernels", "k1"),
+                                              ("kernels", "k2")]
+    # without challenges (older stores): the fastest stored so far
+    plain = {"window": str(tmp_path / "p.sqlite")}
+    with ResultStore(plain["window"]) as st:
+        for r in (rec("w1", 60.0), rec("w2", 97.0)):
+            st.add(r)
+    assert [r.key for _, r in bench_search.answers(plain, 0.0, ("window", None))] == \
+        ["w1", "w2"]
+
+
 def test_interleave_runs_each_contender_once_a_round_in_order() -> None:
     from experiments.baselines import RunFailed, interleave
 

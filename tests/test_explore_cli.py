@@ -237,6 +237,12 @@ def test_dashboard_prints_short_codes():
     con.print(best_table(res.records, "best"))
     text = buf.getvalue()
     assert text.count("A=W0 B=L0 C=S D=F") == 3 and not NUMERIC_MAP.search(text)
+    assert "answer, re-timed" not in text
+    # the answer held by re-timing, at its re-timed speed (half the stored: 6.25 GFLOP/s)
+    res.incumbent.record, res.incumbent.time_s = res.records[0], 9e-5
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(dash)
+    assert "answer, re-timed: 6.25 GFLOP/s (0.09 ms): A=W0 B=L0 C=S D=F" in buf.getvalue()
 
 
 # ------------------------------------------------------------------ the command line

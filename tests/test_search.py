@@ -591,6 +591,100 @@ def test_the_winner_is_reported_by_rounds_after_its_choice(tmp_path):
         assert stored[0].to_json()["figure_round_s"] == pytest.approx(1.1)
 
 
+def _rec(key, time_s):
+    from mapper.encoding import MapCodes
+    from mapper.explore.record import Record
+
+    return Record(key=key, run_id="r", strategy="model", seed=0, idx=0,
+                  mapping=MapCodes({"A": 0}), status="ok", time_s=time_s, gflops=1 / time_s)
+
+
+def test_a_lucky_stored_figure_does_not_take_the_answer_during_the_run(tmp_path):
+    """A newcomer whose one stored measurement beats the answer is timed again beside it;
+    it takes the answer only when it is faster then. The history of the answer is read
+    back from the store, and the end-of-run figures leave the challenges' rounds out."""
+    from mapper.explore.incumbent import Incumbent, answer_history
+    from mapper.explore.store import ResultStore
+
+    times = {"a": [[1.0, 1.0], [1.0, 1.1], [1.0, 1.0], [1.05, 1.0], [1.0, 1.0], [1.0, 1.0]],
+             "lucky": [[1.4, 1.5], [1.3, 1.4]],  # stored at 0.7, runs at 1.3-1.5
+             "b": [[0.8, 0.8], [0.85, 0.8]]}
+    calls = []
+
+    def retime(r):
+        calls.append(r.key)
+        return times[r.key].pop(0)
+
+    inc = Incumbent(rounds=2)
+    with ResultStore(tmp_path / "s.sqlite") as st:
+        for k, t in (("a", 1.0), ("lucky", 0.7), ("b", 0.75)):
+            st.add(_rec(k, t))
+        assert inc.challenged_by(_rec("a", 1.0))  # no answer yet
+        assert inc.challenge(_rec("a", 1.0), retime, st, "r", 1.0)
+        assert inc.key == "a" and inc.time_s == pytest.approx(1.0)
+        assert not inc.challenged_by(_rec("slow", 1.2))  # its stored time does not beat 1.0
+        assert inc.challenged_by(_rec("lucky", 0.7))
+        assert not inc.challenge(_rec("lucky", 0.7), retime, st, "r", 2.0)
+        assert calls == ["a", "a", "lucky", "a", "lucky", "a"]  # interleaved
+        assert inc.key == "a"
+        assert inc.challenge(_rec("b", 0.75), retime, st, "r", 3.0)
+        assert calls[-4:] == ["b", "a", "b", "a"]
+        assert inc.key == "b" and inc.time_s == pytest.approx(0.8)
+        assert [k for _, k in inc.history] == ["a", "b"]
+        assert [(k, t) for _, k, t in answer_history(st, "r")] == [("a", 1.0), ("b", 0.8)]
+        assert answer_history(st, "another-run") == []
+        # the challenges are not end-of-run re-timings
+        assert st.retimed() == [] and st.retimes("a") == []
+    assert all(not v for v in times.values())
+
+
+def test_the_answer_during_the_run_competes_at_the_end(tmp_path):
+    """The end-of-run re-timing takes the best stored figures and the run's answer: a
+    candidate that held the answer by re-timing is compared even where its stored figure
+    is not among the best."""
+    from mapper.explore.incumbent import Incumbent
+    from mapper.explore.run import Budget, Results, _retime
+    from mapper.explore.store import ResultStore
+
+    res = Results(run_id="r", strategy="model", seed=0, store_path=":memory:", context=None,
+                  budget=Budget(candidates=3), incumbent=Incumbent(rounds=2))
+    for k, t in (("lucky", 0.5), ("other", 0.6), ("held", 0.9)):
+        res.records.append(_rec(k, t))
+        res.candidates[k] = k
+    res.incumbent.key, res.incumbent.record = "held", res.records[-1]
+    ev = _Timings({"lucky": [[1.5], [1.5]], "held": [[0.8], [0.8], [0.8]]})
+    with ResultStore(tmp_path / "s.sqlite") as st:
+        for r in res.records:
+            st.add(r)
+        _retime(res, ev, st, 2, 1, 1)
+    assert ev.calls == ["lucky", "held", "held"]  # "other" made room for the answer
+    assert res.final.key == "held"
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_a_run_keeps_its_answer_by_retiming(tmp_path):
+    """A real run: every change of its answer is a challenge stored in the store, the
+    last holder is among the end-of-run re-timing, and turning challenges off leaves
+    none."""
+    from mapper.explore.incumbent import answer_history
+    from mapper.explore.store import ResultStore
+
+    path = tmp_path / "r.sqlite"
+    res = explore(L3, {"N": 4096}, strategy="solver", budget=6, store=path,
+                  options=ExploreOptions.of(seed=1, count=False, retime=2, retime_rounds=1,
+                                            repeats=2))
+    assert res.incumbent.challenges >= 1 and res.incumbent.history
+    assert res.incumbent.key in res.retimed
+    with ResultStore(path, readonly=True) as st:
+        assert [k for _, k, _ in answer_history(st, res.run_id)] == \
+            [k for _, k in res.incumbent.history]
+    off = explore(L3, {"N": 4096}, strategy="solver", budget=6, store=tmp_path / "o.sqlite",
+                  options=ExploreOptions.of(seed=1, count=False, retime=2, retime_rounds=1,
+                                            repeats=2, retime_challenge=0))
+    assert off.incumbent.challenges == 0 and not off.incumbent.history
+
+
 def test_the_fastest_round_of_the_figure_is_told_from_its_median():
     """A host that runs a whole round slow moves the median; the fastest round's median
     is the kernel at the host's full speed, the figure another process reproduces."""

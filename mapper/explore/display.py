@@ -71,6 +71,14 @@ class Dashboard:
         best = res.best
         lines.append(Text.from_markup("[bold]best so far:[/bold] " + (
             escape(best.describe()) if best else "none ok yet")))
+        held = getattr(res, "incumbent", None)
+        if held is not None and held.record is not None and held.time_s:
+            r = held.record
+            g = (r.gflops or 0.0) * (r.time_s or 0.0) / held.time_s
+            lines.append(Text.from_markup(
+                "[bold]answer, re-timed:[/bold] " + escape(
+                    (f"{g:.3g} GFLOP/s " if g else "") + f"({held.time_s * 1e3:.4g} ms): "
+                    + r.short_mapping + (f"; {r.tuning}" if str(r.tuning) else ""))))
         counts = res.counts
         if counts:
             lines.append(Text.from_markup("outcomes: " + "  ".join(

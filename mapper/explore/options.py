@@ -42,10 +42,13 @@ class Evaluation:
 @dataclass(frozen=True)
 class Retiming:
     """At the end, the ``best`` best ``ok`` candidates are timed again in ``rounds``
-    interleaved rounds (``best=0``: no re-timing)."""
+    interleaved rounds (``best=0``: no re-timing); during the run, a candidate whose
+    stored time beats the answer's is timed again beside it in ``challenge`` interleaved
+    rounds before it becomes the answer (``mapper.explore.incumbent``; 0: never)."""
 
     best: int = 8
     rounds: int = 3
+    challenge: int = 2
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ _WHERE: dict[str, tuple[str | None, str]] = {
     **{f.name: ("devices", f.name) for f in fields(Devices)},
     "retime": ("retiming", "best"),
     "retime_rounds": ("retiming", "rounds"),
+    "retime_challenge": ("retiming", "challenge"),
     "seed": (None, "seed"),
     "count": (None, "count"),
 }

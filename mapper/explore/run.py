@@ -24,6 +24,7 @@ from typing import Any
 
 from ir.errors import LiftmapError
 from mapper.errors import ConfigurationError
+from mapper.explore.incumbent import Incumbent
 from mapper.explore.options import ExploreOptions, option_names
 from mapper.explore.record import Record, Retimed
 from mapper.explore.store import ResultStore
@@ -107,6 +108,8 @@ class Results:
     wait_s: float = 0.0
     # the winners re-timed at the end, by key
     retimed: dict[str, Retimed] = field(default_factory=dict)
+    # the answer during the run, decided by re-timing (``history``: when it changed)
+    incumbent: Incumbent = field(default_factory=lambda: Incumbent(rounds=0))
     candidates: dict[str, Candidate] = field(default_factory=dict, repr=False)
 
     @property
@@ -276,7 +279,8 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         strategy_options = _batch_for(cls, getattr(evaluator.pool, "size", 1),
                                       strategy_options)
         strat = cls(joint, seed=seed, **strategy_options)
-        res = Results(run_id, strategy, seed, st.path, evaluator.context, bud)
+        res = Results(run_id, strategy, seed, st.path, evaluator.context, bud,
+                      incumbent=Incumbent(rounds=rt.challenge if rt.best > 0 else 0))
         res.mapping_s = joint.enumerate_s if strat.uses_mappings else 0.0
         if opts.count:
             try:
@@ -370,6 +374,10 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
     ok = [r for r in res.records if r.ok and r.key in res.candidates]
     ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
     top = ok[:n]
+    held = res.incumbent.record  # the answer during the run competes too
+    if held is not None and held.key in res.candidates and all(r.key != held.key
+                                                                for r in top):
+        top = top[:max(0, n - 1)] + [held]
     if len(top) < 1:
         return
     times: dict[str, list[list[float]]] = {r.key: [] for r in top}  # each round's times
@@ -434,6 +442,10 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
     ex = ThreadPoolExecutor(workers) if workers > 1 else None
     pending: dict[Future, tuple[Candidate, str]] = {}
 
+    def retime_times(r: Record) -> list[float] | None:
+        o = evaluator.retime(res.candidates[r.key], retime_repeats(r.time_s, evaluator.repeats))
+        return list(o.times_s) if o.status == "ok" and o.times_s else None
+
     def record(cand: Candidate, key: str, rec: Record, cached: bool) -> None:
         if cached:
             res.cached += 1
@@ -448,6 +460,10 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
         res.draws = strat.draws_total
         res.elapsed_s = time.perf_counter() - t_start
         strat.observe(cand, rec)
+        inc = res.incumbent
+        if inc.challenged_by(rec) and (bud.seconds is None or res.elapsed_s < bud.seconds - (
+                reserve() if reserve else 0.0)):
+            inc.challenge(rec, retime_times, st, res.run_id, res.elapsed_s)
         if on_result:
             on_result(rec, res)
 

@@ -541,22 +541,38 @@ class ResultStore:
     # ------------------------------------------------------------------ re-timing
 
     def add_retime(self, key: str, run_id: str, rnd: int, times: list[float],
-                   confirm: bool = False) -> None:
+                   confirm: bool = False, phase: str | None = None) -> None:
         """Records one re-timing round of candidate ``key`` (every execution's seconds);
-        ``confirm``: a round that timed the chosen winner again after the choice."""
+        ``confirm``: a round that timed the chosen winner again after the choice;
+        ``phase``: another kind of round (a challenge's during the run:
+        ``mapper.explore.incumbent``), which the end-of-run figures leave out."""
         self._run("INSERT INTO retimes (key, run_id, round, times, created, phase) "
                   "VALUES (?, ?, ?, ?, ?, ?)",
                   (key, run_id, rnd, json.dumps([float(t) for t in times]), time.time(),
-                   "confirm" if confirm else None),
+                   "confirm" if confirm else phase),
                   "storing a re-timing")
 
+    def retime_rows(self, phase: str, run_id: str | None = None
+                    ) -> list[tuple[str, float, int, list[float]]]:
+        """``(key, created, round, times)`` of the re-timing rounds of ``phase`` (of one
+        run), oldest first (empty in a store older than phases)."""
+        if not self._has_table("retimes") or "phase" not in self._table_columns("retimes"):
+            return []
+        sql, args = "SELECT key, created, round, times FROM retimes WHERE phase=?", [phase]
+        if run_id is not None:
+            sql, args = sql + " AND run_id=?", [phase, run_id]
+        return [(k, float(c or 0.0), int(r or 0), self._times(k, t))
+                for k, c, r, t in self._all(sql + " ORDER BY created", tuple(args))]
+
     def retimes(self, key: str) -> list[float]:
-        """Every re-timed execution of candidate ``key`` (seconds; empty: never re-timed,
-        or a store older than re-timing)."""
+        """Every execution of candidate ``key`` re-timed at the end of a run (seconds;
+        empty: never re-timed, or a store older than re-timing)."""
         if not self._has_table("retimes"):
             return []
         out: list[float] = []
-        for (t,) in self._all("SELECT times FROM retimes WHERE key=? ORDER BY created", (key,)):
+        phase = "phase" if "phase" in self._table_columns("retimes") else "NULL"
+        for (t,) in self._all(f"SELECT times FROM retimes WHERE key=? AND ({phase} IS NULL "
+                              f"OR {phase}='confirm') ORDER BY created", (key,)):
             out += self._times(key, t)
         return out
 
@@ -571,7 +587,8 @@ class ResultStore:
         phase = "phase" if "phase" in self._table_columns("retimes") else "NULL"
         rounds: dict[str, dict[tuple[str, int, bool], list[float]]] = {}
         for key, run_id, rnd, t, ph in self._all(
-                f"SELECT key, run_id, round, times, {phase} FROM retimes ORDER BY created"):
+                f"SELECT key, run_id, round, times, {phase} FROM retimes "
+                f"WHERE {phase} IS NULL OR {phase}='confirm' ORDER BY created"):
             rounds.setdefault(key, {}).setdefault((run_id, rnd, ph == "confirm"), []).extend(
                 self._times(key, t))
         out: list[Retimed] = []
