@@ -13,8 +13,9 @@ budget and the stores are given), every candidate stored in ``--store-dir``; the
 interleaved rounds time the found best (re-lowered from its stored mapping and tuning), the
 register-tiled hand-written OpenCL kernel (``experiments.handwritten``) and PyTorch's conv2d
 (when installed: ``pip install torch``), each after an idle pause and an untimed warm-up.
-Before those, the found kernel is timed alone as the run re-timed it at its end (the run's
-rounds of ``retime_repeats`` runs, back to back: ``found_alone``): the run's reported
+Before those, the found kernel is timed alone as the run confirmed it at its end (the run's
+rounds of ``retime_repeats`` runs, spread over the run's ``confirm_span``: ``found_alone``;
+its median, fastest round and steady figure): the run's reported
 figure timed again by its own protocol; with ``--retime``, in a fresh process, so a figure
 that one lucky run made would not come back. A short kernel loses up to a fifth beside the
 peers and their pauses, which the interleaved figures show.
@@ -280,6 +281,7 @@ def bench_shape(layer, args) -> dict:
     res, task = vr.results, tasks[vr.chosen]
     best = res.final  # the winner of the end-of-run re-timing
     out: dict = {"layer": layer.name, "shape": layer.sizes(), "variant": vr.chosen,
+                 "budget": args.budget,
                  "probes": {n: (b.gflops if b is not None else None)
                             for n, b in vr.probe_best().items()},
                  # the close probes' bests timed again, interleaved: GFLOP/s of the fastest round
@@ -301,6 +303,8 @@ def bench_shape(layer, args) -> dict:
     # the median of its fastest round: what another process reproduces best on a host
     # whose speed moves in phases of seconds (compared with ``found_alone``'s)
     out["retimed_round_gflops"] = rt.figure_round_gflops if rt else None
+    # the median of its faster half of rounds: the figure with the host's slow phases out
+    out["retimed_steady_gflops"] = rt.steady_gflops if rt else None
     final = max(r.gflops or 0.0 for r in res.records if r.ok)
     for frac in (0.9, 0.95):
         n, s = progress(res.records, t0, final, frac)
@@ -399,7 +403,11 @@ def time_found(layer, task, out: dict, args) -> dict:
             # first the found kernel as the run re-timed it at its end: alone, its rounds
             # back to back, each of the run's runs (the reported figure's protocol, here in
             # this process: a figure a lucky run made would not come back)
-            out["found_alone"] = _alone(pool, task, found_fn, layer.flops, g)
+            from mapper.explore.run import parse_budget
+
+            out["found_alone"] = _alone(pool, task, found_fn, layer.flops, g,
+                                        parse_budget(out.get("budget")
+                                                     or args.budget).seconds)
             times = interleave(runs, args.rounds, args.settle, per_round)
         except RunFailed as e:
             out["error"] = str(e)
@@ -423,24 +431,28 @@ def time_found(layer, task, out: dict, args) -> dict:
     return out
 
 
-def _alone(pool, task, found_fn, flops: int, gflops: float | None) -> dict:
-    """The found kernel timed as a run re-times its winners at its end (the options'
-    defaults: ``Retiming.rounds`` rounds of ``retime_repeats`` runs, no pause between):
-    the median over every run and the fastest round's median, in GFLOP/s."""
-    from experiments.baselines import fastest_round_s, interleave, kernel_times
+def _alone(pool, task, found_fn, flops: int, gflops: float | None,
+           budget_s: float | None) -> dict:
+    """The found kernel timed as a run confirms its winner at its end (the options'
+    defaults: at least ``Retiming.rounds`` rounds of ``retime_repeats`` runs, spread over
+    the ``confirm_span`` of a run given ``budget_s``): the median over every run, the
+    fastest round's median and the steady figure (``steady_time``), in GFLOP/s."""
+    from experiments.baselines import fastest_round_s, kernel_times
     from mapper.explore import ExploreOptions
-    from mapper.explore.run import retime_repeats
+    from mapper.explore.record import steady_time
+    from mapper.explore.run import confirm_span, retime_repeats, spread_rounds
 
     o = ExploreOptions()
     reps = retime_repeats(flops / (gflops * 1e9) if gflops else None, o.evaluation.repeats)
-    rounds: dict[str, list[list[float]]] = {}
-    ts = interleave({"found": kernel_times(pool, task, found_fn, repeats=reps, flops=flops,
-                                           what="found kernel")},
-                    o.retiming.rounds, 0.0, rounds)["found"]
-    fr = fastest_round_s(rounds["found"])
+    once = kernel_times(pool, task, found_fn, repeats=reps, flops=flops, what="found kernel")
+    rounds = [list(once()) for _ in spread_rounds(o.retiming.rounds, confirm_span(budget_s))]
+    ts = [t for r in rounds for t in r]
+    fr = fastest_round_s(rounds)
+    steady = steady_time([statistics.median(r) for r in rounds])
     return {"median_gflops": flops / statistics.median(ts) / 1e9,
-            "round_gflops": flops / fr / 1e9 if fr else None, "repeats": reps,
-            "rounds": o.retiming.rounds, "times_s": ts}
+            "round_gflops": flops / fr / 1e9 if fr else None,
+            "steady_gflops": flops / steady / 1e9 if steady else None, "repeats": reps,
+            "rounds": len(rounds), "times_s": ts}
 
 
 def write_json(path: str, peak: float | None, rows: list[dict]) -> None:
@@ -509,10 +521,13 @@ def main(argv: list[str] | None = None) -> int:
         if alone:
             rt = r.get("retimed_gflops")
             rr, ar = r.get("retimed_round_gflops"), r["found_alone"].get("round_gflops")
+            rs, as_ = r.get("retimed_steady_gflops"), r["found_alone"].get("steady_gflops")
             parts.append(f"timed as the run re-times it {alone:.1f}"
                          + (f" (reported/this {rt / alone:.2f}x" if rt else "")
                          + (f"; by fastest rounds {rr:.1f}/{ar:.1f} = {rr / ar:.2f}x"
-                            if rt and rr and ar else "") + (")" if rt else ""))
+                            if rt and rr and ar else "")
+                         + (f"; steady {rs:.1f}/{as_:.1f} = {rs / as_:.2f}x"
+                            if rt and rs and as_ else "") + (")" if rt else ""))
         if h:
             parts.append(f"hand-written {h:.1f} ({f / h:.2f}x)" if f else f"hand {h:.1f}")
         if t:

@@ -22,7 +22,7 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     row = {"layer": "tiny", "shape": layer.sizes(), "evaluated": 7, "explore_s": 12.0,
            "to90": [3, 4.0], "to95": [5, 6.0], "stored_gflops": 1.0, "retimed_gflops": 1.0,
            "warnings": [], "best": f"{m}; {json.dumps(cfg)}",
-           "found": {"median_gflops": -1.0}}
+           "found": {"median_gflops": -1.0}, "budget": "30s"}
     earlier, out = tmp_path / "earlier.json", tmp_path / "again.json"
     earlier.write_text(json.dumps({"machine": "x", "peak": None, "rows": [row]}))
     assert bench_search.main(["--retime", str(earlier), "--rounds", "2", "--repeats", "2",
@@ -34,7 +34,8 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     assert again["found"]["median_gflops"] > 0 and len(again["found"]["times_s"]) == 100
     # the fastest round's median: at least the median of every run
     assert again["found"]["round_gflops"] >= again["found"]["median_gflops"]
-    # timed alone as the run re-times: its rounds (3 by default) of its runs (50 here)
+    # timed alone as the run confirms: its rounds (3 by default; a 30 s run spreads them
+    # over 1.5 s, a round a second: still 3) of its runs (50 here)
     alone = again["found_alone"]
     assert alone["rounds"] == 3 and alone["repeats"] == 50 and len(alone["times_s"]) == 150
     assert alone["round_gflops"] >= alone["median_gflops"] > 0
@@ -64,7 +65,7 @@ def test_pytorch_gets_the_layers_own_weights_whatever_the_variant(monkeypatch):
 
     monkeypatch.setattr(baselines, "torch_available", lambda: True)
     monkeypatch.setattr(baselines, "torch_conv_fn", fake_torch)
-    args = types.SimpleNamespace(rounds=1, repeats=1, settle=0.0)
+    args = types.SimpleNamespace(rounds=1, repeats=1, settle=0.0, budget="30s")
     out = bench_search.time_found(layer, task, {"warnings": [], "best": f"{m}; "
                                                 f"{json.dumps(cfg)}"}, args)
     assert "error" not in out, out.get("error")

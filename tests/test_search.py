@@ -504,10 +504,13 @@ def test_the_end_of_run_retiming_takes_at_most_a_tenth_of_a_time_budget():
     res.records.append(Record(key="k", run_id="r", strategy="model", seed=0, idx=0,
                               mapping=MapCodes({"A": 0}), status="ok", time_s=0.1,
                               gflops=1.0, run_s=0.8, lower_s=0.0))
-    # each re-timed candidate: 3 rounds x (0.8 s of runs + 0.2 s) = 3 s, and the winner's
-    # confirmation as much again
-    assert _retime_count(res, 8, 3, 60.0) == int(RETIME_SHARE * 60.0 / 3.0) - 1 == 1
-    assert _retime_count(res, 8, 3, 150.0) == 4
+    # each re-timed candidate: 3 rounds x (0.8 s of runs + 0.2 s) = 3 s; the winner's
+    # confirmation is spread over a twentieth of the budget (at most 16 s) and a round:
+    # 4 s of 60 s, 8.5 s of 150 s
+    assert _retime_count(res, 8, 3, 60.0) == 1
+    assert _retime_count(res, 8, 3, 150.0) == int((RETIME_SHARE * 150.0 - 8.5) / 3.0) == 2
+    assert _retime_count(res, 20, 3, 600.0) == int((RETIME_SHARE * 600.0 - 17.0) / 3.0) == 14
+    assert _retime_count(res, 9, 3, 300.0) == int((RETIME_SHARE * 300.0 - 16.0) / 3.0) == 4
     assert _retime_count(res, 8, 3, 6000.0) == 8
     assert _retime_count(res, 8, 3, 1.0) == 1  # at least the best
     assert _retime_count(res, 8, 3, None) == 8  # a count budget: all of them
@@ -589,6 +592,68 @@ def test_the_winner_is_reported_by_rounds_after_its_choice(tmp_path):
         assert stored[0].confirmed and stored[0].median_s == 1.1 and stored[0].round_s == 0.9
         assert stored[0].figure_round_s == pytest.approx(1.1)
         assert stored[0].to_json()["figure_round_s"] == pytest.approx(1.1)
+
+
+def test_the_steady_figure_leaves_the_slow_phases_out():
+    from mapper.explore.record import Retimed, steady_time
+
+    assert steady_time([]) is None
+    assert steady_time([2.0]) == 2.0
+    # the faster half of five rounds (three): two slow phases do not move it
+    assert steady_time([1.0, 1.6, 1.1, 1.2, 1.5]) == 1.1
+    assert steady_time([1.0, 1.2, 3.0, 3.0]) == pytest.approx(1.1)
+    rounds = [[1.0, 1.0], [1.2, 1.2], [3.0, 3.0], [3.0, 3.1]]
+    r = Retimed.of(_rec("k", 1.0), rounds, flops=1e9, confirm=rounds)
+    assert r.steady_s == pytest.approx(1.1) and r.median_s == pytest.approx(2.1)
+    assert r.steady_gflops == pytest.approx(1 / 1.1)
+    assert r.to_json()["steady_s"] == pytest.approx(1.1)
+
+
+def test_the_confirmation_is_spread_over_seconds(monkeypatch, tmp_path):
+    """A winner's confirmation rounds are spread over the run's confirm span (one a second,
+    the run's rounds at least): the host's phases last seconds. A short run (a test's, a
+    few seconds) confirms back to back as before."""
+    from mapper.explore import run as run_mod
+    from mapper.explore.run import (
+        CONFIRM_SPAN_S,
+        Budget,
+        Results,
+        _retime,
+        confirm_span,
+        spread_rounds,
+    )
+    from mapper.explore.store import ResultStore
+
+    assert confirm_span(600.0) == CONFIRM_SPAN_S == 16.0
+    assert confirm_span(60.0) == pytest.approx(3.0) and confirm_span(None) == 0.0
+    clock = [0.0]
+    slept: list[float] = []
+
+    def sleep(s):
+        slept.append(s)
+        clock[0] += s
+
+    monkeypatch.setattr(run_mod.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(run_mod.time, "sleep", sleep)
+    assert list(spread_rounds(3, 0.0)) == [0, 1, 2] and slept == []
+    starts = []
+    for _ in spread_rounds(3, 8.0):
+        starts.append(clock[0])
+        clock[0] += 0.25  # each round takes a quarter of a second
+    assert starts == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+    res = Results(run_id="r", strategy="model", seed=0, store_path=":memory:", context=None,
+                  budget=Budget(seconds=600.0))
+    for k in "ab":
+        res.records.append(_rec(k, 1.0))
+        res.candidates[k] = k
+    ev = _Timings({"a": [[1.0]] * 20, "b": [[2.0]] * 2})
+    with ResultStore(tmp_path / "s.sqlite") as st:
+        for r in res.records:
+            st.add(r)
+        _retime(res, ev, st, 2, 2, 2)
+    assert ev.calls == ["a", "b", "a", "b"] + ["a"] * 16
+    assert res.retimed["a"].rounds == 16 and res.retimed["a"].confirmed
 
 
 def _rec(key, time_s):

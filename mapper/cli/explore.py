@@ -326,7 +326,11 @@ def cmd_results(args) -> int:
                       + f" (spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms"
                       + (f"; its fastest round's median {a.figure_round_s * 1e3:.4g} ms"
                          if a.figure_round_s is not None and a.rounds and a.rounds > 1
-                         else "") + ")",
+                         else "")
+                      + (f"; steady {a.steady_s * 1e3:.4g} ms, the median of its faster "
+                         f"half of {a.rounds} rounds"
+                         if a.steady_s is not None and a.rounds and a.rounds > 1 else "")
+                      + ")",
                       soft_wrap=True)
         console.print(retimed_table(retimed, f"Re-timed at the end of a run: {len(retimed)} "
                                              "candidate(s), fastest round first"))

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -168,10 +168,14 @@ class Results:
             fastest = "" if r.round_s is None else \
                 f"fastest round's median {r.round_s * 1e3:.4g} ms, "
             top = "" if r.max_s is None else f", max {r.max_s * 1e3:.4g} ms"
-            after = " after it was chosen" if r.confirmed else ""
+            after = f" in {r.rounds} rounds after it was chosen" if r.confirmed else ""
+            steady = "" if r.steady_s is None else \
+                f"; steady {r.steady_s * 1e3:.4g} ms" + (
+                    f" ({r.steady_gflops:.3g} GFLOP/s)" if r.steady_gflops else "") + \
+                " (the faster half of the rounds)"
             lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
                          f"{r.median_s * 1e3:.4g} ms, {fastest}min {r.min_s * 1e3:.4g} ms"
-                         f"{top} over {r.n} runs{after}: {name}")
+                         f"{top} over {r.n} runs{after}{steady}: {name}")
             if b is not None and f.key == b.key:
                 lines.append(f"answer: {name} (the best, confirmed by the re-timing)")
             else:
@@ -334,20 +338,65 @@ RETIME_SHARE = 0.1  # of a time budget: the most the end-of-run re-timing takes
 
 def _retime_count(res: Results, n: int, rounds: int, budget_s: float | None) -> int:
     """How many of the best the end-of-run re-timing takes: ``n``, fewer (at least one)
-    where they would take more than ``RETIME_SHARE`` of a time budget ``budget_s``."""
-    each = _retime_reserve(res, 1, rounds) / 2  # one of the best's rounds
+    where they and the winner's confirmation (:func:`_confirm_s`) would take more than
+    ``RETIME_SHARE`` of a time budget ``budget_s``."""
+    each = rounds * _round_s(res)  # one of the best's rounds
     if budget_s is None or each <= 0:
         return n
-    return max(1, min(n, int(RETIME_SHARE * budget_s / each) - 1))  # and the confirmation
+    share = RETIME_SHARE * budget_s - _confirm_s(res, rounds, budget_s)
+    return max(1, min(n, int(share / each)))
+
+
+def _round_s(res: Results) -> float:
+    """Seconds one re-timing round of the best so far takes (0: none ran ok)."""
+    best = res.best
+    if best is None:
+        return 0.0
+    return float(best.run_s or 0.0) + float(best.lower_s or 0.0) + 0.2
+
+
+def _confirm_s(res: Results, rounds: int, budget_s: float | None) -> float:
+    """Seconds the winner's confirmation takes: ``rounds`` rounds, or its spread
+    (:func:`confirm_span`) and a round where that is longer."""
+    each = _round_s(res)
+    return max(rounds * each, confirm_span(budget_s) + each) if each else 0.0
 
 
 def _retime_reserve(res: Results, n: int, rounds: int) -> float:
     """Seconds the end-of-run re-timing of the ``n`` best and the winner's confirmation
     should take (from the runs of the best so far), which a time budget keeps free."""
-    best = res.best
-    if best is None:
-        return 0.0
-    return (n + 1) * rounds * (float(best.run_s or 0.0) + float(best.lower_s or 0.0) + 0.2)
+    return n * rounds * _round_s(res) + _confirm_s(res, rounds, res.budget.seconds)
+
+
+# the winner's confirmation rounds are spread over this long, one round every
+# CONFIRM_EVERY_S: the host's speed moves in phases of seconds (one kernel re-timed for
+# 90 s on Zen 3, 2026-11-30: 2-second windows' medians from 0.96 to 1.58 ms, the rounds'
+# autocorrelation gone after about 8 s), so rounds back to back meet one phase, and two
+# processes' figures of one kernel agreed within 10% in a third of the cases
+CONFIRM_SPAN_S = 16.0
+CONFIRM_EVERY_S = 1.0
+
+
+def confirm_span(seconds: float | None) -> float:
+    """Seconds a winner's confirmation is spread over, in a run given (or, without a time
+    budget, taking) ``seconds``: :data:`CONFIRM_SPAN_S`, at most half the re-timing's
+    share of the run."""
+    return 0.0 if not seconds or seconds <= 0 else min(CONFIRM_SPAN_S,
+                                                       RETIME_SHARE / 2 * seconds)
+
+
+def spread_rounds(rounds: int, span_s: float) -> Iterator[int]:
+    """The confirmation's rounds, each yielded at its start: ``rounds``, or one every
+    :data:`CONFIRM_EVERY_S` over ``span_s`` where that is more, evenly spread (a round
+    that takes longer delays the next one only)."""
+    n = max(rounds, int(span_s / CONFIRM_EVERY_S))
+    gap = span_s / n if n else 0.0
+    t0 = time.perf_counter()
+    for i in range(n):
+        wait = t0 + i * gap - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        yield i
 
 
 RETIME_ROUND_S = 0.02  # kernel time one re-timing round of a candidate takes at least
@@ -367,10 +416,12 @@ def retime_repeats(time_s: float | None, repeats: int) -> int:
 def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             repeats: int) -> None:
     """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, to choose the winner
-    (the lowest median of a fastest round), then the winner alone for ``rounds`` more
-    rounds, whose times are its reported figure: the rounds that chose it favour it (of
-    several kernels within the noise, the one that ran luckiest wins), the rounds after
-    the choice do not. Every execution is recorded (see ``explore``'s ``retime``)."""
+    (the lowest median of a fastest round), then the winner alone in confirmation rounds
+    spread over :func:`confirm_span` (``rounds`` at least: :func:`spread_rounds`), whose
+    times are its reported figure: the rounds that chose it favour it (of several kernels
+    within the noise, the one that ran luckiest wins), the rounds after the choice do
+    not, and rounds spread over seconds meet the host's slow and fast phases alike. Every
+    execution is recorded (see ``explore``'s ``retime``)."""
     ok = [r for r in res.records if r.ok and r.key in res.candidates]
     ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
     top = ok[:n]
@@ -396,7 +447,8 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
             top = [r for r in top if r.key in times]
         if top:
             winner = min(top, key=lambda r: Retimed.of(r, times[r.key]).rank_s)
-            for rnd in range(rounds):
+            for rnd in spread_rounds(rounds, confirm_span(res.budget.seconds
+                                                          or res.elapsed_s)):
                 o = evaluator.retime(res.candidates[winner.key],
                                      retime_repeats(winner.time_s, repeats))
                 if o.status != "ok" or not o.times_s:
