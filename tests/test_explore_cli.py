@@ -168,13 +168,17 @@ def test_store_answer_names_its_fastest_round_beside_the_median(tmp_path, capsys
         st.add(_record(created=1.0))
         st.add_retime("k1", "r1", 0, [9e-5, 9.2e-5, 9.4e-5])  # a slow phase
         st.add_retime("k1", "r1", 1, [5e-5, 5.1e-5, 5.2e-5])
+        st.add_retime("k1", "r1", 2, [6e-5, 6.1e-5, 6.2e-5])
     monkeypatch.setattr(cli.console, "width", 400)
     rc, out, err = _cli(capsys, "results", str(path))
     assert rc == 0, err
     answer = next(line for line in out.splitlines() if line.startswith("answer:"))
     assert "its fastest round's median 0.051 ms" in answer
+    # the steady figure: the median of the faster half of the rounds (0.051 and 0.061)
+    assert "steady 0.056 ms, the median of its faster half of 3 rounds" in answer
     doc = json.loads(_cli(capsys, "results", str(path), "--json")[1])
     assert doc["retimed"][0]["retimed"]["figure_round_s"] == pytest.approx(5.1e-5)
+    assert doc["retimed"][0]["retimed"]["steady_s"] == pytest.approx(5.6e-5)
 
 
 def test_store_without_retimes_says_its_best_is_one_measurement(tmp_path, capsys):

@@ -584,6 +584,9 @@ def test_the_winner_is_reported_by_rounds_after_its_choice(tmp_path):
         # its confirmation rounds' medians are 1.15 and 1.1: the fastest phase it met
         assert a.figure_round_s == pytest.approx(1.1)
         assert a.figure_round_gflops == pytest.approx(1 / 1.1)
+        assert a.steady_s == pytest.approx(1.1)  # the faster of its two rounds
+        assert "in 2 rounds after it was chosen; steady 1100 ms (0.909 GFLOP/s)" in \
+            res.summary()
         assert not res.retimed["b"].confirmed and res.retimed["b"].median_s == 1.0
         assert res.retimed["b"].figure_round_s == pytest.approx(1.0)
         assert len(st.retimes("a")) == 8
