@@ -111,7 +111,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "remeasure": (["--store", "{s24}", "--layer", "24", "--out", "{tmp}/c.sqlite", "--top", "1",
                    "--evals", "1", "--repeats", "1"], r"stored +[\d.]+ +now +[\d.]+ GFLOP/s"),
     "soak": (["--minutes", "0.5", "--sample-s", "4", "--tasks", "matmul,blur", "--crash-every",
-              "4", "--hang-every", "7", "--timeout-s", "4", "--kill-every-s", "5", "--out",
+              "2", "--hang-every", "7", "--timeout-s", "4", "--kill-every-s", "5", "--out",
               "{tmp}/soak"],
              r"\| check \| verdict \| measured \|(?s:.*)\| replay exact \| PASS \|"),
     "source_hashes": (["--out", "{tmp}/h.txt", "--per-example", "1", "--samples", "1",
