@@ -1,5 +1,5 @@
 """Winograd's minimal filtering F(2x2, 3x3) and F(4x4, 3x3) (Lavin and Gray, CVPR 2016) as
-pipelines of five plain programs: a 3x3 convolution (stride 1, padding 1) in 2.25x
+pipelines of plain programs: a 3x3 convolution (stride 1, padding 1) in 2.25x
 (F(2x2)) or 4x (F(4x4)) fewer multiplications than the direct one.
 
 Each 4x4 tile ``d`` of the padded input (stride 2) gives a 2x2 tile of the output,
@@ -9,8 +9,8 @@ of the 4x4 tile: ``P[xi] = V[xi] x U[xi]`` with ``V[xi]`` tiles x channels and
 ``U[xi]`` channels x kernels. The transforms are matrix products of small tiles, each
 written as two passes (a product by ``Bt`` on the left, then by ``B`` on the right), as
 they are separable: ``2 n^3`` products per tile and channel instead of the ``n^4`` of one
-pass by the Kronecker product ``Bt (x) Bt`` (432 against 1,296 for F(4x4)). The five
-stages, every one a plain program:
+pass by the Kronecker product ``Bt (x) Bt`` (432 against 1,296 for F(4x4)). The stages,
+every one a plain program:
 
 * ``input_rows``: ``W1[i][t][l][c] = sum over k of Bt[i][k] d_t[k][l][c]``;
 * ``input_cols``: ``V[n i + j][t][c] = sum over l of Bt[j][l] W1[i][t][l][c]``. One pass
@@ -28,7 +28,7 @@ stages, every one a plain program:
   Zen 5);
 * ``output_rows``: ``Z[a][t][j][m] = sum over i of At[a][i] P[n i + j][t][m]``;
 * ``output_cols``: ``Y[m th + a][m tw + b][k] = sum over j of At[b][j] Z[a][t][j][k]``,
-  written in the output's HWM order.
+  written in the output's HWM order;
 
 The weights' transform ``U[xi][c][m] = sum over (k, l) of G[i][k] G[j][l] w[m][k][l][c]``
 is done once per layer on the host (:func:`transform_weights`), as inference libraries
@@ -43,8 +43,14 @@ rounding error (its matrices hold 1/6, 1/24, 5 and 8: in numpy's float32 the lar
 against the float64 reference was 7-27x the direct convolution's on five shapes, F(2x2)'s
 0.4-1.0x).
 
-Sizes: the output is ``m TH`` x ``m TW`` (a height and width that are multiples of m),
-``C`` channels in, ``M`` kernels.
+* ``crop``: ``Y`` without the rows and columns past the output's ``H`` x ``W``, where m
+  does not divide them; the lowering leaves it out where it does (``identity_when``).
+
+Sizes (:func:`sizes`): the output is ``H`` x ``W``, ``C`` channels in, ``M`` kernels; the
+tiles ``TH`` x ``TW`` cover it, ``TH = ceil(H / m)``. Where m does not divide ``H``, the
+last row of tiles reads the padding below the input and computes ``m TH - H`` rows past
+the output, which the crop drops (likewise the columns): a 7 x 7 output in 4 x 4 tiles
+computes 8 x 8, 1.31x the products it keeps, for 4x fewer multiplications.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import numpy as np
 from ir.errors import InvalidOptionError
 from ir.nodes import Lambda
 from ir.pipeline import Pipeline, Stage
+from ir.sym import parse_expr, sym
 
 # Lavin and Gray's matrices (correlation, as a CNN's convolution is), by output tile m:
 # F(2, 3) and F(4, 3)
@@ -79,14 +86,17 @@ def _stages(m: int) -> dict[str, str]:
     N = n*n positions), by stage name."""
     n = m + 2
     N = n * n
+    # the padding below and right also covers the last tiles' rows and columns past the
+    # output (m TH - H of them, 0 where m divides H): the crop stage drops their outputs
     rows = rf"""
-inputData : [[[float]C]({m}*TW)]({m}*TH)
+inputData : [[[float]C]W]H
 BT : [[float]{n}]{n}
 
 mapA(\bt -> mapB(\tile -> mapL(\col -> join o mapC(\px -> {_MAC}(0.0f, zip(px, bt)))
                                   $ transpose(col))
                  $ transpose(tile))
-    $ join $ slideND(2, ({n}, {n}), ({m}, {m})) $ padND(2, ((1, 1), (1, 1))) $ inputData)
+    $ join $ slideND(2, ({n}, {n}), ({m}, {m}))
+    $ padND(2, ((1, {m}*TH-H+1), (1, {m}*TW-W+1))) $ inputData)
   $ BT
 """
     cols = rf"""
@@ -126,8 +136,14 @@ join o mapG(\xth -> mapH(\xa -> join o mapI(\z ->
             $ AT) $ xa) $ xth)
   $ transpose o map(split(TW)) $ Z
 """
+    crop = rf"""
+Y : [[[float]M]({m}*TW)]({m}*TH)
+
+mapA(\row -> mapB(\px -> mapK(toGlobal(id)) $ px) $ row)
+  $ padND(2, ((0, H-{m}*TH), (0, W-{m}*TW))) $ Y
+"""
     return {"input_rows": rows, "input_cols": cols, "gemm": gemm, "output_rows": out_rows,
-            "output_cols": out_cols}
+            "output_cols": out_cols, "crop": crop}
 
 
 def _matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -146,11 +162,11 @@ def _parse(text: str) -> Lambda:
 
 
 def winograd_pipeline(m: int = 2) -> Pipeline:
-    """F(m x m, 3 x 3)'s five stages (``input_rows``, ``input_cols``, ``gemm``,
-    ``output_rows``, ``output_cols``) over the inputs ``inputData``
-    (``[[[float]C](m*TW)](m*TH)``, HWC), ``BT`` (:func:`input_matrix`), ``U``
+    """F(m x m, 3 x 3)'s stages (``input_rows``, ``input_cols``, ``gemm``,
+    ``output_rows``, ``output_cols``, ``crop``) over the inputs ``inputData``
+    (``[[[float]C]W]H``, HWC), ``BT`` (:func:`input_matrix`), ``U``
     (:func:`transform_weights`) and ``AT`` (:func:`output_matrix`); the result is the
-    ``[[[float]M](m*TW)](m*TH)`` convolution (HWM)."""
+    ``[[[float]M]W]H`` convolution (HWM). Its sizes: :func:`sizes`."""
     _matrices(m)
     text = _stages(m)
     return Pipeline(
@@ -165,6 +181,9 @@ def winograd_pipeline(m: int = 2) -> Pipeline:
                   (("P", "<previous>"), ("AT", "AT"))),
             Stage("output_cols", _parse(text["output_cols"]),
                   (("Z", "<previous>"), ("AT", "AT"))),
+            Stage("crop", _parse(text["crop"]), (("Y", "<previous>"),),
+                  identity_when=((parse_expr(f"{m}*TH"), sym("H")),
+                                 (parse_expr(f"{m}*TW"), sym("W")))),
         ),
     )
 
@@ -193,8 +212,31 @@ def transform_weights(w: np.ndarray, m: int = 2) -> np.ndarray:
 
 
 def applies(K: int, S: int, P: int, H: int, W: int, m: int = 2) -> bool:
-    """Whether F(m x m, 3 x 3) computes this convolution as the pipeline is written: 3x3
-    kernels, stride 1, padding 1 (the output as large as the input), a height and width
-    that are multiples of m."""
-    return (m in MATRICES and K == 3 and S == 1 and P == 1 and H % m == 0 and W % m == 0
-            and H >= m and W >= m)
+    """Whether F(m x m, 3 x 3) computes this convolution as the pipeline is written, in
+    fewer multiplications than the direct one (:func:`why_not` says why not)."""
+    return why_not(K, S, P, H, W, m) is None
+
+
+def why_not(K: int, S: int, P: int, H: int, W: int, m: int = 2) -> str | None:
+    """Why F(m x m, 3 x 3) does not take this convolution, or None where it does: it
+    takes 3x3 kernels, stride 1 and padding 1 (the output as large as the input), and an
+    output whose tiles' (m + 2)^2 products each, those past the output included, are
+    fewer than the direct convolution's 9 per output (a 2 x 2 output in 4 x 4 tiles is
+    not)."""
+    if m not in MATRICES:
+        return f"F(m x m, 3 x 3) is written for m in {TILES}, not {m}"
+    if (K, S, P) != (3, 1, 1):
+        return (f"F({m}x{m}, 3x3) takes 3x3 kernels, stride 1 and padding 1; this layer "
+                f"has K={K}, S={S}, P={P}")
+    tiles = -(-H // m) * -(-W // m)
+    if H < 1 or W < 1 or tiles * (m + 2) ** 2 >= 9 * H * W:
+        return (f"F({m}x{m}, 3x3) would multiply no less than the direct convolution on a "
+                f"{H}x{W} output: its {tiles} tile(s) of {m}x{m} take {(m + 2) ** 2} "
+                f"products each")
+    return None
+
+
+def sizes(H: int, W: int, C: int, M: int, m: int = 2) -> dict[str, int]:
+    """The pipeline's sizes for an ``H`` x ``W`` output of ``M`` kernels over ``C``
+    channels: the tiles ``TH`` x ``TW`` that cover it (``ceil(H / m)``)."""
+    return {"TH": -(-H // m), "TW": -(-W // m), "H": H, "W": W, "C": C, "M": M}

@@ -14,6 +14,7 @@ from ir.winograd import (
     applies,
     input_matrix,
     output_matrix,
+    sizes,
     transform_weights,
     winograd_pipeline,
 )
@@ -35,12 +36,13 @@ def _data(H, W, C, M, seed=0):
 
 
 def _winograd_numpy(x, w, m=2):
-    """The five stages as the programs state them, in float64 numpy."""
+    """The stages as the programs state them, in float64 numpy: tiles over the padding
+    below and right where m does not divide the output, their extra outputs cropped."""
     H, W, C = x.shape
     n = m + 2
-    TH, TW = H // m, W // m
+    TH, TW = -(-H // m), -(-W // m)
     bt, at = input_matrix(m).astype(np.float64), output_matrix(m).astype(np.float64)
-    pad = np.pad(x.astype(np.float64), ((1, 1), (1, 1), (0, 0)))
+    pad = np.pad(x.astype(np.float64), ((1, m * TH - H + 1), (1, m * TW - W + 1), (0, 0)))
     tiles = np.stack([pad[m * i:m * i + n, m * j:m * j + n]
                       for i in range(TH) for j in range(TW)])  # [T][k][l][C]
     W1 = np.einsum("ik,tklc->itlc", bt, tiles)
@@ -49,11 +51,13 @@ def _winograd_numpy(x, w, m=2):
     Z = np.einsum("ai,ijtm->atjm", at, P.reshape(n, n, TH * TW, -1))
     Y = np.einsum("bj,atjm->tabm", at, Z)
     M = w.shape[0]
-    return Y.reshape(TH, TW, m, m, M).transpose(0, 2, 1, 3, 4).reshape(H, W, M)
+    full = Y.reshape(TH, TW, m, m, M).transpose(0, 2, 1, 3, 4).reshape(m * TH, m * TW, M)
+    return full[:H, :W]
 
 
 @pytest.mark.parametrize("m,shape", [(2, (2, 2, 1, 1)), (2, (6, 4, 3, 5)), (2, (8, 10, 4, 2)),
-                                     (4, (4, 4, 1, 1)), (4, (8, 12, 3, 5))])
+                                     (4, (4, 4, 1, 1)), (4, (8, 12, 3, 5)),
+                                     (2, (7, 5, 3, 2)), (4, (7, 7, 2, 3)), (4, (1, 6, 2, 2))])
 def test_the_transforms_compute_the_direct_convolution(m, shape):
     x, w = _data(*shape)
     want = conv2d_reference(x, w, 1, 1).astype(np.float64)
@@ -63,22 +67,32 @@ def test_the_transforms_compute_the_direct_convolution(m, shape):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("m", [2, 4])
-def test_the_pipeline_computes_the_direct_convolution_in_the_interpreter(m):
-    H, W, C, M = 2 * m, 3 * m, 3, 4
+@pytest.mark.parametrize("m,H,W", [(2, 4, 6), (4, 8, 12), (2, 5, 3), (4, 7, 5), (4, 3, 9)])
+def test_the_pipeline_computes_the_direct_convolution_in_the_interpreter(m, H, W):
+    """Output sizes that m divides, and others: the last tiles reach past the output and
+    the crop stage drops what they computed there."""
+    C, M = 3, 4
     x, w = _data(H, W, C, M, seed=1)
     inputs = {"inputData": x, "BT": input_matrix(m), "U": transform_weights(w, m),
               "AT": output_matrix(m)}
-    got = np.asarray(run_pipeline(winograd_pipeline(m), inputs,
-                                  {"TH": H // m, "TW": W // m, "C": C, "M": M}))
+    got = np.asarray(run_pipeline(winograd_pipeline(m), inputs, sizes(H, W, C, M, m)))
     assert got.shape == (H, W, M)
     np.testing.assert_allclose(got, conv2d_reference(x, w, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_the_crop_is_left_out_where_the_tiles_cover_the_output():
+    crop = winograd_pipeline(4).stages[-1]
+    assert crop.name == "crop"
+    assert crop.identity_at(sizes(8, 12, 3, 4, 4))
+    assert not crop.identity_at(sizes(7, 12, 3, 4, 4))
+    assert not crop.identity_at(sizes(8, 13, 3, 4, 4))
+    assert sizes(7, 13, 3, 4, 4) == {"TH": 2, "TW": 4, "H": 7, "W": 13, "C": 3, "M": 4}
 
 
 def test_only_the_written_tiles():
     with pytest.raises(InvalidOptionError, match="m in \\(2, 4\\), not 3"):
         winograd_pipeline(3)
-    assert applies(3, 1, 1, 28, 28, 4) and not applies(3, 1, 1, 14, 14, 4)
+    assert applies(3, 1, 1, 28, 28, 4) and applies(3, 1, 1, 14, 14, 4)
     assert not applies(3, 1, 1, 12, 12, 3)
 
 
@@ -90,7 +104,7 @@ def test_the_transforms_run_their_innermost_maps_in_lanes():
     from mapper.encoding import VEC
 
     maps = default_stage_mappings(winograd_pipeline(), skip=("gemm",), lanes=True)
-    assert set(maps) == {"input_rows", "input_cols", "output_rows", "output_cols"}
+    assert set(maps) == {"input_rows", "input_cols", "output_rows", "output_cols", "crop"}
     assert maps["input_rows"] == {"A": 32, "B": 31, "L": 30, "C": VEC}
     assert maps["input_cols"] == {"A": 32, "J": 31, "B": 30, "C": VEC}
     assert maps["output_rows"] == {"A": 32, "T": 31, "J": 30, "M": VEC}
@@ -99,10 +113,12 @@ def test_the_transforms_run_their_innermost_maps_in_lanes():
     assert all(VEC not in mp.values() for mp in plain.values())
 
 
-def test_winograd_applies_to_3x3_stride_1_padding_1_even_sizes_only():
-    assert applies(3, 1, 1, 28, 28)
+def test_winograd_applies_to_3x3_stride_1_padding_1_of_any_size():
+    assert applies(3, 1, 1, 28, 28) and applies(3, 1, 1, 7, 8) and applies(3, 1, 1, 6, 6, 4)
+    # where the tiles past the output cost more products than Winograd saves
+    assert not applies(3, 1, 1, 2, 2, 4) and not applies(3, 1, 1, 1, 1) and applies(3, 1, 1, 2, 2)
     assert not applies(3, 2, 1, 28, 28) and not applies(1, 1, 0, 28, 28)
-    assert not applies(3, 1, 1, 7, 8) and not applies(3, 1, 0, 8, 8)
+    assert not applies(3, 1, 0, 8, 8) and not applies(3, 1, 1, 0, 8)
     with pytest.raises(InvalidOptionError, match="3x3 kernels"):
         transform_weights(np.zeros((4, 1, 1, 4), np.float32))
     from mapper.explore.task import winograd_task
@@ -113,15 +129,16 @@ def test_winograd_applies_to_3x3_stride_1_padding_1_even_sizes_only():
 
 @pytest.mark.slow
 @pytest.mark.opencl
-@pytest.mark.parametrize("m", [2, 4])
-def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool, m):
+@pytest.mark.parametrize("m,H,W", [(2, 8, 8), (4, 8, 8), (2, 7, 9), (4, 7, 7)])
+def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool, m, H, W):
     """A few candidates of the matrix products' stage, built through the public path and
-    run against the float64 direct convolution within the Winograd tolerance."""
+    run against the float64 direct convolution within the Winograd tolerance; sizes m
+    does not divide run the crop stage too."""
     from mapper.explore import explore
     from mapper.explore.options import ExploreOptions
     from mapper.explore.task import WINOGRAD_ERRORS, winograd_task
 
-    task = winograd_task(ConvLayer("small", 32, 8, 8, 16, 3, 1, 1), m=m)
+    task = winograd_task(ConvLayer("small", 32, H, W, 16, 3, 1, 1), m=m)
     direct = task.tolerance["rtol"] / WINOGRAD_ERRORS[m]
     assert direct == pytest.approx(1e-4)
     res = explore(task, strategy="solver", budget=6, pool=pool,
@@ -138,7 +155,7 @@ def test_conv_variants_add_winograd_where_it_applies():
     assert tasks["winograd"].stage == "gemm" and tasks["winograd"].name.endswith(":winograd")
     assert tasks["winograd4"].name.endswith(":winograd4")
     assert tasks["winograd4"].tolerance["rtol"] == 8 * tasks["winograd"].tolerance["rtol"]
-    assert list(conv_variants(ConvLayer("a", 8, 6, 6, 8))) == ["window", "kernels", "winograd"]
+    assert list(conv_variants(ConvLayer("a", 8, 2, 2, 8))) == ["window", "kernels", "winograd"]
     assert list(conv_variants(ConvLayer("s2", 8, 8, 8, 8, 3, 2, 1))) == ["window", "kernels"]
     assert "winograd" not in conv_variants(ConvLayer("a", 8, 8, 8, 8), winograd=False)
 
@@ -153,9 +170,11 @@ def _conv_tasks(*argv):
 def test_the_command_line_chooses_the_algorithm():
     from mapper.cli.common import CliError
 
-    four, even, s2 = "C=8,H=8,W=8,M=8", "C=8,H=6,W=6,M=8", "C=8,H=8,W=8,M=8,S=2"
+    four, even, s2 = "C=8,H=8,W=8,M=8", "C=8,H=2,W=2,M=8", "C=8,H=8,W=8,M=8,S=2"
     assert list(_conv_tasks("--sizes", four)) == ["window", "kernels", "winograd", "winograd4"]
     assert list(_conv_tasks("--sizes", even)) == ["window", "kernels", "winograd"]
+    assert list(_conv_tasks("--sizes", "C=8,H=7,W=7,M=8")) == ["window", "kernels",
+                                                               "winograd", "winograd4"]
     assert list(_conv_tasks("--sizes", four, "--algorithm", "direct")) == ["window", "kernels"]
     assert list(_conv_tasks("--sizes", four, "--algorithm", "winograd")) == ["winograd"]
     assert list(_conv_tasks("--sizes", four, "--algorithm", "winograd4")) == ["winograd4"]
@@ -163,7 +182,7 @@ def test_the_command_line_chooses_the_algorithm():
     assert list(_conv_tasks("--sizes", s2)) == ["window", "kernels"]  # where it applies only
     with pytest.raises(CliError, match="stride 1.*--algorithm direct or auto"):
         _conv_tasks("--sizes", s2, "--algorithm", "winograd")
-    with pytest.raises(CliError, match="multiples of 4; .* 6x6"):
+    with pytest.raises(CliError, match="no less than the direct convolution on a 2x2"):
         _conv_tasks("--sizes", even, "--algorithm", "winograd4")
     with pytest.raises(CliError, match="does not go with --algorithm winograd"):
         _conv_tasks("--sizes", four, "--algorithm", "winograd", "--vectorise", "window")
@@ -189,7 +208,7 @@ def test_stages_nobody_tunes_take_the_devices_native_width():
     pipe = winograd_pipeline()
     maps = default_stage_mappings(pipe, skip=("gemm",), lanes=True)
     maps["gemm"] = {"D": 32, "E": 31, "F": 30}
-    sizes = {"TH": 2, "TW": 2, "C": 32, "M": 48}
+    sizes = {"TH": 2, "TW": 2, "H": 4, "W": 4, "C": 32, "M": 48}
     for pref, want in ((16, 16), (8, 8), (1, 8)):
         dev = dataclasses.replace(DEFAULT_DEVICE, preferred_vector_width_float=pref)
         assert native_lanes(dev)[0] == max(pref, 8)
@@ -228,5 +247,5 @@ def test_a_variant_by_its_name():
     assert conv_task(layer, "kernels").name.endswith(":kernels")
     with pytest.raises(InvalidOptionError, match="no convolution variant 'lanes'"):
         conv_task(layer, "lanes")
-    with pytest.raises(InvalidOptionError, match="multiples of 4"):
-        conv_task(ConvLayer("b", 8, 6, 6, 8), "winograd4")
+    with pytest.raises(InvalidOptionError, match="layer b: F.4x4, 3x3. would multiply no"):
+        conv_task(ConvLayer("b", 8, 2, 2, 8), "winograd4")

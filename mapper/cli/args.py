@@ -213,8 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "2 minutes or 32 candidates: the window's only)")
     p.add_argument("--algorithm", choices=("auto", "direct", "winograd", "winograd4"),
                    help="conv only: the direct convolution, or Winograd's F(2x2, 3x3) "
-                   "(winograd) or F(4x4, 3x3) (winograd4; 3x3 kernels, stride 1, padding 1, "
-                   "a height and width that are multiples of 2 or 4; the store is STORE with "
+                   "(winograd) or F(4x4, 3x3) (winograd4; 3x3 kernels, stride 1, padding 1; "
+                   "tiles past the output are cropped; the store is STORE with "
                    ".winograd or .winograd4 before the extension); auto (default): where each "
                    "applies and --vectorise is auto, Winograd's variants are probed beside "
                    "the direct ones")

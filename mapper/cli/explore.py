@@ -92,6 +92,7 @@ def _conv_tasks(args, layer) -> dict:
     """``conv``'s tasks by variant: the direct ones ``--vectorise`` names and Winograd's as
     ``--algorithm`` says (auto: beside the direct ones where each applies, unless
     ``--vectorise`` names one or the strategy is manual)."""
+    from ir.winograd import why_not as winograd_why_not
     from mapper.explore.task import (
         WINOGRAD_VARIANTS,
         Task,
@@ -108,10 +109,8 @@ def _conv_tasks(args, layer) -> dict:
             raise CliError("--vectorise chooses the direct convolution's vectors: it does "
                            f"not go with --algorithm {algorithm}")
         if not winograd_applies(layer, m):
-            raise CliError(f"--algorithm {algorithm}: F({m}x{m}, 3x3) takes 3x3 kernels, "
-                           f"stride 1, padding 1 and a height and width that are multiples "
-                           f"of {m}; this layer has K={layer.K}, S={layer.S}, P={layer.P}, "
-                           f"{layer.H}x{layer.W}: give --algorithm direct or auto")
+            why = winograd_why_not(layer.K, layer.S, layer.P, layer.H, layer.W, m)
+            raise CliError(f"--algorithm {algorithm}: {why}: give --algorithm direct or auto")
         return {algorithm: winograd_task(layer, m=m, **opts)}
     tasks = {v: Task.conv_layer(layer, vectorise=v, **opts) for v in _conv_variant_names(args)}
     if algorithm == "auto" and args.vectorise in (None, "auto") and args.strategy != "manual":

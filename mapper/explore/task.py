@@ -253,17 +253,17 @@ def winograd_task(layer, *, m: int = 2, seed: int = 0, fusion: str = "always",
         transform_weights,
         winograd_pipeline,
     )
+    from ir.winograd import sizes as winograd_sizes
+    from ir.winograd import why_not as winograd_why_not
     from mapper.data import reduction_tolerance
 
-    if not winograd_applies(layer, m):
-        raise InvalidOptionError(
-            f"Winograd's F({m}x{m}, 3x3) takes 3x3 kernels, stride 1, padding 1 and a height "
-            f"and width that are multiples of {m}; layer {layer.name} has K={layer.K}, "
-            f"S={layer.S}, P={layer.P}, {layer.H}x{layer.W}")
+    why = winograd_why_not(layer.K, layer.S, layer.P, layer.H, layer.W, m)
+    if why is not None:
+        raise InvalidOptionError(f"layer {layer.name}: {why}")
     x, w, ref = conv_data(layer, seed)
     inputs = {"inputData": x, "BT": input_matrix(m), "U": transform_weights(w, m),
               "AT": output_matrix(m)}
-    sizes = {"TH": layer.H // m, "TW": layer.W // m, "C": layer.C, "M": layer.M}
+    sizes = winograd_sizes(layer.H, layer.W, layer.C, layer.M, m)
     from mapper.candidates import default_stage_mappings
 
     pipeline = winograd_pipeline(m)
