@@ -950,8 +950,9 @@ def test_a_second_strategy_on_a_used_space_proposes_the_same():
     """The pool's quota counts mappings new to the pool, not to the space: a strategy on
     a space another strategy has used (a probe's, then the explored run's) proposes what
     it would on a fresh one."""
-    def first(js, n=10):
-        s = make_strategy("model", js, seed=0, transfer=False)
+    def first(js, n=3):  # the first design (1), then a batch after the pool's next fill
+        s = make_strategy("model", js, seed=0, transfer=False, n_init=1, batch=2, local=1,
+                          trees=10)
         it = s.candidates()
         out = []
         for _ in range(n):
