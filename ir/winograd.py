@@ -29,6 +29,8 @@ every one a plain program:
 * ``output_rows``: ``Z[a][t][j][m] = sum over i of At[a][i] P[n i + j][t][m]``;
 * ``output_cols``: ``Y[m th + a][m tw + b][k] = sum over j of At[b][j] Z[a][t][j][k]``,
   written in the output's HWM order;
+* ``crop``: ``Y`` without the rows and columns past the output's ``H`` x ``W``, where m
+  does not divide them; the lowering leaves it out where it does (``identity_when``).
 
 The weights' transform ``U[xi][c][m] = sum over (k, l) of G[i][k] G[j][l] w[m][k][l][c]``
 is done once per layer on the host (:func:`transform_weights`), as inference libraries
@@ -42,9 +44,6 @@ output tiles (``m=4`` throughout): 4x fewer multiplications than the direct conv
 rounding error (its matrices hold 1/6, 1/24, 5 and 8: in numpy's float32 the largest error
 against the float64 reference was 7-27x the direct convolution's on five shapes, F(2x2)'s
 0.4-1.0x).
-
-* ``crop``: ``Y`` without the rows and columns past the output's ``H`` x ``W``, where m
-  does not divide them; the lowering leaves it out where it does (``identity_when``).
 
 Sizes (:func:`sizes`): the output is ``H`` x ``W``, ``C`` channels in, ``M`` kernels; the
 tiles ``TH`` x ``TW`` cover it, ``TH = ceil(H / m)``. Where m does not divide ``H``, the
