@@ -47,22 +47,57 @@ def np_eval(node, cols):
     raise TypeError(f"unknown predicate node {type(node).__name__}")
 
 
+def _params_of(node) -> set[str]:
+    """The parameter names a predicate reads (its own walk, not the library's)."""
+    if isinstance(node, Param):
+        return {node.name}
+    out: set[str] = set()
+    for child in node.children():
+        out |= _params_of(child)
+    return out
+
+
 def brute_force_solutions(model) -> set[frozenset]:
     """Every assignment of the Cartesian product that satisfies all constraints.
 
-    Each constraint is evaluated on every point that survived the previous ones (the
-    same set as evaluating all constraints everywhere, with less work)."""
+    The product is built one parameter at a time; a constraint is evaluated as soon as
+    every parameter it reads is assigned, on every partial assignment still standing. An
+    assignment survives iff each constraint holds on it, as when every constraint is
+    evaluated on the whole product, but a 12^7 product costs the size of its prefixes
+    that satisfy the constraints so far, not 35 million points per constraint."""
     names = list(model.names)
-    doms = [np.array(model.param(n).domain, dtype=np.int16) for n in names]
-    grids = np.meshgrid(*doms, indexing="ij")
-    cols = {n: g.ravel() for n, g in zip(names, grids)}
-    del grids
-    for c in model.constraints:
-        size = len(cols[names[0]]) if names else 1
-        keep = np.broadcast_to(np.asarray(np_eval(c.predicate, cols), dtype=bool), (size,))
-        if not keep.all():
-            cols = {n: v[keep] for n, v in cols.items()}
-    size = len(cols[names[0]]) if names else 1
+    doms = {n: np.array(model.param(n).domain, dtype=np.int64) for n in names}
+    reads = [(c, _params_of(c.predicate)) for c in model.constraints]
+    unknown = set().union(*(r for _, r in reads)) - set(names) if reads else set()
+    assert not unknown, f"constraints read parameters the model lacks: {unknown}"
+    cols: dict[str, np.ndarray] = {}
+    size, done, left = 1, set(), list(names)
+
+    def apply_ready() -> None:
+        nonlocal cols, size
+        for i, (c, r) in enumerate(reads):
+            if i in done or not r <= cols.keys():
+                continue
+            done.add(i)
+            keep = np.broadcast_to(np.asarray(np_eval(c.predicate, cols), dtype=bool),
+                                   (size,))
+            if not keep.all():
+                cols = {n: v[keep] for n, v in cols.items()}
+                size = int(keep.sum())
+
+    apply_ready()
+    while left:
+        # next: the parameter that completes the most constraints (ties: model order)
+        nxt = max(left, key=lambda n: sum(1 for i, (_, r) in enumerate(reads) if i not in done
+                                          and r <= cols.keys() | {n}))
+        left.remove(nxt)
+        d = doms[nxt]
+        cols = {n: np.repeat(v, len(d)) for n, v in cols.items()}
+        cols[nxt] = np.tile(d, size)
+        size *= len(d)
+        apply_ready()
+    if size == 0:
+        return set()
     return {frozenset((n, int(cols[n][i])) for n in names) for i in range(size)}
 
 
