@@ -90,8 +90,8 @@ def probe_sizes(program: Node, info: TypeInfo) -> dict[str, int] | None:
     checked = [c for c in info.constraints if c.rel.free_vars() <= names]
 
     def meets(sizes: dict[str, int]) -> bool:
-        try:
-            return all(c.rel.subs(sizes).is_trivially_true for c in checked)
+        try:  # every variable has a value: evaluated, not substituted (hundreds of combos)
+            return all(c.rel.evaluate(sizes) for c in checked)
         except (LiftmapError, ArithmeticError):  # e.g. a length that does not divide
             return False
 
