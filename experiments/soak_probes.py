@@ -95,13 +95,17 @@ def dir_mb(path: str) -> float:
 
 
 def store_probe(path: str) -> tuple[int, str]:
-    """A store's row count and ``PRAGMA integrity_check`` (a read-only connection each)."""
+    """A store's row count and ``PRAGMA integrity_check`` (a read-only connection each).
+    A store whose tables are not committed yet (its file exists from the moment its
+    creator connects) has no rows; the final row count judges a table that went missing."""
     if not os.path.exists(path):
         return 0, "ok"
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
         try:
-            rows = int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+            made = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                              "name = 'results'").fetchone()
+            rows = int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0]) if made else 0
             return rows, "; ".join(r[0] for r in db.execute("PRAGMA integrity_check"))
         finally:
             db.close()
