@@ -71,14 +71,30 @@ def test_the_reference_computes_nan_and_inf_without_warnings():
     assert np.isnan(out[0]) and out[1] == np.inf and np.isnan(out[2])
 
 
+# the warnings Python does not show a command-line user (its default filters)
+HIDDEN_BY_DEFAULT = (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                     ResourceWarning)
+
+
 @pytest.mark.opencl
 @pytest.mark.parametrize("body", ["sqrt(x - 2.0f)", "x / 0.0f", "x * 1e40f", "x + 1e999f"])
-def test_nan_and_inf_results_are_right_on_the_device(tmp_path, body):
+def test_nan_and_inf_results_are_right_on_the_device(tmp_path, capfd, body):
+    """``mapper run``'s ``main`` in this process (the device's worker pool, started once,
+    serves all four; the next test runs ``mapper run`` as a child process): what it prints
+    is captured, and every warning it raises is recorded, where a child process would
+    print those Python shows by default on its stderr."""
+    from mapper.cli import main
+
     prog = tmp_path / "p.lift"
     prog.write_text(f"userfun f(x: float) : float = {body}\nX : [float]N\nmapA(f) $ X\n")
-    r = mapper("run", str(prog), "--mapping", "A=G0", "--sizes", "N=64")
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
-    assert "Warning" not in r.stderr and "Error" not in r.stderr, r.stderr
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = main(["run", str(prog), "--mapping", "A=G0", "--sizes", "N=64"])
+    out, err = capfd.readouterr()
+    shown = [str(w.message) for w in caught if not issubclass(w.category, HIDDEN_BY_DEFAULT)]
+    assert rc == 0 and out.startswith("ok"), out + err
+    assert not shown and "Warning" not in err and "Error" not in err, (shown, err)
 
 
 # ------------------------------------------------------------------ the declared type
@@ -332,6 +348,22 @@ def test_the_mapper_script_interrupted_in_its_first_half_second_exits_130_quietl
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert (p.returncode, err) == (130, "interrupted\n")
+
+
+def test_the_mapper_script_started_with_ctrl_c_ignored_keeps_it_ignored():
+    """A command started in the background (SIGINT ignored) is not ended by one."""
+    import signal
+    import time
+
+    p = subprocess.Popen([MAPPER, "show", os.path.join(ROOT, "examples", "cc22_listing3.lift")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    for _ in range(3):  # while it loads, and (on a fast machine) during or after the command
+        time.sleep(0.2)
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err) == (0, "") and "N % s0 == 0" in out, (out, err)
 
 
 # ------------------------------------------------------------------ explain
