@@ -4,6 +4,13 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# Where the environment sets PYTHONDONTWRITEBYTECODE (this project's machines do), every
+# Python process of the suite (the xdist workers, each CLI run, each kernel worker) would
+# compile the library and rewrite the tests' asserts from source again: the suite writes
+# its bytecode caches (``__pycache__``, ignored by git) for itself and its children.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 # PoCL needs a writable kernel cache, else it shows zero devices.
 _cache = tempfile.mkdtemp(prefix="pocl-cache-")
 os.environ.setdefault("POCL_CACHE_DIR", _cache)

@@ -664,15 +664,18 @@ def test_early_cut_relative_to_the_best(tmp_path, pool):
 @pytest.mark.slow
 def test_cli_explore_conv_pipeline(tmp_path, capsys):
     store = str(tmp_path / "conv.sqlite")
+    # the solver strategy: the model's start-up (its initial design, ~15 s on a loaded
+    # machine) is not what this test is about; the CLI's conv tasks and stores are
+    solver = ("--strategy", "solver")
     rc, out, err = _cli(capsys, "explore", "conv", "--layer", "19/8", "--budget", "1",
-                        "--store", store, "--timeout", "120")
+                        "--store", store, "--timeout", "120", *solver)
     assert rc == 0, err
     assert "1 candidate(s), 1 evaluated" in " ".join(out.split())
     rc, out, err = _cli(capsys, "results", store)
     assert rc == 0 and "conv:vgg16-19,21/8" in out and "H=3" in out
     # the kernel-vectorised variant alone: its own store, beside the first
     rc, out, err = _cli(capsys, "explore", "conv", "--layer", "0/16", "--budget", "1",
-                        "--store", store, "--vectorise", "kernels", "--json")
+                        "--store", store, "--vectorise", "kernels", "--json", *solver)
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["store"] == str(tmp_path / "conv.kernels.sqlite") and doc["candidates"] == 1

@@ -2,6 +2,7 @@
 unrolled private loops, the contiguous (``coalesce=False``) convolution layout. Each test
 fails when its feature is removed; the device tests check the numbers as well."""
 
+import functools
 import re
 
 import numpy as np
@@ -78,9 +79,36 @@ def test_dot_reduction_accumulates_in_vector_registers(runner, width):
 
 
 def _partial(coalesce: bool, layer: ConvLayer, tuning: dict) -> str:
+    return _partial_source(coalesce, layer, tuple(sorted(tuning.items())))
+
+
+@functools.cache
+def _partial_source(coalesce: bool, layer: ConvLayer, tuning: tuple) -> str:
+    """The hand-mapped partial stage's kernel source, lowered once per layout, layer and
+    tuning (several tests read the same kernel; finding the mapping takes about a second)."""
+    return lower(_hand_mapped_partial(coalesce), dict(layer.sizes(), **dict(tuning))
+                 ).kernels[0].source
+
+
+@functools.cache
+def _hand_mapped_partial(coalesce: bool):
     p = conv_partial_stage(coalesce=coalesce)
-    low = lower_mapping(p, first_mapping(p, PAPER_HAND_MAPPING), fusion="free")
-    return lower(low, dict(layer.sizes(), **tuning)).kernels[0].source
+    return lower_mapping(p, first_mapping(p, PAPER_HAND_MAPPING), fusion="free")
+
+
+@functools.cache
+def _pipeline(coalesce: bool):
+    """GPGPU'20's pipeline, one object per layout (the build keeps its problems cached)."""
+    return gpgpu20_conv_pipeline(coalesce=coalesce)
+
+
+@functools.cache
+def _hand_mapped_pipeline(coalesce: bool):
+    """GPGPU'20's pipeline and its stages' mappings (the hand mapping of the partial
+    convolution), found once per layout: that builds every stage's mapping problem
+    (several seconds)."""
+    pipe = _pipeline(coalesce)
+    return pipe, conv_stage_mappings(pipe)
 
 
 LAYER19 = ConvLayer("19", C=512, H=28, W=28, M=512, K=3, S=1, P=1)
@@ -127,17 +155,17 @@ def test_contiguous_layout_matches_the_interpreter(runner, coalesce, kappa, sigm
     rng = np.random.default_rng(3)
     x = rng.standard_normal((SMALL.H, SMALL.W, SMALL.C)).astype(np.float32)
     w = rng.standard_normal((SMALL.M, SMALL.K, SMALL.K, SMALL.C)).astype(np.float32)
-    pipe = gpgpu20_conv_pipeline(coalesce=coalesce)
+    pipe, maps = _hand_mapped_pipeline(coalesce)
     ref = np.asarray(run_pipeline(pipe, {"inputData": x, "kernelsWeights": w}, sizes),
                      dtype=np.float64)
-    cp = build_pipeline(pipe, conv_stage_mappings(pipe), sizes)
+    cp = build_pipeline(pipe, maps, sizes)
     partial = next(k.source for k in cp.kernels if k.name == "partial")
     assert ("interchanged" in partial) == (kappa > sigma)
     o = runner.evaluate(cp, {"inputData": x, "kernelsWeights": w}, ref, repeats=1,
                         **reduction_tolerance(ref))
     assert o.ok, o.reason
     # both layouts compute the same convolution
-    other = run_pipeline(gpgpu20_conv_pipeline(coalesce=not coalesce),
+    other = run_pipeline(_pipeline(not coalesce),
                          {"inputData": x, "kernelsWeights": w}, sizes)
     np.testing.assert_allclose(np.asarray(other, dtype=np.float64), ref, rtol=1e-4, atol=1e-4)
 
@@ -266,8 +294,8 @@ def test_copy_kernels_get_a_local_size_from_the_lowering():
     from codegen.launch import FREE_GROUP_MOST
 
     tuning = dict(theta=5, rho=2, kappa=4, sigma=3, omega=128, v=8)
-    pipe = gpgpu20_conv_pipeline(coalesce=False)
-    cp = build_pipeline(pipe, conv_stage_mappings(pipe), dict(LAYER19.sizes(), **tuning))
+    pipe, maps = _hand_mapped_pipeline(False)
+    cp = build_pipeline(pipe, maps, dict(LAYER19.sizes(), **tuning))
     for k in cp.kernels:
         assert k.local_size is not None, k.name
         assert all(g % ls == 0 for g, ls in zip(k.global_size, k.local_size)), k

@@ -4,12 +4,12 @@ the programs compute (a register-blocked matmul, the convolution's partial stage
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
 
 from ir.conv_layer import parse_layer
-from mapper.api import problem
 from mapper.explore import Task
 from mapper.explore.prior import feature_values, work
 
@@ -18,15 +18,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _features(task: Task, mapping: str):
     js = task.joint()
-    want = dict(problem(task.program).mapping(mapping))
+    want = dict(js.problem.mapping(mapping))  # the space's own problem reads the mapping
     m = next(m for m in js.mappings if dict(m) == want)
     return js.tuning(m)
 
 
+@functools.cache
+def _matmul_blocked() -> Task:
+    """The blocked matmul at 64^3, its joint space built once for the two tests below."""
+    return Task.from_program(os.path.join(ROOT, "examples", "matmul_blocked.lift"),
+                             {"M": 64, "N": 64, "K": 64})
+
+
 def test_register_blocked_matmul_loads_a_row_and_a_column_per_block():
     """``bm x bn`` accumulators updated from ``bm`` vectors of A and ``bn`` of Bt."""
-    task = Task.from_program(os.path.join(ROOT, "examples", "matmul_blocked.lift"),
-                             {"M": 64, "N": 64, "K": 64})
+    task = _matmul_blocked()
     tp = _features(task, "I=G1 J=G0 S1=S S2=F R1=S R2=S Z1=S Z2=F")
     for bm, bn, v in ((4, 4, 4), (2, 8, 8), (8, 1, 1)):
         cfg = {"bm": bm, "bn": bn, "v": v}
@@ -43,8 +49,7 @@ def test_register_blocked_matmul_loads_a_row_and_a_column_per_block():
 
 def test_a_map_distributed_inside_the_reduction_gives_each_work_item_one_row():
     """With R1 across global threads, a work-item updates one row of the block."""
-    task = Task.from_program(os.path.join(ROOT, "examples", "matmul_blocked.lift"),
-                             {"M": 64, "N": 64, "K": 64})
+    task = _matmul_blocked()
     tp = _features(task, "I=S J=S S1=G0 S2=S R1=G0 R2=S Z1=G0 Z2=S")
     f = feature_values(tp, {"bm": 4, "bn": 2, "v": 4})
     assert (f["loop_ops"], f["loop_loads"], f["loop_registers"]) == (2, 3, 2)

@@ -186,10 +186,25 @@ def test_prior_prefers_one_sum_of_the_channels_to_partial_sums_in_global_memory(
 
 
 @pytest.fixture(scope="module")
-def conv17():
+def conv17_task():
+    """Layer 17 at a quarter of its size (7x7), built once for this module (its stages'
+    mappings and data cost about a second): a test that needs a joint space no other test
+    has used takes ``fresh_joint(conv17_task)``."""
+    return Task.conv_layer(parse_layer("17/4"))
+
+
+def fresh_joint(task):
+    """A new joint space of ``task``'s program, with no tuning space built yet."""
+    import dataclasses
+
+    return dataclasses.replace(task, _joint=None).joint()
+
+
+@pytest.fixture(scope="module")
+def conv17(conv17_task):
     """Layer 17 at a quarter of its size (7x7): the joint space and a register-blocking
     mapping (one work-item per tile and kernel group, the rest sequential)."""
-    js = Task.conv_layer(parse_layer("17/4")).joint()
+    js = conv17_task.joint()
     m = next(m for m in js.mappings if all(m[k] == 0 for k in ("W", "C", "R1", "R2", "P")))
     return js, m
 
@@ -249,7 +264,8 @@ def test_best_rows_take_the_nearest_sizes_first():
 def test_local_search_proposes_neighbours_of_the_best(joint):
     """After the initial design, every batch holds ``local`` neighbours of the best
     candidates (performance peaks at one configuration: the search climbs to it)."""
-    s = make_strategy("model", joint, seed=1, n_init=4, batch=4, local=2, pool_size=100)
+    s = make_strategy("model", joint, seed=1, n_init=4, batch=4, local=2, pool_size=100,
+                      trees=10)  # the cost model's size is not the point: 10 trees, not 100
     it = s.candidates()
     seen = []
     for _ in range(40):
@@ -264,7 +280,8 @@ def test_local_search_proposes_neighbours_of_the_best(joint):
 
 def test_same_seed_same_sequence(joint):
     def run(seed):
-        s = make_strategy("model", joint, seed=seed, n_init=4, batch=4, pool_size=100)
+        s = make_strategy("model", joint, seed=seed, n_init=4, batch=4, pool_size=100,
+                          trees=10)  # a seeded forest all the same, a tenth of the fits
         it, out = s.candidates(), []
         for _ in range(16):
             c = next(it)
@@ -283,13 +300,13 @@ def test_local_must_fit_in_the_batch(joint):
 
 
 @pytest.mark.opencl
-def test_a_candidate_stopped_by_the_budget_end_is_not_recorded():
+def test_a_candidate_stopped_by_the_budget_end_is_not_recorded(conv17_task):
     """The end of a time budget bounds the candidate in flight; its outcome is unknown,
     so it is not a row (a later run evaluates it)."""
     from mapper.explore.evaluator import Evaluator
     from mapper.explore.store import ResultStore
 
-    task = Task.conv_layer(parse_layer("19/4"))
+    task = conv17_task  # a convolution: its candidate takes far longer than the 50 ms left
     st = ResultStore(":memory:")
     ev = Evaluator(task, st, run_id="r", strategy="solver", seed=0)
     try:
@@ -929,27 +946,46 @@ def test_nearest_values_are_the_head_of_the_full_ranking():
             assert _nearest(dom, want, limit) == full[:limit]
 
 
-def test_pool_builds_few_tuning_spaces_per_fill():
+def _small_quota(monkeypatch):
+    """The pool's quotas and fills at an eighth of their defaults (each mapping new to a
+    space costs its tuning space, ~50 ms on the convolution): still far more samples than
+    new mappings, so that the quota binds as it does at the defaults."""
+    from mapper.explore.model import ModelStrategy as M
+
+    assert M.NEW_FIRST < M.FIRST_POOL and M.NEW_PER_BATCH < M.GROW  # the defaults bind too
+    for name in ("NEW_FIRST", "NEW_PER_BATCH", "FIRST_POOL", "GROW"):
+        monkeypatch.setattr(M, name, getattr(M, name) // 8)
+
+
+def test_pool_builds_few_tuning_spaces_per_fill(conv17_task, monkeypatch):
     """A sample of a mapping whose tuning space is not built costs building it (a lowering
     and its resource probes): the pool builds at most ``NEW_FIRST`` before the first
     proposal and ``NEW_PER_BATCH`` per later fill, and draws its other samples from the
     mappings it has drawn (uniform draws over a convolution's mappings took 40% of a run)."""
-    js = Task.conv_layer(parse_layer("17/4")).joint()  # its own: no space built yet
+    _small_quota(monkeypatch)  # NEW_FIRST 8, NEW_PER_BATCH 2
+    js = fresh_joint(conv17_task)  # its own: no space built yet
     s = make_strategy("model", js, seed=0, transfer=False)
     pool: list = []
     seen: set = set()
-    s._fill(pool, seen, 128)
-    assert len(pool) == 128 and 0 < len(js._tuning) <= s.NEW_FIRST < 128
+    s._fill(pool, seen, 16)
+    assert len(pool) == 16 and 0 < len(js._tuning) <= s.NEW_FIRST < 16
     built = len(js._tuning)
-    s._fill(pool, seen, 64)
-    assert len(pool) == 192 and len(js._tuning) - built <= s.NEW_PER_BATCH
+    s._fill(pool, seen, 8)
+    assert len(pool) == 24 and len(js._tuning) - built <= s.NEW_PER_BATCH
     assert {m for m, _ in pool} == s._drawn_set
 
 
-def test_a_second_strategy_on_a_used_space_proposes_the_same():
+def test_a_second_strategy_on_a_used_space_proposes_the_same(conv17_task, monkeypatch):
     """The pool's quota counts mappings new to the pool, not to the space: a strategy on
     a space another strategy has used (a probe's, then the explored run's) proposes what
     it would on a fresh one."""
+    from mapper.explore.model import ModelStrategy
+
+    _small_quota(monkeypatch)  # binds all the same: a quota counted per space fails here
+    # one ascent of the prior per initial pick, not four (each ~1 s on a new space); it
+    # still builds the tuning spaces of the mappings next to its path
+    monkeypatch.setattr(ModelStrategy, "CLIMB_FROM", 1)
+
     def first(js, n=3):  # the first design (1), then a batch after the pool's next fill
         s = make_strategy("model", js, seed=0, transfer=False, n_init=1, batch=2, local=1,
                           trees=10)
@@ -961,9 +997,9 @@ def test_a_second_strategy_on_a_used_space_proposes_the_same():
             s.observe(c, observed("ok", 1.0 + c.tuning.get("sigma", 1)))
         return out
 
-    js = Task.conv_layer(parse_layer("17/4")).joint()
+    js = fresh_joint(conv17_task)
     once = first(js)
-    assert first(js) == once == first(Task.conv_layer(parse_layer("17/4")).joint())
+    assert first(js) == once == first(fresh_joint(conv17_task))
 
 
 def test_local_search_goes_on_below_the_best_five(joint):

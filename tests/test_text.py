@@ -42,21 +42,38 @@ Doms = Mapping[str, Sequence[int]]
 # ------------------------------------------------------------------ brute force
 
 
-def _assign(node: ex.Node, name: str, value: int, memo: dict | None = None) -> ex.Node:
+def _assign(node: ex.Node, name: str, value: int, memo: dict | None = None,
+            one: dict | None = None) -> ex.Node:
     """``node`` with parameter ``name`` replaced by ``value`` (constructors fold; ``memo``
-    keeps the subtrees done)."""
+    keeps the subtrees done; ``one``: see ``_one``, every node built is made the one
+    object of its structure)."""
     if name not in node.params():
         return node
     if isinstance(node, ex.Param):
-        return ex.Const(value)
+        out: ex.Node = ex.Const(value)
+        return out if one is None else one.setdefault(out, out)
     key = (node, name, value)
     if memo is not None and key in memo:
         return memo[key]
-    out = type(node)(*(_assign(a, name, value, memo) if isinstance(a, ex.Node) else a
+    out = type(node)(*(_assign(a, name, value, memo, one) if isinstance(a, ex.Node) else a
                        for a in node._args()))
+    if one is not None:
+        out = one.setdefault(out, out)
     if memo is not None:
         memo[key] = out
     return out
+
+
+def _one(node: ex.Node, one: dict) -> ex.Node:
+    """``node`` rebuilt from its subtrees as ``_assign`` rebuilds (each made the one object
+    of its structure in ``one`` first), itself made the one object of its structure; the
+    original where a constructor would build it otherwise. Structurally equal nodes are
+    then one object: comparing them (the memo's and ``same``'s keys) is an identity check,
+    where ``Node.__eq__`` walks both trees to their leaves."""
+    if isinstance(node, ex.Param) or not any(isinstance(a, ex.Node) for a in node._args()):
+        return one.setdefault(node, node)
+    out = type(node)(*(_one(a, one) if isinstance(a, ex.Node) else a for a in node._args()))
+    return one.setdefault(out, out) if out == node else node
 
 
 def _order(*ps: ex.Pred) -> list[str]:
@@ -93,20 +110,30 @@ def equivalent(p: ex.Pred, q: ex.Pred, doms: Doms) -> bool:
     order = _order(p, q)
     same: set[tuple[ex.Pred, ex.Pred]] = set()
     memo: dict = {}
+    one: dict = {}
+    tables: dict = {}  # (residual, names) -> its table: a residual recurs on many branches
+
+    def table(p: ex.Pred, names: tuple[str, ...]) -> list[bool]:
+        key = (p, names)
+        if key not in tables:
+            tables[key] = _table(p, names, doms)
+        return tables[key]
 
     def go(p: ex.Pred, q: ex.Pred) -> bool:
         if p == q or (p, q) in same:
             return True
         names = tuple(x for x in order if x in p.params() | q.params())
         if len(names) <= 3:
-            ok = _table(p, names, doms) == _table(q, names, doms)
+            ok = table(p, names) == table(q, names)
         else:
-            ok = all(go(_assign(p, names[0], v, memo), _assign(q, names[0], v, memo))
+            ok = all(go(_assign(p, names[0], v, memo, one), _assign(q, names[0], v, memo, one))
                      for v in doms.get(names[0], CODES))
         if ok:
             same.add((p, q))
         return ok
 
+    if len(set(order)) > 3:  # branches: equal residuals made one object (see ``_one``)
+        p, q = _one(p, one), _one(q, one)
     return go(p, q)
 
 
