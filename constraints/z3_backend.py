@@ -1,4 +1,4 @@
-"""Z3 backend: satisfiability checks, enumeration with blocking clauses, minimal unsat cores.
+"""Z3 backend: satisfiability checks, enumeration by disjoint cubes, minimal unsat cores.
 
 Each parameter is a Z3 ``Int`` restricted to its domain; the fixed values are imposed by
 narrowing the domains (:meth:`~constraints.model.Model.restricted`), so neither domains nor
