@@ -83,8 +83,9 @@ class Expr:
     ``Expr(x)`` accepts an ``int``, an ``Expr`` or a string (parsed, see :func:`parse_expr`).
     """
 
-    __slots__ = ("_t", "_h", "_s", "_c", "_b", "_fv", "_ts", "_tc", "_k")
+    __slots__ = ("_t", "_h", "_s", "_c", "_b", "_fv", "_ts", "_tc", "_k", "_f")
     # _t: the terms {monomial: coefficient}; the others are caches, set on first use
+    # (_f: False once evaluated, then its compiled evaluator, or 0 where it has none)
     _t: dict[frozenset[tuple[_Atom, int]], int | Fraction]
     _h: int
     _s: str
@@ -355,12 +356,32 @@ class Expr:
         except AttributeError:
             return _keep(self, "_b", _poly_bounds(self._t))
 
+    def _compiled(self):
+        """This expression's evaluator compiled to Python (int arithmetic, no Fractions),
+        from its second evaluation on (the prior evaluates the same resource formulas for
+        thousands of configurations); None before, or where it needs Fractions."""
+        try:
+            f = self._f
+        except AttributeError:
+            _set(self, "_f", False)
+            return None
+        if f is False:
+            f = _compile(self) or 0
+            _set(self, "_f", f)
+        return f or None
+
     def evaluate(self, env: Mapping[str, int]) -> int:
         """The integer value for the given variable values.
 
         Raises UnboundSizeError (a variable has no value), NonIntegralError (an exact
         division is not integral) or SymbolicZeroDivisionError.
         """
+        f = self._compiled()
+        if f is not None:
+            try:
+                return f(env)
+            except Exception:  # noqa: BLE001  the interpreter below raises the typed error
+                pass
         try:
             v = _eval(self, env)
         except KeyError:
@@ -946,6 +967,74 @@ def _eval(e: Expr, env):
                 v = Fraction(v, y**-x) if type(v) is int else v / y**-x
         total += v
     return total
+
+
+def _int_src(v: str) -> str:
+    return f"_iv({v}, {v!r})"
+
+
+def _src(e: Expr) -> str | None:
+    """Python source of ``e``'s integer value from the mapping ``v`` in int arithmetic, or
+    None where Python cannot compile it. A term with a Fraction coefficient or a negative
+    power is a numerator over a denominator; the sum of such terms must be an integer
+    (``_rsum``, as the interpreter's Fractions must)."""
+    terms = []  # (numerator, denominator) sources
+    for m, c in e._t.items():
+        num = [] if c == 1 else [f"({c.numerator if type(c) is not int else c})"]
+        den = [] if type(c) is int else [str(c.denominator)]
+        for a, x in m:
+            if a.kind == _VAR:
+                f = f"_iv(v[{a.name!r}], {a.name!r})"
+            else:
+                p, q = _src(a.p), _src(a.q)
+                if p is None or q is None:
+                    return None
+                f = {_MIN: f"min({p}, {q})", _MAX: f"max({p}, {q})", _FDIV: f"({p} // {q})",
+                     _MOD: f"({p} % {q})"}.get(a.kind, f"_ediv({p}, {q})")
+            (num if x > 0 else den).append(f if abs(x) == 1 else f"{f}**{abs(x)}")
+        terms.append(("*".join(num) or "1", "*".join(den)))
+    if not terms:
+        return "0"
+    if not any(d for _, d in terms):
+        return "(" + " + ".join(n for n, _ in terms) + ")"
+    return "_rsum(" + ", ".join(f"({n}, {d or '1'})" for n, d in terms) + ",)"
+
+
+def _rsum(*terms: tuple[int, int]) -> int:
+    """The sum of ``numerator / denominator`` terms, which must be an integer (a zero
+    denominator or a non-integral sum: the caller's interpreter raises the typed error)."""
+    n, d = 0, 1
+    for tn, td in terms:
+        if not td:
+            raise ZeroDivisionError
+        n, d = n * td + tn * d, d * td
+    if n % d:
+        raise _NonIntegral(n, d)
+    return n // d
+
+
+def _iv(y, name: str) -> int:
+    return y if type(y) is int else _ival(y, name)
+
+
+def _ediv(p: int, q: int) -> int:
+    if p % q:
+        raise _NonIntegral(p, q)
+    return p // q
+
+
+def _compile(e: Expr):
+    """``e``'s evaluator as a Python function of the variables' mapping, or None. Any
+    exception it raises (a missing variable, a zero divisor, an inexact division) sends
+    the caller to the interpreter (``_eval``), which raises the typed error."""
+    try:
+        src = _src(e)
+        if src is None:
+            return None
+        return eval(f"lambda v: {src}",  # noqa: S307
+                    {"_iv": _iv, "_ediv": _ediv, "_rsum": _rsum})
+    except (RecursionError, MemoryError, SyntaxError):  # too deep for Python's compiler
+        return None
 
 
 def _eval_atom(a: _Atom, env):

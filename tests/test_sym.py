@@ -671,3 +671,38 @@ def test_property_to_c_matches_reference(tree, rg, data):
         env = data.draw(envs(rg, nonneg=True))
         got = _CEval(env).visit(ast.parse(code, mode="eval"))
         assert got == ref(tree, env), (code, env)
+
+
+def test_an_expression_evaluated_again_runs_compiled_with_the_same_values_and_errors():
+    """From its second evaluation an expression runs as compiled Python: the same values,
+    and the same typed errors (the interpreter raises them)."""
+    e = (a * b + 3) // c + (a % c) * smin(a, b) - smax(b, 2) + (a * c) / c + 2 * a * a
+    envs = [{"a": 7, "b": 5, "c": 3}, {"a": -9, "b": 4, "c": 2}, {"a": 0, "b": 1, "c": 5}]
+    first = [e.evaluate(env) for env in envs]
+    assert e._compiled() is not None  # evaluated before: compiled now
+    want = [(va * vb + 3) // vc + (va % vc) * min(va, vb) - max(vb, 2) + va + 2 * va * va
+            for va, vb, vc in ((d["a"], d["b"], d["c"]) for d in envs)]
+    assert [e.evaluate(env) for env in envs] == first == want
+    with pytest.raises(UnboundSizeError, match="no value for c"):
+        e.evaluate({"a": 1, "b": 2})
+    with pytest.raises(SymbolicZeroDivisionError):
+        e.evaluate({"a": 1, "b": 2, "c": 0})
+    with pytest.raises(SymbolicError, match="must be an integer"):
+        e.evaluate({"a": 1.5, "b": 2, "c": 3})
+    assert e.evaluate({"a": np.int64(7), "b": True, "c": 3}) == e.evaluate({"a": 7, "b": 1,
+                                                                             "c": 3})
+    exact = (a + 1) / b
+    assert exact.evaluate({"a": 5, "b": 3}) == 2 and exact.evaluate({"a": 8, "b": 3}) == 3
+    with pytest.raises(NonIntegralError):
+        exact.evaluate({"a": 6, "b": 4})
+    # Fraction coefficients and negative powers: a numerator over a denominator, exact
+    half, per = (a + 1) / 2, a * c / b + c
+    assert [half.evaluate({"a": 5}), half.evaluate({"a": 7})] == [3, 4]
+    got = [per.evaluate({"a": 6, "b": 4, "c": 2}), per.evaluate({"a": 3, "b": 9, "c": 3})]
+    assert half._compiled() is not None and per._compiled() is not None and got == [5, 4]
+    with pytest.raises(NonIntegralError):
+        half.evaluate({"a": 4})
+    with pytest.raises(NonIntegralError):
+        per.evaluate({"a": 3, "b": 4, "c": 1})
+    with pytest.raises(SymbolicZeroDivisionError):
+        per.evaluate({"a": 3, "b": 0, "c": 1})
