@@ -194,8 +194,18 @@ def default_stage_mappings(pipeline: Pipeline, *, skip: Collection[str] = (),
 
 def _lane_mapping(program: Node, labels: list[str]) -> dict[str, int] | None:
     """The first valid mapping with the innermost possible map in lanes and the outermost
-    (up to three) of the others on mapGlb(2), (1), (0); None when no map can be."""
-    for v in reversed(labels):
+    (up to three) of the others on mapGlb(2), (1), (0); None when no map can be. A map of
+    one iteration at any size (over a reduction's one value) is never the one: it has no
+    lanes to fill."""
+    from ir.types import ArrayType
+
+    tree = problem(program, fusion="free").tree
+
+    def once(m: str) -> bool:
+        t = (tree.info.map_types.get(id(tree.maps[m].node)) or (None,))[0]
+        return isinstance(t, ArrayType) and t.size.is_const and t.size.as_int() == 1
+
+    for v in [m for m in reversed(labels) if not once(m)]:
         rest = [m for m in labels if m != v]
         fixed = {m: f"mapGlb({2 - i})" for i, m in enumerate(rest[:3])}
         try:
