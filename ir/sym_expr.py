@@ -357,9 +357,9 @@ class Expr:
             return _keep(self, "_b", _poly_bounds(self._t))
 
     def _compiled(self):
-        """This expression's evaluator compiled to Python (int arithmetic, no Fractions),
-        from its second evaluation on (the prior evaluates the same resource formulas for
-        thousands of configurations); None before, or where it needs Fractions."""
+        """This expression's evaluator compiled to Python (int arithmetic), from its second
+        evaluation on (the prior evaluates the same resource formulas for thousands of
+        configurations); None before, or where Python cannot compile it."""
         try:
             f = self._f
         except AttributeError:
@@ -967,10 +967,6 @@ def _eval(e: Expr, env):
                 v = Fraction(v, y**-x) if type(v) is int else v / y**-x
         total += v
     return total
-
-
-def _int_src(v: str) -> str:
-    return f"_iv({v}, {v!r})"
 
 
 def _src(e: Expr) -> str | None:
