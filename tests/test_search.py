@@ -37,6 +37,11 @@ def test_prior_prefers_balanced_groups_and_full_vectors():
                        dev) == pytest.approx(0.0)
     assert prior_score({"work_items": 64, "group_size": 8, "private_bytes": 8192}, 16,
                        dev) == pytest.approx(-math.log(4))
+    # where the innermost reduction's register block is known (and fits), private memory
+    # beyond the file counts half: it also holds copies the loop does not keep live
+    fits = {"work_items": 64, "group_size": 8, "private_bytes": 8192, "loop_ops": 4.0,
+            "loop_loads": 2.0, "loop_registers": 8.0, "loop_operands": 2.0}
+    assert prior_score(fits, 16, dev) == pytest.approx(-0.5 * math.log(4))
     gpu = type("G", (), {"type": "gpu", "max_compute_units": 2})()
     assert prior_score({"work_items": 4096, "group_size": 64}, 1, gpu) == pytest.approx(0.0)
     assert prior_score({"work_items": 64, "group_size": 64}, 1, gpu) < 0
