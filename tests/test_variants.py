@@ -231,13 +231,10 @@ def test_an_exhausted_space_hands_the_rest_of_the_budget_on(pool, tmp_path, monk
     assert vr.chosen in tasks and vr.results.best is not None
 
 
-@pytest.mark.slow
-@pytest.mark.opencl
-def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, monkeypatch):
-    """With a time budget, probes whose re-timed medians are within ``CONTEST`` are each
-    explored a share of the budget (from their stores), their bests timed again, and the
-    lowest median chooses the variant whose run then resumes with both phases' candidates
-    from its store. (The medians are given: closeness is what is tested, not the machine.)"""
+def _contest_run(tmp_path, monkeypatch, pool, contest_medians):
+    """A contest between the two test variants (probes made close), the re-timings given:
+    the probes' (close), then ``contest_medians(call)`` for the contest's comparisons
+    (call 2, 3); returns (results, phases, the names each re-timing got)."""
     import mapper.explore.variants as variants
 
     monkeypatch.setattr(variants, "MIN_PROBE_SECONDS", 1.0)
@@ -246,23 +243,52 @@ def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, mo
     calls = []
 
     def medians(variants_, probes, names, pool_, **kw):
-        calls.append(tuple(names))  # the contest's winner: the second, this time
-        return variants.VariantComparison({n: 1e-3 * (1.1 - 0.1 * i if len(calls) > 1
-                                               else 1 + 0.01 * i)
-                                    for i, n in enumerate(names)}, 4, 0.01, False)
+        calls.append(tuple(names))
+        got = {n: 1e-3 * (1 + 0.01 * i) for i, n in enumerate(names)} if len(calls) == 1 \
+            else contest_medians(len(calls))
+        return variants.VariantComparison({n: got[n] for n in names}, 4, 0.01, False)
 
     monkeypatch.setattr(variants, "retime_probes", medians)
-    phases = []
+    phases: list = []
     stores = {n: variant_store(str(tmp_path / "s.sqlite"), n, i == 0)
               for i, n in enumerate(_tasks())}
     vr = explore_variants(_tasks(), budget="20s", probe=2, stores=stores, strategy="solver",
                           pool=pool, on_phase=lambda n, p: phases.append((n, p)),
                           options=ExploreOptions.of(retime=0))
-    assert phases[:6] == [("big", "probe"), ("small", "probe"), ("big,small", "compare"),
-                          ("big", "contest"), ("small", "contest"), ("big,small", "compare")]
-    assert phases[6] == ("small", "explore") and vr.chosen == "small"
-    assert set(vr.contest_medians) == {"big", "small"} and "explored 5%" in vr.summary()
-    assert len(vr.comparisons) == 2 and "could not tell apart" in vr.summary()
+    return vr, phases, calls
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, monkeypatch):
+    """With a time budget, probes whose re-timed medians are within ``CONTEST`` are each
+    explored a share of the budget (from their stores) in two halves, their bests timed
+    again after each, and the lowest median chooses the variant whose run then resumes
+    with every phase's candidates from its store. (The medians are given: closeness is what
+    is tested, not the machine.)"""
+    # still close after the first half (1.1 against 1.0): both get their second half
+    vr, phases, calls = _contest_run(tmp_path, monkeypatch, pool,
+                                     lambda call: {"big": 1.1e-3, "small": 1.0e-3})
+    contest = [("big", "contest"), ("small", "contest"), ("big,small", "compare")]
+    assert phases[:9] == [("big", "probe"), ("small", "probe"), ("big,small", "compare")] \
+        + contest + contest
+    assert phases[9] == ("small", "explore") and vr.chosen == "small"
+    assert len(calls) == 3
+    assert set(vr.contest_medians) == {"big", "small"} and "explored up to 5%" in vr.summary()
+    assert len(vr.comparisons) == 3 and "could not tell apart" in vr.summary()
     # the chosen run resumes from its store: the probe's candidates (and the contest's)
     n = sum(r.cached for r in vr.results.records)
     assert n >= 2 and all(r.cached for r in vr.results.records[:n])
+
+
+@pytest.mark.slow
+@pytest.mark.opencl
+def test_a_contest_told_apart_after_its_first_half_ends_there(pool, tmp_path, monkeypatch):
+    """A variant more than ``CONTEST`` times slower than the fastest after the contest's
+    first half leaves it: the rest of the contest is not run, and the fastest is explored
+    at once."""
+    vr, phases, calls = _contest_run(tmp_path, monkeypatch, pool,
+                                     lambda call: {"big": 1.0e-3, "small": 2.0e-3})
+    assert phases[3:7] == [("big", "contest"), ("small", "contest"), ("big,small", "compare"),
+                           ("big", "explore")]
+    assert vr.chosen == "big" and len(calls) == 2 and len(vr.comparisons) == 2

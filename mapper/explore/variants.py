@@ -14,12 +14,16 @@ of the host over a whole round. Rounds are added (up to ``MAX_ROUNDS``) while a 
 ``TELL`` (10%) or more rests on one round only; a lead under 10%, or one no second round
 confirms, is reported as not told apart (``VariantComparison.verdict``), the faster taken.
 Where those figures are still within ``CONTEST`` of each other and the budget is a time,
-eight candidates were too few to tell: each close variant is explored ``CONTEST_SHARE``
-of the budget (a contest; its store keeps what it found), the
+eight candidates were too few to tell: each close variant is explored up to
+``CONTEST_SHARE`` of the budget (a contest; its store keeps what it found), the
 contest's best kernels are timed again the same way, and the fastest wins (on a
 64-channel 224x224 convolution on a Zen 4, the probes chose the window's vectors at 1.04x,
-whose run found 130 GFLOP/s; the kernels' space holds 172). The variant with the fastest
-probe (or contest) then gets the rest of the budget: its exploration resumes from its
+whose run found 130 GFLOP/s; the kernels' space holds 172). The contest runs in two
+halves, timed again after each: a variant more than ``CONTEST`` times slower than the
+fastest after the first half leaves (in three contests on an AVX2 core, two 5x5 layers and a
+1x1 one, the loser's whole share, 60-80 s of a 10-minute budget, ended 1.5-1.9x behind).
+The variant with the fastest probe (or contest) then gets the rest of the budget: its
+exploration resumes from its
 store (same seed, so the probe's candidates come back from the store and the strategy goes
 on where the probe stopped). A variant whose space is explored to its end before the
 budget is spent hands the rest on to the next variant by its probe (a small unfused space
@@ -146,8 +150,10 @@ class VariantsResults:
         then = ""
         if self.contest_medians:
             meds = ", ".join(f"{n} {t * 1e3:.3g} ms" for n, t in self.contest_medians.items())
-            then += (f" (the re-timed probes were close: each explored "
-                     f"{CONTEST_SHARE:.0%} of the budget, their best re-timed: {meds})")
+            then += (f" (the re-timed probes were close: each explored up to "
+                     f"{CONTEST_SHARE:.0%} of the budget, in two halves, a variant "
+                     f"{CONTEST:g}x slower after the first leaving; their best re-timed: "
+                     f"{meds})")
         if len(self.explored) > 1:
             then += (f" ({', then '.join(self.explored)}: each space explored to its end "
                      f"handed the budget on; the fastest, {self.chosen}, is the answer)")
@@ -315,29 +321,13 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
         share = bud.seconds * CONTEST_SHARE
         spent = time.perf_counter() - t0
         if bud.seconds - spent - share * len(medians) >= bud.seconds / 2:
-            rounds: dict[str, Results] = {}
-            for name in _ranking(probes, medians):
-                if on_phase:
-                    on_phase(name, "contest")
-                rounds[name] = explore(variants[name], store=stores.get(name), pool=pool,
-                                       budget=Budget(seconds=share, text="contest"),
-                                       options=opts.but(known_best_s=known, retime=0),
-                                       **strategy_options)
-                if rounds[name].stopped_by == "interrupted":
-                    return VariantsResults(name, rounds[name], probes, paths, medians,
-                                           comparisons=comparisons)
-                b = rounds[name].best
-                if b is not None and b.time_s:
-                    known = b.time_s if known is None else min(known, b.time_s)
-            names_ok = [n for n, r in rounds.items() if r.best is not None]
-            if on_phase and len(names_ok) > 1:
-                on_phase(",".join(names_ok), "compare")
-            if len(names_ok) > 1:
-                contest_cmp = retime_probes(variants, rounds, names_ok, pool,
-                                            repeats=opts.evaluation.repeats,
-                                            timeout_s=opts.evaluation.timeout_s)
-                comparisons.append(contest_cmp)
-                contest = contest_cmp.medians
+            contest, known, more, stopped = _contest(
+                variants, [n for n in _ranking(probes, medians) if n in medians], share,
+                stores, pool, opts, known, on_phase, strategy_options)
+            comparisons += more
+            if stopped is not None:
+                return VariantsResults(stopped[0], stopped[1], probes, paths, medians,
+                                       contest_medians=contest, comparisons=comparisons)
             if contest:
                 chosen = min(contest, key=lambda n: contest[n])
     if bud.seconds is not None:
@@ -385,6 +375,57 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
             best = (name, res)
     return VariantsResults(best[0], best[1], probes, paths, medians, explored, contest,
                            comparisons)
+
+
+def _contest(variants: Mapping[str, Any], entrants: list[str], share: float,
+             stores: Mapping[str, Any], pool: Any, opts: ExploreOptions, known: float | None,
+             on_phase: Callable[[str, str], None] | None, strategy_options: dict[str, Any]
+             ) -> tuple[dict[str, float], float | None, list[VariantComparison],
+                        tuple[str, Results] | None]:
+    """Each of ``entrants`` (close variants, fastest first) explored up to ``share``
+    seconds from its store, in two halves: after the first, their best kernels are timed
+    again (:func:`retime_probes`) and a variant slower than the fastest by more than
+    :data:`CONTEST` leaves (the rest of its share is saved); the others get their second
+    half, resuming from their stores, and are timed again. Returns (variant -> the last
+    re-timed median, the fastest stored time known, the comparisons, the interrupted
+    variant and its results or None)."""
+    rounds: dict[str, Results] = {}
+    comparisons: list[VariantComparison] = []
+    medians: dict[str, float] = {}
+    # a variant without a store gets one in memory: its second half resumes from it
+    own = {n: ResultStore(":memory:") for n in entrants if stores.get(n) is None}
+    try:
+        for _half in range(2):
+            for name in entrants:
+                if on_phase:
+                    on_phase(name, "contest")
+                r = rounds[name] = explore(
+                    variants[name], store=own.get(name, stores.get(name)), pool=pool,
+                    budget=Budget(seconds=share / 2, text="contest"),
+                    options=opts.but(known_best_s=known, retime=0), **strategy_options)
+                if r.stopped_by == "interrupted":
+                    return medians, known, comparisons, (name, r)
+                b = r.best
+                if b is not None and b.time_s:
+                    known = b.time_s if known is None else min(known, b.time_s)
+            names_ok = [n for n in entrants if rounds[n].best is not None]
+            if len(names_ok) < 2:
+                break
+            if on_phase:
+                on_phase(",".join(names_ok), "compare")
+            cmp = retime_probes(variants, rounds, names_ok, pool,
+                                repeats=opts.evaluation.repeats,
+                                timeout_s=opts.evaluation.timeout_s)
+            comparisons.append(cmp)
+            medians = cmp.medians
+            lead = min(medians.values(), default=0.0)
+            entrants = [n for n in names_ok if n in medians and medians[n] <= CONTEST * lead]
+            if len(entrants) < 2:  # told apart after the first half: the rest is saved
+                break
+    finally:
+        for st in own.values():
+            st.close()
+    return medians, known, comparisons, None
 
 
 def _ranking(probes: Mapping[str, Results], medians: Mapping[str, float]) -> list[str]:
