@@ -890,8 +890,9 @@ def test_projection_takes_the_nearest_valid_configuration(joint):
 
 
 def test_first_proposals_start_from_the_knowledges_best(joint, tmp_path, monkeypatch):
-    """The best candidates of the other sizes, projected, are proposed first (half of the
-    initial design), in the order of best_rows; without knowledge, no change."""
+    """The best candidates of the other sizes, projected, then moved uphill by the prior
+    and the transferred score, are proposed first (half of the initial design), in the
+    order of best_rows; without knowledge, no change."""
     import json
 
     from mapper.explore.knowledge import best_rows, project
@@ -907,10 +908,17 @@ def test_first_proposals_start_from_the_knowledges_best(joint, tmp_path, monkeyp
         cfg = project(r["tuning"], joint.tuning(m).space)
         if cfg is not None and (m, cfg) not in want:
             want.append((m, cfg))
-    assert (first[0].mapping, first[0].tuning) == want[0]
+    # each start moved uphill by the prior plus the transferred score (a value near by
+    # number is not near by effect)
+    fresh = make_strategy("model", joint, seed=0, n_init=4, batch=4)
+    taken: set = set()
+    climbed = [fresh._climb(m, c, taken, score=fresh.prior) for m, c in want[:2]]
+    assert (first[0].mapping, first[0].tuning) == climbed[0]
+    assert all(fresh.prior(*c) >= fresh.prior(*w) for c, w in zip(climbed, want))
+    assert climbed != want[:2], "the projected starts already top the prior: no test"
     it = make_strategy("model", joint, seed=0, n_init=4, batch=4).candidates()
     again = [(c.mapping, c.tuning) for c in (next(it) for _ in range(4))]
-    assert again[:2] == want[:2]  # n_init // 2 starts, the same on every run
+    assert again[:2] == climbed  # n_init // 2 starts, the same on every run
 
 
 def test_conv_task_adds_zero_channels_so_that_the_reduction_vectorises():
