@@ -89,6 +89,9 @@ TINY: dict[str, tuple[list[str], str]] = {
                         "--repeats", "1", "--settle", "0", "--store-dir", "{tmp}"],
                        r"Listing 3 / conv: [\d.]+x"),
     "build_knowledge": (["{s24}", "--out", "{tmp}/k.jsonl"], r"k\.jsonl: \d+ row\(s\)"),
+    "prior_recall": (["{s24}", "--private-weight", "1,0.5", "--top", "5"],
+                     r"\| search-24_26_28-512x14x14x512k3s1p1\.sqlite \| window \| \d+ \| "
+                     r"[\d.]+ \| 0\.5 \| -?[\d.]+ \| [\d.]+ \| [\d.]+ \|"),
     "check_tiling": (["--pipelines", "blur_separable", "--memories", "local", "--tiles", "2",
                       "--limit", "2"], r"TOTAL \{[^}]*'ok': \d+"),
     "disasm_conv": (["--layer", "24", "--v", "4"], r"hot loop: "),

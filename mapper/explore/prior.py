@@ -149,7 +149,8 @@ def prior_score(feats: Mapping[str, float], width: int, device: Any,
 # (5x5, 1x1, stride 2, 3 channels; 432-791 each), the best measured kernel among the
 # prior's top ten reached 0.44-0.95 of each store's best with weight 1 and 0.75-0.95
 # with 0.5 (a 5x5 layer: 0.44 -> 0.81; its 3-pixel x 32-kernel block holds 16 vector
-# registers, but its private memory counts 24); with 0, two stores fell (0.80 -> 0.63).
+# registers, but its private memory counts 24); with 0, four stores fell (0.80 -> 0.63
+# the most). ``python -m experiments.prior_recall STORE... --private-weight 1,0.5,0``.
 PRIVATE_WEIGHT = 0.5
 
 
