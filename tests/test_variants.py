@@ -231,15 +231,28 @@ def test_an_exhausted_space_hands_the_rest_of_the_budget_on(pool, tmp_path, monk
     assert vr.chosen in tasks and vr.results.best is not None
 
 
-def _contest_run(tmp_path, monkeypatch, pool, contest_medians):
+def _contest_run(tmp_path, monkeypatch, pool, contest_medians, far=False):
     """A contest between the two test variants (probes made close), the re-timings given:
     the probes' (close), then ``contest_medians(call)`` for the contest's comparisons
-    (call 2, 3); returns (results, phases, the names each re-timing got)."""
+    (call 2, 3); with ``far``, a third variant is probed whose probe is not close. Returns
+    (results, phases, the names each re-timing got)."""
     import mapper.explore.variants as variants
 
     monkeypatch.setattr(variants, "MIN_PROBE_SECONDS", 1.0)
-    monkeypatch.setattr(variants, "CONTEST_SHARE", 0.05)
-    monkeypatch.setattr(variants, "CLOSE", 1e9)
+    monkeypatch.setattr(variants, "CONTEST_SHARE", 0.05)  # 3 s of the 60 s below
+    monkeypatch.setattr(variants, "_close", lambda probes: ["big", "small"])
+    real_explore = variants.explore
+
+    def short_explore(task, *, budget, **kw):
+        # the answer's run, after the contest, is not what is tested here: 2 s of it
+        if budget.text != "contest" and not budget.text.startswith("probe"):
+            budget = Budget(seconds=min(budget.seconds, 2.0), text=budget.text)
+        return real_explore(task, budget=budget, **kw)
+
+    monkeypatch.setattr(variants, "explore", short_explore)
+    tasks = _tasks()
+    if far:
+        tasks["far"] = Task.from_program(L3, {"N": 1 << 10})
     calls = []
 
     def medians(variants_, probes, names, pool_, **kw):
@@ -251,8 +264,9 @@ def _contest_run(tmp_path, monkeypatch, pool, contest_medians):
     monkeypatch.setattr(variants, "retime_probes", medians)
     phases: list = []
     stores = {n: variant_store(str(tmp_path / "s.sqlite"), n, i == 0)
-              for i, n in enumerate(_tasks())}
-    vr = explore_variants(_tasks(), budget="20s", probe=2, stores=stores, strategy="solver",
+              for i, n in enumerate(tasks)}
+    # a contest needs half the budget left after it: 60 s leaves room for three probes
+    vr = explore_variants(tasks, budget="60s", probe=2, stores=stores, strategy="solver",
                           pool=pool, on_phase=lambda n, p: phases.append((n, p)),
                           options=ExploreOptions.of(retime=0))
     return vr, phases, calls
@@ -266,13 +280,14 @@ def test_probes_still_close_after_timing_again_hold_a_contest(pool, tmp_path, mo
     again after each, and the lowest median chooses the variant whose run then resumes
     with every phase's candidates from its store. (The medians are given: closeness is what
     is tested, not the machine.)"""
-    # still close after the first half (1.1 against 1.0): both get their second half
+    # still close after the first half (1.1 against 1.0): both get their second half; a
+    # third variant whose probe was not close takes no part
     vr, phases, calls = _contest_run(tmp_path, monkeypatch, pool,
-                                     lambda call: {"big": 1.1e-3, "small": 1.0e-3})
+                                     lambda call: {"big": 1.1e-3, "small": 1.0e-3}, far=True)
     contest = [("big", "contest"), ("small", "contest"), ("big,small", "compare")]
-    assert phases[:9] == [("big", "probe"), ("small", "probe"), ("big,small", "compare")] \
-        + contest + contest
-    assert phases[9] == ("small", "explore") and vr.chosen == "small"
+    assert phases[:10] == [("big", "probe"), ("small", "probe"), ("far", "probe"),
+                           ("big,small", "compare")] + contest + contest
+    assert phases[10] == ("small", "explore") and vr.chosen == "small"
     assert len(calls) == 3
     assert set(vr.contest_medians) == {"big", "small"} and "explored up to 5%" in vr.summary()
     assert len(vr.comparisons) == 3 and "could not tell apart" in vr.summary()
@@ -290,5 +305,5 @@ def test_a_contest_told_apart_after_its_first_half_ends_there(pool, tmp_path, mo
     vr, phases, calls = _contest_run(tmp_path, monkeypatch, pool,
                                      lambda call: {"big": 1.0e-3, "small": 2.0e-3})
     assert phases[3:7] == [("big", "contest"), ("small", "contest"), ("big,small", "compare"),
-                           ("big", "explore")]
+                           ("big", "explore")], phases
     assert vr.chosen == "big" and len(calls) == 2 and len(vr.comparisons) == 2
