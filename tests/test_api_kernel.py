@@ -69,6 +69,7 @@ def test_build_and_run_gives_a_typed_result(listing3):
     assert json.loads(json.dumps(doc))["gflops"] == pytest.approx(r.gflops)
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_a_program_not_in_examples_builds_and_runs():
     p = problem(STENCIL)
     m = next(iter(p.enumerate(fixed="A=W0")))

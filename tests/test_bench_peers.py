@@ -73,6 +73,7 @@ def test_in_sample_stores_are_the_ones_the_model_was_tuned_on() -> None:
     assert len(stores) == len(set(stores))
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_a_small_store_end_to_end(tmp_path, capsys) -> None:
     _kernel_tuner()
     out = tmp_path / "peers.json"

@@ -119,6 +119,7 @@ def test_a_register_blocked_candidate_vectorises_across_kernels():
     assert o.ok, o.reason
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 @pytest.mark.opencl
 @pytest.mark.parametrize("layer", SHAPES[:2], ids=lambda x: x.name)
 def test_one_chunk_writes_the_output_without_a_final_stage(layer, pool):

@@ -37,6 +37,7 @@ def pool():
         yield p
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_the_cut_counts_kernel_time_not_the_data_phases(pool):
     """A cheap kernel over 32 MiB: uploading, filling, reading back and comparing take far
     longer than the limit, its kernel far less; it is not cut (before: 'runs stopped')."""

@@ -534,6 +534,7 @@ def store_columns():
     return COLUMNS
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_model_strategy_learns_from_observations(joint):
     s = make_strategy("model", joint, seed=0, pool_size=150, n_init=8, batch=4)
     it = s.candidates()

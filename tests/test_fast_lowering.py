@@ -147,6 +147,7 @@ SMALL = ConvLayer("small", C=8, H=6, W=6, M=4, K=3, S=1, P=1)
 
 @pytest.mark.parametrize("coalesce,kappa,sigma", [(False, 2, 2), (True, 2, 2),
                                                    (False, 4, 2), (False, 2, 4)])
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_contiguous_layout_matches_the_interpreter(runner, coalesce, kappa, sigma):
     """Both layouts, and both orders of the unrolled register block (κ > σ interchanged,
     κ <= σ not), compute the interpreter's convolution on the device."""
@@ -275,6 +276,7 @@ def test_independent_unrolled_nest_is_recognised():
     assert independent_nest(_nest(2, 4, overlap), {}) is None
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_register_block_puts_the_longer_loop_outside():
     """σ=3 windows x κ=4 kernels: the kernels' loop goes outside, so each weight vector is
     loaded once and consecutive multiply-adds share it."""

@@ -94,6 +94,7 @@ def _key(c):
     return c.mapping, tuple(sorted(c.tuning.items()))
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_initial_design_is_the_prior_best_one_per_mapping(joint):
     s = make_strategy("model", joint, seed=0, n_init=6, batch=3)
     it = s.candidates()
@@ -266,6 +267,7 @@ def test_best_rows_take_the_nearest_sizes_first():
     assert size_distance({"N": 7}, {"N": 15}) == pytest.approx(1.0)
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_local_search_proposes_neighbours_of_the_best(joint):
     """After the initial design, every batch holds ``local`` neighbours of the best
     candidates (performance peaks at one configuration: the search climbs to it)."""
@@ -978,6 +980,7 @@ def _small_quota(monkeypatch):
         monkeypatch.setattr(M, name, getattr(M, name) // 8)
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_pool_builds_few_tuning_spaces_per_fill(conv17_task, monkeypatch):
     """A sample of a mapping whose tuning space is not built costs building it (a lowering
     and its resource probes): the pool builds at most ``NEW_FIRST`` before the first
@@ -996,6 +999,7 @@ def test_pool_builds_few_tuning_spaces_per_fill(conv17_task, monkeypatch):
     assert {m for m, _ in pool} == s._drawn_set
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_a_second_strategy_on_a_used_space_proposes_the_same(conv17_task, monkeypatch):
     """The pool's quota counts mappings new to the pool, not to the space: a strategy on
     a space another strategy has used (a probe's, then the explored run's) proposes what

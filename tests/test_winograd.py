@@ -147,6 +147,7 @@ def test_the_pipeline_runs_on_the_device_within_its_tolerance(pool, m, H, W):
     assert "wrong-result" not in res.counts, res.counts
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_conv_variants_add_winograd_where_it_applies():
     from mapper.explore.task import conv_variants
 
@@ -167,6 +168,7 @@ def _conv_tasks(*argv):
     return _explore_tasks(build_parser().parse_args(["explore", "conv", *argv]))
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_the_command_line_chooses_the_algorithm():
     from mapper.cli.common import CliError
 

@@ -63,6 +63,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_a_worker_killed_from_outside_is_retried_once_and_costs_no_candidate():
     from codegen.worker import WorkerPool
 
@@ -101,6 +102,7 @@ def test_a_timeout_is_not_retried():
         assert out.status == "timeout" and pool.retried == 0
 
 
+@pytest.mark.slow  # over 3 s (fast-subset durations): not in the fast subset
 def test_a_closed_pool_holds_no_descriptor_of_its_workers():
     from multiprocessing import resource_tracker
 
