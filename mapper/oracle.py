@@ -17,8 +17,8 @@ import functools
 import itertools
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import IO, Any, overload
 
 import numpy as np
 
@@ -29,6 +29,42 @@ FUSED = 1
 NEAR_BASE = 5000  # at most this many admitted (4x one-away) ones seed the one-away (two-away)
 
 
+class _Unformatted:
+    """Constraint instances (or texts) not yet formatted: formatting one takes ~10 ms and
+    most rows only need to know whether any was violated."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Sequence[Any]):
+        self.items = items
+
+
+class _AsTexts:
+    """A field of a list of texts that also takes an :class:`_Unformatted`, formatted
+    (``str``) when the field is first read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = "_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> tuple[()]: ...
+
+    @overload
+    def __get__(self, obj: Row, objtype: type | None = None) -> list[str]: ...
+
+    def __get__(self, obj: Row | None, objtype: type | None = None) -> list[str] | tuple[()]:
+        if obj is None:  # the field's default, for the dataclass
+            return ()
+        value = obj.__dict__[self.key]
+        if not isinstance(value, list):  # unformatted, or the default
+            items = value.items if isinstance(value, _Unformatted) else value
+            value = obj.__dict__[self.key] = [str(c) for c in items]
+        return value
+
+    def __set__(self, obj: Any, value: list | _Unformatted | tuple) -> None:
+        obj.__dict__[self.key] = value
+
+
 @dataclass
 class Row:
     mapping: dict
@@ -37,8 +73,8 @@ class Row:
     valid: bool  # the validity rules admit it
     heur: bool  # validity rules and heuristics admit it
     origin: str  # all, admitted, near1, near2 or uniform (see ``candidates``)
-    violated: list = field(default_factory=list)  # validity instances violated
-    heur_violated: list = field(default_factory=list)
+    violated: _AsTexts = _AsTexts()  # validity instances violated (a list of texts)
+    heur_violated: _AsTexts = _AsTexts()
     miscompiled: bool = False  # a wrong result on the device that Oclgrind runs correctly
 
 
@@ -226,7 +262,7 @@ def oracle_program(pool: Any, prog: Lambda, sizes_pts: Sequence[Mapping[str, int
         hv = ph.model.violated(m) if all(v in ph.model.param(k).domain
                                          for k, v in m.items()) else ["fused-not-allowed"]
         rows.append(Row(m, verdict[i][0], verdict[i][1], not vv, not vv and not hv,
-                        chosen[i][1], [str(c) for c in vv], [str(c) for c in hv],
+                        chosen[i][1], _Unformatted(vv), _Unformatted(hv),
                         i in miscompiled))
     if log is not None:
         for r in rows:
