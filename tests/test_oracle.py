@@ -96,25 +96,32 @@ def test_tiles_generator_reaches_2d_local_tiles_read_transposed():
     assert found >= 5
 
 
-def _oracle(seeds, **kw) -> list[dict]:
+@pytest.fixture(scope="module")
+def pool():
+    """One worker pool for the oracle's tests in this process: starting one (two workers
+    that open the device) takes seconds, and the programs' verdicts do not depend on it."""
     from codegen.worker import WorkerPool
 
+    with WorkerPool(workers=2) as p:
+        yield p
+
+
+def _oracle(pool, seeds, **kw) -> list[dict]:
     out = []
-    with WorkerPool(workers=2) as pool:
-        for seed in seeds:
-            prog = random_program(seed, max_maps=4, wide=True)
-            rows = oracle_program(pool, prog, random_points(prog), seed=seed, **kw)
-            out.append(stats(rows))
+    for seed in seeds:
+        prog = random_program(seed, max_maps=4, wide=True)
+        rows = oracle_program(pool, prog, random_points(prog), seed=seed, **kw)
+        out.append(stats(rows))
     return out
 
 
 @pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.opencl
-def test_oracle_agrees_with_the_rules_on_new_shapes():
+def test_oracle_agrees_with_the_rules_on_new_shapes(pool):
     """A few mappings the rules admit, and a few one or two codes away that they reject,
     per program: every admitted one runs correctly, every correct one is admitted."""
-    for seed, s in zip(FAST_SEEDS, _oracle(FAST_SEEDS, full=0, admitted=6, near1=8, near2=4,
-                                           samples=0)):
+    for seed, s in zip(FAST_SEEDS, _oracle(pool, FAST_SEEDS, full=0, admitted=6, near1=8,
+                                           near2=4, samples=0)):
         assert s["admitted"] > 0 and s["oracle_ok"] > 0, seed
         assert s["admitted_bad"] == 0 and s["ok_admitted"] == s["oracle_ok"], (seed, s)
 
@@ -122,8 +129,8 @@ def test_oracle_agrees_with_the_rules_on_new_shapes():
 @pytest.mark.opencl
 @pytest.mark.slow
 @pytest.mark.parametrize("seeds", [(15, 16, 18, 21), (22, 25, 27, 30)])  # in parallel
-def test_oracle_agrees_with_the_rules_on_more_programs(seeds):
-    for seed, s in zip(seeds, _oracle(seeds, full=0, admitted=15, near1=20, near2=10,
+def test_oracle_agrees_with_the_rules_on_more_programs(pool, seeds):
+    for seed, s in zip(seeds, _oracle(pool, seeds, full=0, admitted=15, near1=20, near2=10,
                                       samples=4)):
         assert meets(s, recall=1.0), (seed, s)
 
