@@ -251,10 +251,14 @@ def test_explore_tiles_a_stencil_pipeline_by_default(tmp_path, capsys) -> None:
     its tilings are probed, each in its own store; a program that does not tile is
     explored as it is, in one store."""
     from mapper.cli import main
+    from mapper.explore.variants import PROBE
 
     store = tmp_path / "b.sqlite"
+    # the smallest budget that probes all three variants (a smaller one explores the
+    # first only): the probes, then the fastest explored, as with any larger budget
+    budget = 2 * PROBE * 3
     assert main(["explore", str(EXAMPLES / "blur_laplacian.lift"), "--sizes", "H=20,W=20",
-                 "--budget", "50", "--strategy", "solver", "--store", str(store),
+                 "--budget", str(budget), "--strategy", "solver", "--store", str(store),
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     probed = {v["name"] for v in doc["variants"] if v["probe_candidates"]}
