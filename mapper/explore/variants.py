@@ -306,11 +306,7 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
     comparisons: list[VariantComparison] = []
     close = _close(probes)
     if close and pool is not None:
-        if on_phase:
-            on_phase(",".join(close), "compare")
-        probe_cmp = retime_probes(variants, probes, close, pool,
-                                  repeats=opts.evaluation.repeats,
-                                  timeout_s=opts.evaluation.timeout_s)
+        probe_cmp = _compare(variants, probes, close, pool, opts, on_phase)
         comparisons.append(probe_cmp)
         medians = probe_cmp.medians
         if medians:
@@ -377,6 +373,17 @@ def _probe_then_explore(variants: Mapping[str, Any], names: list[str], bud: Budg
                            comparisons)
 
 
+def _compare(variants: Mapping[str, Any], runs: Mapping[str, Results], names: list[str],
+             pool: Any, opts: ExploreOptions,
+             on_phase: Callable[[str, str], None] | None) -> VariantComparison:
+    """The "compare" phase: ``names``' best kernels of ``runs`` timed again, interleaved
+    (:func:`retime_probes`, with the options' repeats and timeout)."""
+    if on_phase:
+        on_phase(",".join(names), "compare")
+    return retime_probes(variants, runs, names, pool, repeats=opts.evaluation.repeats,
+                         timeout_s=opts.evaluation.timeout_s)
+
+
 def _contest(variants: Mapping[str, Any], entrants: list[str], share: float,
              stores: Mapping[str, Any], pool: Any, opts: ExploreOptions, known: float | None,
              on_phase: Callable[[str, str], None] | None, strategy_options: dict[str, Any]
@@ -411,11 +418,7 @@ def _contest(variants: Mapping[str, Any], entrants: list[str], share: float,
             names_ok = [n for n in entrants if rounds[n].best is not None]
             if len(names_ok) < 2:
                 break
-            if on_phase:
-                on_phase(",".join(names_ok), "compare")
-            cmp = retime_probes(variants, rounds, names_ok, pool,
-                                repeats=opts.evaluation.repeats,
-                                timeout_s=opts.evaluation.timeout_s)
+            cmp = _compare(variants, rounds, names_ok, pool, opts, on_phase)
             comparisons.append(cmp)
             medians = cmp.medians
             lead = min(medians.values(), default=0.0)
