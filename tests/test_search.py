@@ -114,11 +114,14 @@ def test_neighbours_are_valid_and_one_step_away(joint):
     assert nbrs
     for nm, nc in nbrs:
         assert nm in joint.mappings and nc in joint.tuning(nm).space
-        changed_maps = sum(nm[k] != m[k] for k in s.labels)
+        changed = [k for k in s.labels if nm[k] != m[k]]
         changed_params = sum(nc[k] != cfg[k] for k in cfg)
-        # a map's code, or a parameter's value (others repaired where it alone is invalid)
-        assert (changed_maps, changed_params) == (1, 0) or \
-            (changed_maps == 0 and changed_params >= 1)
+        # a map's code, two maps' codes exchanged, or a parameter's value (others repaired
+        # where it alone is invalid)
+        swapped = len(changed) == 2 and (nm[changed[0]], nm[changed[1]]) == \
+            (m[changed[1]], m[changed[0]])
+        assert (len(changed) == 1 or swapped) and changed_params == 0 or \
+            (not changed and changed_params >= 1)
 
 
 def test_prior_reduction_term_prefers_a_register_block_that_fits():
@@ -224,6 +227,24 @@ def test_neighbours_repair_a_move_that_breaks_the_tiles(conv17):
     assert cfg in js.tuning(m).space
     moved = [c for nm, c in s.neighbours(m, cfg) if nm == m and c["sigma"] > 1]
     assert moved and all(c["theta"] > 3 and c in js.tuning(m).space for c in moved)
+
+
+def test_a_parallel_level_moves_from_one_map_to_another_in_one_step(conv17):
+    """Moving the second global dimension from the tiles (T) to the channels' chunks (C)
+    changes two codes: one alone would leave the level unused (all but one map
+    sequential) or give it twice (invalid). The exchange is one neighbour, the tuning
+    kept; no single-code neighbour reaches it."""
+    js, _ = conv17
+    s = make_strategy("model", js, seed=0, transfer=False)
+    m = next(m for m in js.mappings if m["T"] == 31 and m["G"] == 30 and m["C"] == 0)
+    want = {**{k: m[k] for k in s.labels}, "T": 0, "C": 31}
+    target = next((x for x in js.mappings if all(x[k] == want[k] for k in s.labels)), None)
+    assert target is not None  # the channels' chunks over work-items: a valid mapping
+    cfg = next(c for c in js.tuning(m).space if c in js.tuning(target).space)
+    got = [nm for nm, nc in s.neighbours(m, cfg) if nm == target]
+    assert got and all(nc == cfg for nm, nc in s.neighbours(m, cfg) if nm == target)
+    # not within one code: T alone to S leaves the level unused, C alone to G1 repeats it
+    assert sum(target[k] != m[k] for k in s.labels) == 2
 
 
 def test_climb_goes_uphill_under_the_analytic_prior(conv17):

@@ -45,7 +45,8 @@ the acquisition rule.
      tuning parameter moved to an
      adjacent value of its domain (the others repaired to the nearest values valid with
      it where the move alone is not: tile sizes constrain each other), or one map given
-     another code with the same tuning; ranked by the same acquisition, unseen ones only.
+     another code, or two maps' codes exchanged (a parallel level moved from one map to
+     another), with the same tuning; ranked by the same acquisition, unseen ones only.
    The pool is refilled as it is used.
 
 Features: per map its level (seq/fused 0, lcl 1, wrg 2, glb 3), dimension and whether it
@@ -146,6 +147,7 @@ class ModelStrategy(Strategy):
 
             self.knowledge = Knowledge.for_space(joint, seed=seed)
         self._by_rest: dict[tuple[int, tuple[int, ...]], list[Any]] | None = None
+        self._by_codes: dict[tuple[int, ...], Any] = {}  # every mapping by its codes
         # (space, configuration, moved parameters) -> the valid or repaired configuration
         self._repaired: dict[tuple, tuple[Any, dict[str, int] | None]] = {}
         self._drawn_maps: list[Any] = []  # mappings the pool has drawn, in order
@@ -292,8 +294,8 @@ class ModelStrategy(Strategy):
         moved in its domain (one or two places either way, or to about half or twice its
         value), the others kept or, where that is invalid (a tile size that no longer
         divides), moved to the nearest values that are valid with it
-        (``knowledge.project``); or one map given another code while the tuning stays
-        (where that is valid)."""
+        (``knowledge.project``); or one map given another code, or two maps' codes
+        exchanged, while the tuning stays (where that is valid)."""
         space, steps = self._step_values(mapping, tuning)
         out: list[tuple[Any, dict[str, int]]] = []
         for p, values in steps.items():
@@ -361,18 +363,32 @@ class ModelStrategy(Strategy):
         return None if got is None else dict(got)
 
     def _mapping_neighbours(self, mapping: Any) -> list[Any]:
-        """The valid mappings that differ from ``mapping`` in one map's code."""
+        """The valid mappings that differ from ``mapping`` in one map's code, then those
+        that exchange two maps' codes. The parallelism hierarchy gives each level to one
+        map at most, so moving a level from one map to another changes two codes: one
+        code alone changed would either leave the level unused (one work-item per group:
+        a poor kernel in between) or give it twice (invalid)."""
         idx = self._by_rest
-        if idx is None:  # mappings keyed by all codes but one, per label
+        if idx is None:  # mappings keyed by all codes but one, per label; and by all codes
             idx = self._by_rest = {}
+            self._by_codes = {}
             for m in self.joint.mappings:
                 codes = tuple(m[lab] for lab in self.labels)
+                self._by_codes[codes] = m
                 for i in range(len(codes)):
                     idx.setdefault((i, codes[:i] + codes[i + 1:]), []).append(m)
         codes = tuple(mapping[lab] for lab in self.labels)
         out = []
         for i in range(len(codes)):
             out += [m for m in idx.get((i, codes[:i] + codes[i + 1:]), ()) if m != mapping]
+        for i in range(len(codes)):
+            for j in range(i + 1, len(codes)):
+                if codes[i] != codes[j]:
+                    swapped = list(codes)
+                    swapped[i], swapped[j] = codes[j], codes[i]
+                    m = self._by_codes.get(tuple(swapped))
+                    if m is not None:
+                        out.append(m)
         return out
 
     LOCAL_FROM = 20  # ranks of measured candidates whose neighbours the local search takes
