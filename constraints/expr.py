@@ -972,3 +972,44 @@ def conjuncts(pred: Pred) -> list[Pred]:
     if pred is TRUE:
         return []
     return [pred]
+
+
+CLAUSES_MAX = 64  # clauses one predicate may be split into (a product of conjunctions grows)
+
+
+def clauses(pred: Pred) -> list[Pred]:
+    """``pred`` as a conjunction of narrower predicates, whose conjunction is equivalent:
+    its :func:`conjuncts`, each implication or disjunction of a conjunction distributed
+    over it (``a => (b and c)`` is ``(a => b) and (a => c)``; ``a or (b and c)`` is
+    ``(a or b) and (a or c)``), recursively, where some part then mentions fewer
+    parameters, while they number at most :data:`CLAUSES_MAX`. A solver checks a narrow
+    part as soon as its own parameters are assigned: ``T == 2 => (G == 0 and ... and
+    I2 == 0)`` over 11 maps is ten checks of two maps each, not one at the end of every
+    full assignment. A part
+    that can raise is not moved (Python's short-circuit decides whether it runs)."""
+    out: list[Pred] = []
+    for part in conjuncts(pred):
+        split = _distributed(part)
+        if split is None or len(out) + len(split) > CLAUSES_MAX:
+            out.append(part)
+        else:
+            out.extend(q for s in split for q in clauses(s) if q is not TRUE)
+    return out
+
+
+def _distributed(pred: Pred) -> list[Pred] | None:
+    """The clauses of ``pred`` distributed over its first conjunction (see
+    :func:`clauses`), or None where nothing distributes or a part can raise."""
+    if isinstance(pred, Implies):
+        if pred.lhs.can_raise() or not isinstance(pred.rhs, And) or pred.rhs.can_raise():
+            return None
+        return [Implies(pred.lhs, r) for r in pred.rhs.parts]
+    if isinstance(pred, Or) and not pred.can_raise():
+        for i, p in enumerate(pred.parts):
+            if isinstance(p, And):
+                rest = pred.parts[:i] + pred.parts[i + 1:]
+                split = [Or(*rest[:i], r, *rest[i:]) for r in p.parts]
+                if any(len(s.params()) < len(pred.params()) for s in split):
+                    return split
+                return None
+    return None

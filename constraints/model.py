@@ -13,7 +13,7 @@ from constraints.errors import (
     InvalidAssignmentError,
     UnknownParameterError,
 )
-from constraints.expr import Pred, conjuncts
+from constraints.expr import Pred, clauses
 
 __all__ = ["Parameter", "Constraint", "Model"]
 
@@ -157,11 +157,13 @@ class Model:
         return Model(params, self.constraints)
 
     def decomposed(self) -> Model:
-        """The same model with each top-level And split into one constraint per conjunct
-        (same rule, description and subjects); constraints that are TRUE disappear."""
+        """The same model with each constraint split into its clauses
+        (:func:`~constraints.expr.clauses`: the top-level And's parts, an implication or
+        disjunction of a conjunction distributed over it), each a constraint of the same
+        rule, description and subjects; constraints that are TRUE disappear."""
         out: list[Constraint] = []
         for c in self.constraints:
-            parts = conjuncts(c.predicate)
+            parts = clauses(c.predicate)
             if len(parts) == 1 and parts[0] is c.predicate:
                 out.append(c)
             else:

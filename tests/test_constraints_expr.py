@@ -170,6 +170,26 @@ def test_conjuncts():
     assert conjuncts(TRUE) == [] and conjuncts(FALSE) == [FALSE]
 
 
+def test_clauses_distribute_an_implication_or_a_disjunction_over_a_conjunction():
+    import itertools
+
+    from constraints.expr import clauses
+
+    a, b, c, d = eq(A, 2), eq(B, 0), eq(C, 0), eq(D, 1)
+    assert clauses(Implies(a, And(b, c, d))) == [Implies(a, b), Implies(a, c), Implies(a, d)]
+    assert clauses(Or(a, And(b, c), d)) == [Or(a, b, d), Or(a, c, d)]
+    nested = Or(a, And(b, Or(c, And(d, b))))
+    assert clauses(nested) == [Or(a, b), Or(a, c, d), Or(a, c, b)]
+    for vals in itertools.product((0, 1, 2), repeat=4):
+        env = dict(zip("ABCD", vals))
+        for p in (Implies(a, And(b, c, d)), Or(a, And(b, c), d), nested):
+            assert all(q.evaluate(env) for q in clauses(p)) is p.evaluate(env)
+    # nothing to distribute, or a part that can raise (short-circuit decides): unchanged
+    assert clauses(Or(a, b)) == [Or(a, b)]
+    risky = Or(eq(A, 0), And(eq(B / A, 1), c))
+    assert clauses(risky) == [risky]
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
