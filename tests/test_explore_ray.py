@@ -56,6 +56,15 @@ OPTIONS = ExploreOptions.of(seed=3, cut=None, retime=0, timeout_s=120.0)
 RUN = dict(strategy="solver", options=OPTIONS)
 
 
+# the nodes' CUDA_VISIBLE_DEVICES, which Ray empties in an actor that asks for no GPU (with
+# RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1, as by default in its versions before 2026): a device
+# actor's worker processes see this value (PoCL, the tests' device, ignores it)
+NODE_CUDA = os.environ.get("CUDA_VISIBLE_DEVICES") or "0"
+# the head notices a node's death within about 1.5 s (by default 15 s: 5 health checks
+# 3 s apart); a live node that is slow to answer has the default 10 s per check
+HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A head and two worker nodes (raylets) on this machine, one CPU each. Ray's memory
@@ -65,8 +74,10 @@ def cluster():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAY_memory_monitor_refresh_ms", "0")  # inherited by the nodes
-        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1,
-                                                          "include_dashboard": False})
+        mp.setenv("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "1")
+        mp.setenv("CUDA_VISIBLE_DEVICES", NODE_CUDA)
+        c = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "include_dashboard": False, "_system_config": HEALTH})
         try:
             for _ in range(2):
                 c.add_node(num_cpus=1)
@@ -103,6 +114,12 @@ def _remove(cluster, node) -> None:
     while time.monotonic() < deadline and any(
             n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
         time.sleep(0.5)
+
+
+def _start_environ(pid: int) -> dict[str, str]:
+    """The environment process ``pid`` started with."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(kv.decode().partition("=")[::2] for kv in f.read().split(b"\0") if kv)
 
 
 def _kill_on(pool: RayPool, when) -> list[int]:
@@ -273,6 +290,9 @@ def test_an_actor_killed_mid_candidate_loses_nothing(cluster, local_run, tmp_pat
         assert len({a.node_id for a in pool.actors}) == 3
         assert pool.size == sum(a.workers for a in pool.actors) == 3
         assert "3 device actor(s) with 3 worker process(es) on 3 node(s)" in pool.describe()
+        if sys.platform == "linux":  # each worker sees its node's GPUs, not Ray's empty list
+            assert {_start_environ(a.info["pid"]).get("CUDA_VISIBLE_DEVICES")
+                    for a in pool.actors} == {NODE_CUDA}
         killed = _kill_on(pool, second)
         res = explore(cc22_listing3(), SIZES, budget=6, store=path, pool=pool, **RUN)
         assert len(killed) == 1

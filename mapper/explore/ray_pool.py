@@ -55,10 +55,10 @@ from ir.errors import LiftmapError
 
 ACTOR_RESTARTS = 3  # Ray restarts a dead actor on its node this often, then gives it up
 RETRIES = 1  # a candidate whose actor died is tried this many more times, then it is lost
-# Ray hides the GPUs of an actor that asks for none in some versions: the actors choose
-# their OpenCL device themselves, so they keep the node's view of its devices
-_KEEP_DEVICES_VISIBLE = {f"RAY_EXPERIMENTAL_NOSET_{v}": "1" for v in
-                         ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")}
+# Ray hides the GPUs of an actor that asks for none (CUDA_VISIBLE_DEVICES="": by default up
+# to its 2026 versions, and with RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1 since): the actors
+# choose their OpenCL device themselves, so they take back the node's view of its devices
+_DEVICE_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
 
 
 class RayUnavailableError(LiftmapError, RuntimeError):
@@ -101,6 +101,38 @@ def ray_available() -> str | None:
 # ------------------------------------------------------------------ the actor (on a node)
 
 
+def _start_environ() -> dict[str, str] | None:
+    """The environment this process started with (what the raylet gave it, before Ray
+    changed anything in ``os.environ``); ``None`` where the system does not show it."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+    return {k: v for k, _, v in pairs}
+
+
+def _keep_node_devices() -> None:
+    """Gives this actor process (and the worker processes it starts, which inherit its
+    environment) back the visible-device variables of its node, as set where ``ray start``
+    ran there, where Ray emptied them, and stops Ray from setting them again. Done here,
+    not with a ``runtime_env``: an actor with environment variables of its own cannot use
+    the worker processes a node keeps started, and starts seconds later. Where the start
+    environment cannot be read (no ``/proc``: not Linux), the variables stay as Ray set
+    them."""
+    for v in _DEVICE_VARS:
+        os.environ[f"RAY_EXPERIMENTAL_NOSET_{v}"] = "1"
+    start = _start_environ()
+    if start is None:
+        return
+    for v in _DEVICE_VARS:
+        if v in start:
+            os.environ[v] = start[v]
+        else:
+            os.environ.pop(v, None)
+
+
 def worker_pool(*, spec: str | None, workers: int, timeout_s: float) -> Any:
     """The default backend of a device actor: a ``WorkerPool`` of ``workers`` processes on
     the node's OpenCL device ``spec``."""
@@ -115,6 +147,7 @@ class _DeviceActor:
 
     def __init__(self, spec: str | None, workers: int, timeout_s: float,
                  backend: Callable[..., Any] = worker_pool):
+        _keep_node_devices()
         self.pool = backend(spec=spec, workers=workers, timeout_s=timeout_s)
         self._lock = threading.Lock()
         self._data_key: str | None = None
@@ -297,7 +330,6 @@ class RayPool:
                     max_task_retries=0, max_concurrency=n + 2,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"],
                                                                        soft=False),
-                    runtime_env={"env_vars": dict(_KEEP_DEVICES_VISIBLE)},
                 ).remote(spec, n, timeout_s, backend)
                 info = ActorInfo(len(slots), node["NodeID"],
                                  str(node.get("NodeManagerAddress", "?")),
