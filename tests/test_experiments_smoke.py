@@ -56,7 +56,8 @@ TINY: dict[str, tuple[list[str], str]] = {
     "bench_lowering": (["--layers", "24", "--samples", "2", "--rounds", "1", "--v", "4"],
                        r"\| this \| 24 \| joint-space sample: mapping applied \+ lowered \| 2 "
                        r"\| [\d.]+ \|"),
-    "bench_mapping": (["--samples", "100", "--z3-cap", "10"], r"\| valid \| \d+ \|"),
+    "bench_mapping": (["--samples", "100", "--z3-cap", "10", "--repeats", "1"],
+                      r"\| valid \| \d+ \|"),
     "bench_matmul": (["--size", "64", "--tunings", "4x4x8", "--rounds", "1", "--repeats", "1",
                       "--settle", "0"], r"\| generated, bm=4 bn=4 v=8 \| " + GFLOPS),
     "bench_peers": (["--quick", "--only", "halide,kernel_tuner"],
