@@ -196,6 +196,7 @@ def test_simplify_is_equivalent_on_every_instance():
         assert equivalent(c.predicate, simplify(c.predicate, doms), doms), (name, c.rule)
 
 
+@pytest.mark.slow  # over 3 s: the fast subset keeps test_simplify_rewrites and issue 22's
 def test_simplify_shortens():
     """No instance prints much longer simplified; all together a fifth shorter or more (the
     vector rules' instances, generated in their simplest form, apart)."""
@@ -241,13 +242,23 @@ def _random_pred(rng: random.Random, depth: int) -> ex.Pred:
     return ex.Implies(parts[0], parts[1])
 
 
-def test_simplify_is_equivalent_on_random_predicates():
+def _simplify_random_predicates(first: int, end: int) -> None:
+    """Predicates ``first`` to ``end`` of one random sequence (250 in all, split between
+    the fast subset and the slow tests) simplify to equivalent ones."""
     rng = random.Random(7)
     doms = {"A": tuple(c for c in CODES if c != 1), "B": CODES, "C": (0, 10, 20, 30)}
-    for _ in range(250):
-        p = _random_pred(rng, 4)
+    for p in [_random_pred(rng, 4) for _ in range(end)][first:]:
         assert equivalent(p, simplify(p), {}), show_predicate(p)
         assert equivalent(p, simplify(p, doms), doms), show_predicate(p)
+
+
+def test_simplify_is_equivalent_on_random_predicates():
+    _simplify_random_predicates(0, 80)
+
+
+@pytest.mark.slow  # over 3 s: the first 80 are in the fast subset
+def test_simplify_is_equivalent_on_more_random_predicates():
+    _simplify_random_predicates(80, 250)
 
 
 def test_simplify_rewrites():
@@ -296,11 +307,8 @@ RAW = [
 BOUND = SHOW_LIMIT + len(" (abridged from 99,999 characters)")
 
 
-def test_show_constraint_is_named_and_short():
-    """Every instance prints with code names, never a raw code, and its predicate in at
-    most about SHOW_LIMIT characters: in full when simplified it fits, else abridged with
-    the words saying so."""
-    for name, c, doms in instances():
+def _show_constraint_is_named_and_short(part: slice) -> None:
+    for name, c, doms in instances()[part]:
         for domains in (None, doms):
             text = show_constraint(c, domains=domains)
             head, _, pred = text.partition(f" {c.description}: ")
@@ -314,6 +322,20 @@ def test_show_constraint_is_named_and_short():
             else:
                 assert pred.endswith(f" (abridged from {len(full):,} characters)")
                 assert "…" in pred
+
+
+def test_show_constraint_is_named_and_short():
+    """Every instance prints with code names, never a raw code, and its predicate in at
+    most about SHOW_LIMIT characters: in full when simplified it fits, else abridged with
+    the words saying so. Here every fourth instance (of every example); the others in the
+    slow test below."""
+    _show_constraint_is_named_and_short(slice(0, None, 4))
+
+
+@pytest.mark.slow  # over 3 s: every fourth instance is in the fast subset
+def test_show_constraint_is_named_and_short_on_the_other_instances():
+    for start in (1, 2, 3):
+        _show_constraint_is_named_and_short(slice(start, None, 4))
 
 
 def test_the_issue_22_instance_comes_out_short():
