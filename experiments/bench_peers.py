@@ -96,9 +96,9 @@ COMPARISONS: tuple[Comparison, ...] = (
         "TVM MetaSchedule with liftmap's wall budget on VGG-16 layer 19, with PyTorch",
         lambda b, j, s: ["--layer", "19", "--budget", b, "--rounds", "3",
                          "--store-dir", s, *_j("--json", j)],
-        lambda j, s: ["--sizes", "C=8,H=8,W=8,M=8", "--budget", "25s", "--rounds", "1",
-                      "--repeats", "1", "--settle", "0", "--store-dir", s,
-                      *_j("--json", j)]),
+        lambda j, s: ["--sizes", "C=8,H=8,W=8,M=8", "--budget", "25s", "--liftmap-budget",
+                      "2", "--rounds", "1", "--repeats", "1", "--settle", "0",
+                      "--store-dir", s, *_j("--json", j)]),
     Comparison(
         "tvm_matmul", "bench_tvm", ("tvm",),
         "TVM MetaSchedule with liftmap's wall budget on the plain matmul (1024^3), with "

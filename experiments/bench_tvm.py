@@ -6,6 +6,8 @@ matrix product), on this CPU.
     python -m experiments.bench_tvm --sizes C=64,H=56,W=56,M=128,S=2 --budget 4m \\
         --liftmap-store results/search/search-shape0-64x56x56x128k3s2p1.sqlite
     python -m experiments.bench_tvm --sizes C=16,H=14,W=14,M=16 --budget 15s --rounds 2  # check
+    python -m experiments.bench_tvm --sizes C=8,H=8,W=8,M=8 --budget 25s --liftmap-budget 2 \
+        --rounds 1    # liftmap's search ends after 2 candidates (a smoke run)
 
 The layer is given as ``mapper explore conv`` takes it (``--layer 19`` or ``19/2``, or
 ``--sizes C=,H=,W=,M=[,K=,S=,P=]``, K=3 S=1 P=1 unless given) and computed by each tool in
@@ -20,8 +22,9 @@ task's layout (``Task.conv_layer``), PyTorch's ``conv2d`` (NCHW).
    best-so-far curve gives the trials and seconds to 90% and 95% of its final best.
 2. liftmap: the best ``ok`` candidate of ``--liftmap-store`` (a store of the direct
    convolution at the same sizes), or else the search ``mapper explore conv`` runs, with
-   its defaults, for the same wall budget: every variant that applies, Winograd's among
-   them, the answer re-timed at the run's end (stored in ``--store-dir``).
+   its defaults, for the same wall budget (or ``--liftmap-budget``: candidates or a time):
+   every variant that applies, Winograd's among them, the answer re-timed at the run's end
+   (stored in ``--store-dir``).
 3. Timing: ``--rounds`` interleaved rounds of liftmap's kernel (OpenCL profiling times, in a
    worker, checked), TVM's best (wall time of one call) and PyTorch (wall time of one call,
    as ``experiments.bench_search``), each after a ``--settle`` pause and an untimed
@@ -248,6 +251,12 @@ def tvm_runner(lib: Any, x_nchw: np.ndarray, w_mckk: np.ndarray,
     return run, out
 
 
+def liftmap_budget(args: argparse.Namespace) -> str:
+    """liftmap's search budget: ``--liftmap-budget`` (candidates or a time), else the
+    tuners' common wall budget ``--budget``."""
+    return args.liftmap_budget or f"{args.budget_s:g}s"
+
+
 def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace
                    ) -> tuple[Any, Any, dict]:
     """liftmap's found kernel: (its task, its ``lower_fn``, what it is) from
@@ -278,7 +287,7 @@ def liftmap_kernel(task: Any, layer: Any, args: argparse.Namespace
         tasks = conv_variants(layer)
         stores = {n: variant_store(path, n, i == 0) for i, n in enumerate(tasks)}
         t0 = time.time()
-        vr = explore_variants(tasks, budget=f"{args.budget_s:g}s", stores=stores,
+        vr = explore_variants(tasks, budget=liftmap_budget(args), stores=stores,
                               options=ExploreOptions.of(seed=args.seed))
         res = vr.results
         if res.final is None:
@@ -335,6 +344,7 @@ def bench_matmul(mnk: tuple[int, int, int], args: argparse.Namespace) -> int:
     warn = [f"busy before: {', '.join(others)}"] if others else []
     out: dict[str, Any] = {"machine": cpu_model(), "matmul": {"M": m, "N": n, "K": k},
                            "flops": flops, "budget_s": args.budget_s,
+                           "liftmap_budget": liftmap_budget(args),
                            "load_before": load(), "command": sys.argv}
     lib = None
     try:
@@ -355,7 +365,7 @@ def bench_matmul(mnk: tuple[int, int, int], args: argparse.Namespace) -> int:
                       **{f"to{round(f * 100)}": curve.reach(f) for f in (0.9, 0.95)}}
         print(f"TVM: {info['trials']} trials in {info['tuning_s']:.0f} s, best "
               f"{flops / curve.best / 1e9:.1f} GFLOP/s while tuning", flush=True)
-    ans = explore("matmul_plain", f"{args.budget_s:g}s", {"M": m, "N": n, "K": k})
+    ans = explore("matmul_plain", liftmap_budget(args), {"M": m, "N": n, "K": k})
     out["liftmap"] = ans.row
     if ans.kernel is None:
         print(f"error: liftmap: {ans.row.get('error')}", file=sys.stderr)
@@ -473,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--matmul", metavar="M[,N,K]", help="the plain matmul (M x K by K x N; "
                     "one number: square) instead of a convolution layer")
     ap.add_argument("--budget", default="10m", help="wall budget of each tuner (default 10m)")
+    ap.add_argument("--liftmap-budget", metavar="BUDGET", help="liftmap's search budget "
+                    "instead: candidates (500) or a time (90s), as mapper explore --budget "
+                    "(default: --budget)")
     ap.add_argument("--trials-per-iter", type=int, default=64,
                     help="MetaSchedule trials per batch (default 64)")
     ap.add_argument("--population", type=int, help="evolutionary search population "
@@ -494,6 +507,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_table(args.table)
     try:
         args.budget_s = parse_seconds(args.budget)
+        if args.liftmap_budget:
+            from mapper.explore.run import BudgetError, parse_budget
+
+            try:
+                parse_budget(args.liftmap_budget)
+            except BudgetError as e:
+                raise ValueError(f"--liftmap-budget: {e}") from None
         if args.matmul:
             if args.layer or args.sizes or args.liftmap_store:
                 raise ValueError("--matmul takes no --layer, --sizes or --liftmap-store")
@@ -523,6 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warn = [f"busy before: {', '.join(others)}"] if others else []
     out: dict[str, Any] = {"machine": cpu_model(), "layer": layer.sizes(),
                            "flops": layer.flops, "budget_s": args.budget_s,
+                           "liftmap_budget": liftmap_budget(args),
                            "load_before": load(), "command": sys.argv}
     task = Task.conv_layer(layer)
     # the layer's own channels: the task may run with zero channels added
