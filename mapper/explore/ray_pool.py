@@ -40,10 +40,12 @@ the reference travel once per node) and the networking.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -259,6 +261,12 @@ class RayPool:
                  start_timeout_s: float = 120.0, revive_s: float = 60.0,
                  nodes: Sequence[str] | None = None,
                  backend: Callable[..., Any] = worker_pool):
+        # an address where nothing answers is said at once, before Ray is imported (a
+        # second); where Ray was imported, it may be initialised already (address unused)
+        checked = address not in (None, "local", "auto") and "ray" not in sys.modules \
+            and importlib.util.find_spec("ray") is not None
+        if checked:
+            _check_reachable(None, str(address))
         ray = _ray()
         if mismatch not in ("refuse", "exclude"):
             raise RayPoolArgumentError(f"mismatch must be 'refuse' or 'exclude', not "
@@ -271,7 +279,7 @@ class RayPool:
         self._started = False
         if not ray.is_initialized():
             local = address in (None, "local")
-            if not local:
+            if not local and not checked:
                 _check_reachable(ray, str(address))
             try:
                 ray.init(address="local" if local else address, log_to_driver=False,
