@@ -8,6 +8,8 @@ chunks, float vectors; the best values found so far for layers 7, 17, 19, the de
 ``mapper.candidates.paper_like_tuning`` elsewhere), and writes a CSV and a Markdown table.
 
     python -m experiments.table3_vgg16 [--layers 24,19] [--csv docs/figures/table3-vgg16.csv]
+    python -m experiments.table3_vgg16 --layers 24 --scale 0.5 --rounds 1 --repeats 1 \
+        --settle 0                                          # a smoke run: a smaller layer
     python -m experiments.table3_vgg16 --from-logs /tmp      # re-read t3-<layer>.log files
 """
 
@@ -20,7 +22,7 @@ import re
 import subprocess
 import sys
 
-from experiments.options import add_interleaving
+from experiments.options import add_interleaving, ranged
 
 # the generated pipeline's flags per layer (bench_conv options)
 FLAGS: dict[str, list[str]] = {
@@ -54,10 +56,12 @@ def parse(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def run_layer(layer: str, rounds: int, repeats: int) -> str:
-    """bench_conv's output for one layer."""
+def run_layer(layer: str, rounds: int, repeats: int, settle: float = 0.3,
+              scale: float = 1.0) -> str:
+    """bench_conv's output for one layer (H and W multiplied by ``scale``)."""
     cmd = [sys.executable, "-m", "experiments.bench_conv", "--layer", layer, "--rounds",
-           str(rounds), "--repeats", str(repeats), "--no-coalesce", *FLAGS[layer]]
+           str(rounds), "--repeats", str(repeats), "--settle", f"{settle:g}", "--scale",
+           f"{scale:g}", "--no-coalesce", *FLAGS[layer]]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if p.returncode:
         raise SystemExit(f"layer {layer}: {p.stderr.strip().splitlines()[-1]}")
@@ -72,7 +76,10 @@ def _cell(g: dict, k: str, f: str = "gflops") -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default=",".join(FLAGS), help="comma-separated (default all 9)")
-    add_interleaving(ap, rounds=3, repeats=3)
+    add_interleaving(ap, rounds=3, repeats=3, settle=0.3)
+    ap.add_argument("--scale", type=ranged(float, 0.01, 1.0, "a factor"), default=1.0,
+                    help="multiply each layer's H and W by this (bench_conv --scale; default 1: "
+                    "the layers as in the table)")
     ap.add_argument("--csv", help="write the table here too")
     ap.add_argument("--from-logs", help="read t3-<layer>.log files of an earlier run here")
     args = ap.parse_args(argv)
@@ -82,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown layer(s) {', '.join(bad)}; the nine unique ones: {', '.join(FLAGS)}")
     rows = []
     skipped: dict[str, None] = {}  # bench_conv's lines on the peers it left out
+    if args.scale != 1.0:
+        print(f"(each layer's H and W scaled by {args.scale:g}: not the paper's sizes)")
     print("| layer | generated GFLOP/s | hand-written | numpy im2col | PyTorch | generated / "
           "best other | memory MiB: generated / hand-written / numpy / PyTorch |")
     print("|---|---:|---:|---:|---:|---:|---|")
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(os.path.join(args.from_logs, f"t3-{layer}.log")) as f:
                 text = f.read()
         else:
-            text = run_layer(layer, args.rounds, args.repeats)
+            text = run_layer(layer, args.rounds, args.repeats, args.settle, args.scale)
         res = parse(text)
         skipped.update((ln, None) for ln in text.splitlines() if ": skipped: " in ln)
         g = {k: res.get(k, {}) for _, k in KINDS}
