@@ -116,18 +116,38 @@ def test_replay_transfers_only_when_asked_and_never_from_the_store_itself() -> N
     assert json.dumps(own[0]["sizes"], sort_keys=True) not in kn.sizes
 
 
-def test_a_store_named_with_regex_metacharacters_loads_in_kernel_tuner(tmp_path) -> None:
-    """Kernel Tuner compiles the cache's kernel_name into a regular expression: the store of
-    a run with options (``... [fusion-always-heuristics-on]``) must still load."""
-    _kernel_tuner()
+STORE_WITH_OPTIONS = str(REPO / "docs" / "figures" / "data" /
+                         "fig6-layer19-scale8-fusion-always-heuristics-on.sqlite")
+
+
+def test_a_store_named_with_regex_metacharacters_exports_a_name_that_matches_itself(
+        tmp_path) -> None:
+    """Kernel Tuner compiles the cache's kernel_name into a regular expression: the name
+    exported for the store of a run with options (``... [fusion-always-heuristics-on]``)
+    matches itself as one. (Kernel Tuner itself loads it in the slow test below: importing
+    it imports PyTorch, seconds.)"""
+    import re
+
     from mapper.explore.interop import export_store, kernel_tuner_name
 
     assert kernel_tuner_name("conv:vgg16-19,21/8 [fusion-always]") == \
         "conv:vgg16-19,21/8 _fusion-always_"
     assert kernel_tuner_name("conv:vgg16-19") == "conv:vgg16-19"
-    store = str(REPO / "docs" / "figures" / "data" /
-                "fig6-layer19-scale8-fusion-always-heuristics-on.sqlite")
+    cache = tmp_path / "c.json"
+    export_store(STORE_WITH_OPTIONS, "kernel-tuner", str(cache))
+    name = json.loads(cache.read_text())["kernel_name"]
+    assert name == "conv:vgg16-19,21/8 _fusion-always-heuristics-on_"
+    assert re.fullmatch(name, name)
+
+
+@pytest.mark.slow  # over 3 s (importing Kernel Tuner imports PyTorch): the test above is fast
+def test_a_store_named_with_regex_metacharacters_loads_in_kernel_tuner(tmp_path) -> None:
+    """Kernel Tuner compiles the cache's kernel_name into a regular expression: the store of
+    a run with options (``... [fusion-always-heuristics-on]``) must still load."""
+    _kernel_tuner()
+    from mapper.explore.interop import export_store
+
     cache = str(tmp_path / "c.json")
-    export_store(store, "kernel-tuner", cache)
+    export_store(STORE_WITH_OPTIONS, "kernel-tuner", cache)
     (tr,) = bp.kernel_tuner_runs(cache, "random_sample", [0], failures=True)
     assert tr.ended == "done" and len(tr.trace) == 250, tr.error
