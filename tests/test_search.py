@@ -389,8 +389,9 @@ def _knowledge_rows(joint, sizes, score_of, n=60, seed=0):
     rng = random.Random(seed)
     key = program_key(print_program(joint.problem.program))
     rows = []
+    maps = sorted(joint.mappings, key=str)  # the same rows whatever the solver's order
     for _ in range(n):
-        m = rng.choice(joint.mappings)
+        m = rng.choice(maps)
         space = joint.tuning(m).space
         cfg = dict(space[rng.randrange(len(space))])
         rows.append({"program": key, "sizes": sizes, "mapping": dict(m), "tuning": cfg,

@@ -386,9 +386,9 @@ class ModelStrategy(Strategy):
                 if codes[i] != codes[j]:
                     swapped = list(codes)
                     swapped[i], swapped[j] = codes[j], codes[i]
-                    m = self._by_codes.get(tuple(swapped))
-                    if m is not None:
-                        out.append(m)
+                    other = self._by_codes.get(tuple(swapped))
+                    if other is not None:
+                        out.append(other)
         return out
 
     LOCAL_FROM = 20  # ranks of measured candidates whose neighbours the local search takes
