@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.options import ranged
 from experiments.paper import (
     STRATEGY_ORDER,
     dataset_values,
@@ -589,9 +590,10 @@ def _pct(n: int, total: int) -> str:
 # ---------------------------------------------------------------------- command line
 
 
-def regenerate(stores: str, out: str, lowering_csv: str | None = None) -> tuple[list[str],
-                                                                                 list[str]]:
-    """Writes every figure and table the stores allow; returns (Markdown lines, notes)."""
+def regenerate(stores: str, out: str, lowering_csv: str | None = None, *,
+               trials: int = 100) -> tuple[list[str], list[str]]:
+    """Writes every figure and table the stores allow; returns (Markdown lines, notes).
+    ``trials``: draws per point of Fig. 6's expectancy curves."""
     os.makedirs(out, exist_ok=True)
     plt = pyplot(required=False)
     notes: list[str] = []
@@ -600,7 +602,7 @@ def regenerate(stores: str, out: str, lowering_csv: str | None = None) -> tuple[
     md = ["## Figures regenerated from the result stores", ""]
     if os.path.isdir(stores):
         md += fig5(plt, stores, out, notes)
-        md += fig6(plt, stores, out, notes)
+        md += fig6(plt, stores, out, notes, trials=trials)
         md += pareto(plt, stores, out, notes)
     else:
         notes.append(f"no stores folder {stores}: only the tables that need no store")
@@ -617,11 +619,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=os.path.join("docs", "figures"),
                     help="folder for PNGs and CSVs (default docs/figures)")
     ap.add_argument("--lowering-rate", help="validity CSV (default STORES/lowering-rate.csv)")
+    ap.add_argument("--trials", type=ranged(int, 1, 10**6, "a number of draws"), default=100,
+                    help="Fig. 6: draws per point of each expectancy curve (default 100, as "
+                    "the committed figures; fewer for a quick look)")
     args = ap.parse_args(argv)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         ap.error(f"--out {args.out} is not a folder")
     try:
-        md, notes = regenerate(args.stores, args.out, args.lowering_rate)
+        md, notes = regenerate(args.stores, args.out, args.lowering_rate,
+                               trials=args.trials)
     except OSError as e:  # an unwritable --out
         print(f"error: cannot write the figures: {e}", file=sys.stderr)
         return 2
