@@ -36,6 +36,27 @@ def source_hash(source: str, options: tuple[str, ...] = ()) -> str:
     return h.hexdigest()
 
 
+_COMMENT = re.compile(r"[ \t]*//[^\n]*")
+
+
+def without_comments(source: str) -> str:
+    """``source`` with its ``//`` comments cut, each line kept in its place (a build log's
+    line and column numbers stay those of ``source``). The emitted code has no string
+    literals, the only place a ``//`` would not start a comment; a source with a double
+    quote is returned as it is."""
+    return source if '"' in source else _COMMENT.sub("", source)
+
+
+def build_key(source: str, options: tuple[str, ...] = ()) -> str:
+    """The build-cache key: ``source_hash`` of the code of ``source`` (its comments and
+    blank lines left out: ``without_comments``) and the build options. Mappings of a
+    program often lower to the same code and differ only in the comments (the mapping and
+    sizes in the header, the map codes beside the loops; Listing 3 with private memory has
+    63 valid mappings and 46 codes): they share one build."""
+    code = "\n".join(ln for ln in without_comments(source).split("\n") if ln.strip())
+    return source_hash(code, options)
+
+
 def program_hash(program: CompiledProgram) -> str:
     """Hash of all kernel sources and the build options of ``program`` (16 hex digits)."""
     h = hashlib.sha256()
@@ -156,10 +177,11 @@ class Runner:
 
     ``device`` is a ``pyopencl.Device``, a spec string (see ``codegen.device``) or ``None``
     (``LIFTMAP_DEVICE``, else the default of ``select_device``). Builds are cached in memory
-    by source hash and options (the ``cache_size`` most recently used programs: a built
-    program holds 0.3-1 MB in PoCL, so 512 of them grew a worker by hundreds of MB over an
-    exploration); PoCL also keeps its own on-disk cache in ``POCL_CACHE_DIR``, from which a
-    dropped program is rebuilt quickly.
+    by the hash of the code (comments left out: ``build_key``) and options (the
+    ``cache_size`` most recently used programs: a built program holds 0.3-1 MB in PoCL, so
+    512 of them grew a worker by hundreds of MB over an exploration); PoCL also keeps its
+    own on-disk cache in ``POCL_CACHE_DIR``, from which a dropped program is rebuilt
+    quickly.
     """
 
     def __init__(self, device=None, *, cache_size: int = 64):
@@ -182,8 +204,12 @@ class Runner:
     # ---------------------------------------------------------------- building
 
     def build(self, source: str, options: tuple[str, ...] = ("-cl-mad-enable",)):
-        """Returns ``(cl.Program, seconds spent, cache hit)``; raises ``BuildError``."""
-        key = source_hash(source, tuple(options))
+        """Returns ``(cl.Program, seconds spent, cache hit)``; raises ``BuildError``.
+
+        What is built is the code (``without_comments``): a source whose code was built
+        before gets that build (its kernels have the same names and code), here from the
+        cache (``build_key``) and in another process from PoCL's own cache."""
+        key = build_key(source, tuple(options))
         prg = self._programs.get(key)
         if prg is not None:
             self._programs.move_to_end(key)
@@ -194,7 +220,8 @@ class Runner:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # CompilerWarning: ABI notes, etc.
-                prg = cl.Program(self.context, source).build(options=list(options))
+                prg = cl.Program(self.context, without_comments(source)).build(
+                    options=list(options))
         except cl.RuntimeError as e:
             raise BuildError("?", build_log_of(str(e))) from None
         dt = time.perf_counter() - t0

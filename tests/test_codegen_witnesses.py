@@ -4,7 +4,7 @@ lowers, runs on the device and matches the interpreter (and runs clean under Ocl
 import pytest
 
 from codegen.oclgrind import check_with_oclgrind, oclgrind_available
-from codegen.runner import Runner
+from codegen.runner import BuildError, Runner
 from ir.programs import cc22_listing1, cc22_listing3
 from ir.randprog import random_program, sizes_for
 from mapper.api import enumerate_mappings
@@ -14,36 +14,51 @@ from mapper.witness import check_program, random_inputs
 L3_SIZES = {"N": 64, "s0": 16, "s1": 4}
 
 
-class _SharedBuildRunner(Runner):
-    """A Runner that builds once the kernels whose code differs only in its comments (the
-    mapping and sizes in the header, the map codes beside the loops): several mappings of
-    a program often lower to the same code (63 valid mappings of Listing 3 with private
-    memory, 46 codes), and PoCL's build is most of each mapping's time. Each mapping still
-    runs its kernels on the device and is compared with the interpreter; the build is that
-    of the first source seen with the same code (the Runner's cache by source hash)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._first_source: dict[tuple[str, tuple[str, ...]], str] = {}
-
-    def build(self, source: str, options: tuple[str, ...] = ("-cl-mad-enable",)):
-        code = "\n".join(line.split("//")[0].rstrip() for line in source.splitlines())
-        first = self._first_source.setdefault((code, tuple(options)), source)
-        return super().build(first, options)
-
-
 @pytest.fixture(scope="module")
 def runner():
-    return _SharedBuildRunner()
+    return Runner()
+
+
+_CODE = """// mapping: {mapping}
+__kernel void twice(__global float* a) {{ // {note}
+  int i = get_global_id(0);
+  a[i] = {expr};
+}}
+"""
+
+
+@pytest.mark.opencl
+def test_sources_that_differ_only_in_comments_share_one_build(runner):
+    """Several mappings often lower to the same code, their sources differing only in the
+    comments (the mapping in the header, the codes beside the loops): the Runner builds
+    that code once (63 valid mappings of Listing 3 with private memory, 46 codes). A
+    difference in the code is another build, and a build log's line numbers are those of
+    the source given."""
+    one = _CODE.format(mapping="A=G0", note="mapGlb(0) A", expr="2.0f * a[i]")
+    other = _CODE.format(mapping="A=W0", note="mapWrg(0) A\n", expr="2.0f * a[i]")
+    code = _CODE.format(mapping="A=G0", note="mapGlb(0) A", expr="a[i] + a[i]")
+    prg, _, hit = runner.build(one)
+    assert not hit
+    assert runner.build(other)[0] is prg and runner.build(other)[2]
+    assert runner.build(code)[0] is not prg
+    assert runner.build(one, ("-cl-fast-relaxed-math",))[0] is not prg  # options count
+    with pytest.raises(BuildError) as e:  # the error in line 4 of the source
+        runner.build(_CODE.format(mapping="A=G0", note="x", expr="2.0f * nope"))
+    assert ":4:" in e.value.log and "nope" in e.value.log
 
 
 @pytest.mark.slow  # over 3 s (CI durations): not in the fast subset
 @pytest.mark.parametrize("variant", ["global", "local", "private"])
 def test_listing3_every_valid_mapping_runs_correctly(runner, variant):
+    """Each valid mapping runs on the device; those that lower to one code (63 valid
+    mappings with private memory, 46 codes) share its build."""
     p = cc22_listing3(local=variant == "local", private=variant == "private")
+    misses = runner.cache_misses
     rep = check_program(p, L3_SIZES, runner, fusion="free")
     assert len(rep.outcomes) >= 8
     assert rep.disagreements == [], rep.disagreements
+    if variant == "private":
+        assert runner.cache_misses - misses < len(rep.outcomes) == 63
 
 
 @pytest.mark.slow
