@@ -90,7 +90,12 @@ def _build_and_run(p, m, sizes, inputs, reference):
     return k, k.run(inputs, repeats=3, timeout_s=60, reference=reference)
 
 
-def run_demo(console: Console | None = None, quick: bool = False) -> int:
+def run_demo(console: Console | None = None, quick: bool = False,
+             budget: str | None = None) -> int:
+    """Runs the demo; 0 when every required candidate ran ok (see the module docstring).
+    ``budget``: both searches' budget (a number of candidates or a time, as ``mapper
+    explore --budget`` takes it); default 15 s for the blur and 25 s for the convolution
+    with ``quick``, else 30 s and 75 s."""
     from contextlib import nullcontext
 
     from codegen.target import Device
@@ -177,7 +182,7 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
         console.print(t)
 
         # 3. A program written plainly: vectorised and parallelised by the search ---------
-        _plain(console, judge, refused, quick)
+        _plain(console, judge, refused, quick, budget)
 
         # 4. Convolution ------------------------------------------------------------------
         layer = (ConvLayer("17/8", C=32, H=14, W=14, M=32) if quick
@@ -239,14 +244,14 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
             return _verdict(console, bad, refused, slow, t_start)
         # what `mapper explore conv` does: both vectorisations where the budget allows
         tasks = conv_variants(layer)
-        budget = "25s" if quick else "75s"
-        vr = explore_variants(tasks, budget=budget, pool=pool)
+        conv_budget = budget or ("25s" if quick else "75s")
+        vr = explore_variants(tasks, budget=conv_budget, pool=pool)
         res, task = vr.results, tasks[vr.chosen]
         if vr.probes:
             console.print(vr.summary())
         console.print(f"partial convolution ({vr.chosen} vectorised): "
                       f"{len(task.joint().mappings)} valid mappings; "
-                      f"the default search (`mapper explore conv`) for {budget}: "
+                      f"the default search (`mapper explore conv`) for {conv_budget}: "
                       f"{res.evaluated} candidates evaluated "
                       f"({', '.join(f'{k} {v}' for k, v in res.counts.most_common())})")
         for r in res.records:  # a valid candidate that fails is a bug, whoever proposed it
@@ -261,7 +266,8 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
                 f"{_short(r.mapping)}; {r.tuning}"
             row(label, _outcome_of(r))
         if final is None:
-            refused.append(f"the default search found no candidate that runs ok in {budget}")
+            refused.append("the default search found no candidate that runs ok in "
+                           f"{conv_budget}")
         else:
             rt = res.retimed.get(final.key)
             if rt and rt.gflops:
@@ -272,7 +278,8 @@ def run_demo(console: Console | None = None, quick: bool = False) -> int:
     return _verdict(console, bad, refused, slow, t_start)
 
 
-def _plain(console: Console, judge, refused: list[str], quick: bool) -> None:
+def _plain(console: Console, judge, refused: list[str], quick: bool,
+           budget: str | None = None) -> None:
     """The separable blur as written (no asVector, no split) run with its rows in parallel
     and everything else scalar, then what the default search makes of it in a short run:
     maps and reductions in vector lanes (docs/mapping.md, code V)."""
@@ -286,7 +293,7 @@ def _plain(console: Console, judge, refused: list[str], quick: bool) -> None:
     scalar = "A=G0 B=S C=G0 D=S"
     r = p.run(scalar, sizes)
     judge(r, f"separable blur {scalar}", True)
-    budget = "15s" if quick else "30s"
+    budget = budget or ("15s" if quick else "30s")
     res = explore(path, sizes, budget=budget)
     final, win = res.final, res.final_retimed
     t = Table(title=f"The separable blur written plainly (examples/blur_separable.lift), "
@@ -338,9 +345,19 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    ap.add_argument("--budget", metavar="B", help="each search's budget: a number of "
+                    "candidates (8) or a time (20s); default 15s and 25s with --quick, else "
+                    "30s and 75s")
     args = ap.parse_args(argv)
+    if args.budget is not None:
+        from mapper.explore import BudgetError, parse_budget
+
+        try:
+            parse_budget(args.budget)
+        except BudgetError as e:
+            ap.error(str(e))
     try:
-        return run_demo(quick=args.quick)
+        return run_demo(quick=args.quick, budget=args.budget)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
