@@ -61,6 +61,7 @@ kernels and, of the innermost reduction, operations, loads and registers per ite
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Iterator, Mapping
@@ -288,14 +289,14 @@ class ModelStrategy(Strategy):
 
     REPAIR_CHECKS = 64  # configurations tried to repair a move (``knowledge.project``)
 
-    def neighbours(self, mapping: Any, tuning: Mapping[str, int]
+    def neighbours(self, mapping: Any, tuning: Mapping[str, int], swaps: bool = True
                    ) -> list[tuple[Any, dict[str, int]]]:
         """The valid candidates one step from ``(mapping, tuning)``: one tuning parameter
         moved in its domain (one or two places either way, or to about half or twice its
         value), the others kept or, where that is invalid (a tile size that no longer
         divides), moved to the nearest values that are valid with it
         (``knowledge.project``); or one map given another code, or two maps' codes
-        exchanged, while the tuning stays (where that is valid)."""
+        exchanged (``swaps``), while the tuning stays (where that is valid)."""
         space, steps = self._step_values(mapping, tuning)
         out: list[tuple[Any, dict[str, int]]] = []
         for p, values in steps.items():
@@ -303,7 +304,7 @@ class ModelStrategy(Strategy):
                 cfg = self._valid_or_repaired(space, dict(tuning, **{p: v}), (p,))
                 if cfg is not None:
                     out.append((mapping, cfg))
-        for m in self._mapping_neighbours(mapping):
+        for m in self._mapping_neighbours(mapping, swaps):
             try:
                 other = self.joint.tuning(m)
             except LiftmapError:  # a mapping the lowering cannot apply
@@ -362,12 +363,12 @@ class ModelStrategy(Strategy):
         got = self._repaired[key][1]
         return None if got is None else dict(got)
 
-    def _mapping_neighbours(self, mapping: Any) -> list[Any]:
-        """The valid mappings that differ from ``mapping`` in one map's code, then those
-        that exchange two maps' codes. The parallelism hierarchy gives each level to one
-        map at most, so moving a level from one map to another changes two codes: one
-        code alone changed would either leave the level unused (one work-item per group:
-        a poor kernel in between) or give it twice (invalid)."""
+    def _mapping_neighbours(self, mapping: Any, swaps: bool = True) -> list[Any]:
+        """The valid mappings that differ from ``mapping`` in one map's code, then (with
+        ``swaps``) those that exchange two maps' codes. The parallelism hierarchy gives
+        each level to one map at most, so moving a level from one map to another changes
+        two codes: one code alone changed would either leave the level unused (one
+        work-item per group: a poor kernel in between) or give it twice (invalid)."""
         idx = self._by_rest
         if idx is None:  # mappings keyed by all codes but one, per label; and by all codes
             idx = self._by_rest = {}
@@ -381,7 +382,7 @@ class ModelStrategy(Strategy):
         out = []
         for i in range(len(codes)):
             out += [m for m in idx.get((i, codes[:i] + codes[i + 1:]), ()) if m != mapping]
-        for i in range(len(codes)):
+        for i in range(len(codes) if swaps else 0):
             for j in range(i + 1, len(codes)):
                 if codes[i] != codes[j]:
                     swapped = list(codes)
@@ -582,7 +583,10 @@ class ModelStrategy(Strategy):
         val = score(mapping, tuning)
         for _ in range(self.CLIMB_STEPS):
             best, bv = None, val
-            for moves in (self.neighbours, self.pair_moves):  # pairs where single steps end
+            # pairs where single steps end; no exchanges of codes: each new mapping is
+            # lowered once to be scored (a third of a small layer's first batch), and the
+            # prior judges a mapping by its balance and spills alone
+            for moves in (functools.partial(self.neighbours, swaps=False), self.pair_moves):
                 nbs = moves(*path[-1])
                 self._transfer_batch(nbs)  # the features hold it: one forest call for all
                 for c in nbs:
