@@ -33,8 +33,8 @@ kernel void chain(global float* out, const float a, const float b) {
 }
 """
 
-SUMS = {1: "s", 4: "s.s0 + s.s1 + s.s2 + s.s3", 8: "s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + "
-        "s.s6 + s.s7"}
+SUMS = {w: " + ".join(f"s.s{i:x}" for i in range(w)) for w in (2, 4, 8, 16)}
+SUMS[1] = "s"
 
 # Runs in a child: argv = platform index, device index, width, iterations, global size.
 _TIME_CHILD = r"""

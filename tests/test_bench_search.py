@@ -27,7 +27,9 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     earlier.write_text(json.dumps({"machine": "x", "peak": None, "rows": [row]}))
     assert bench_search.main(["--retime", str(earlier), "--rounds", "2", "--repeats", "2",
                               "--json", str(out)]) == 0
-    (again,) = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert written["peak"] > 0  # the FMA-chain probe ran (at each width it probes)
+    (again,) = written["rows"]
     assert again["retimed_from_run"] and again["evaluated"] == 7 and again["to90"] == [3, 4.0]
     # 2 rounds; a kernel of microseconds (its stored 1 GFLOP/s): 50 runs each, not 2
     assert again["repeats"] == 50
@@ -40,6 +42,14 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     assert alone["rounds"] == 3 and alone["repeats"] == 50 and len(alone["times_s"]) == 150
     assert alone["round_gflops"] >= alone["median_gflops"] > 0
     assert bench_search.main(["--retime", str(tmp_path / "missing.json")]) == 2
+
+
+def test_the_peak_is_probed_at_the_widest_vector_the_device_prefers() -> None:
+    from experiments.bench_search import peak_widths
+
+    # a 512-bit core's float8 chains leave half of each vector unused
+    assert peak_widths(16) == (8, 16)
+    assert peak_widths(8) == peak_widths(4) == (8,)
 
 
 @pytest.mark.slow  # over 5 s (fast-subset durations): not in the fast subset
