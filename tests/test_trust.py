@@ -344,7 +344,18 @@ def test_the_mapper_script_interrupted_in_its_first_half_second_exits_130_quietl
     p = subprocess.Popen([MAPPER, "show", os.path.join(ROOT, "examples", "cc22_listing3.lift")],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(0.25)  # the imports take about half a second
+    # the signal must land inside the library's imports, not in the interpreter's own
+    # start (before Python handles SIGINT at all: a loaded host took over 0.25 s there):
+    # numpy, about half-way through them, mapped into the process says they have begun
+    maps, deadline = f"/proc/{p.pid}/maps", time.monotonic() + 60
+    if os.path.exists(maps):
+        while time.monotonic() < deadline and p.poll() is None:
+            with open(maps) as fh:
+                if "_multiarray_umath" in fh.read():
+                    break
+            time.sleep(0.002)
+    else:  # no /proc: the imports take about half a second
+        time.sleep(0.25)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert (p.returncode, err) == (130, "interrupted\n")
