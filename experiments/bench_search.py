@@ -13,11 +13,12 @@ budget and the stores are given), every candidate stored in ``--store-dir``; the
 interleaved rounds time the found best (re-lowered from its stored mapping and tuning), the
 register-tiled hand-written OpenCL kernel (``experiments.handwritten``) and PyTorch's conv2d
 (when installed: ``pip install torch``), each after an idle pause and an untimed warm-up.
-Before those, the found kernel is timed alone as the run confirmed it at its end (the run's
-rounds of ``retime_repeats`` runs, spread over the run's ``confirm_span``: ``found_alone``;
-its median, fastest round and steady figure): the run's reported
-figure timed again by its own protocol; with ``--retime``, in a fresh process, so a figure
-that one lucky run made would not come back. A short kernel loses up to a fifth beside the
+Before those, the found kernel is timed alone as the run timed its winner (the run's
+rounds of ``retime_repeats`` runs, one a second over 60 s, a figure spanning a run's
+minutes beside its 16 s of confirmation: ``found_alone``; its median with every 8-second
+window alike, as a run's, its fastest round and steady figure): the run's reported figure
+timed again by its own protocol; with ``--retime``, in a fresh process, so a figure that
+one lucky run made would not come back. A short kernel loses up to a fifth beside the
 peers and their pauses, which the interleaved figures show.
 Kernel times are OpenCL profiling times of all kernels of a program; PyTorch's are wall
 times of one call. Medians and minima are printed. The FMA-chain peak of the device
@@ -421,7 +422,8 @@ def time_found(layer, task, out: dict, args) -> dict:
 
             out["found_alone"] = _alone(pool, task, found_fn, layer.flops, g,
                                         parse_budget(out.get("budget")
-                                                     or args.budget).seconds)
+                                                     or args.budget).seconds,
+                                        getattr(args, "alone_span", ALONE_SPAN_S))
             times = interleave(runs, args.rounds, args.settle, per_round)
         except RunFailed as e:
             out["error"] = str(e)
@@ -445,28 +447,40 @@ def time_found(layer, task, out: dict, args) -> dict:
     return out
 
 
+# the found kernel timed alone is spread over this long at least: a run's figure spans
+# the run (its watch rounds, ``mapper.explore.watch``), and the host's phases last tens
+# of seconds, so a figure of 16 s meets one of them
+ALONE_SPAN_S = 60.0
+
+
 def _alone(pool, task, found_fn, flops: int, gflops: float | None,
-           budget_s: float | None) -> dict:
+           budget_s: float | None, span_s: float = ALONE_SPAN_S) -> dict:
     """The found kernel timed as a run confirms its winner at its end (the options'
-    defaults: at least ``Retiming.rounds`` rounds of ``retime_repeats`` runs, spread over
-    the ``confirm_span`` of a run given ``budget_s``): the median over every run, the
-    fastest round's median and the steady figure (``steady_time``), in GFLOP/s."""
+    defaults: at least ``Retiming.rounds`` rounds of ``retime_repeats`` runs, one a
+    second), spread over ``span_s`` (:data:`ALONE_SPAN_S`) or the ``confirm_span`` of a
+    run given ``budget_s`` where that is longer: the median over every run with each window of the
+    host's time weighing alike (``windowed_median``, as a run's figure), the fastest
+    round's median and the steady figure (``steady_time``), in GFLOP/s."""
     from experiments.baselines import fastest_round_s, kernel_times
     from mapper.explore import ExploreOptions
-    from mapper.explore.record import steady_time
+    from mapper.explore.record import steady_time, windowed_median
     from mapper.explore.run import confirm_span, retime_repeats, spread_rounds
 
     o = ExploreOptions()
     reps = retime_repeats(flops / (gflops * 1e9) if gflops else None, o.evaluation.repeats)
     once = kernel_times(pool, task, found_fn, repeats=reps, flops=flops, what="found kernel")
-    rounds = [list(once()) for _ in spread_rounds(o.retiming.rounds, confirm_span(budget_s))]
+    rounds, at = [], []
+    for _ in spread_rounds(o.retiming.rounds, max(span_s, confirm_span(budget_s))):
+        rounds.append(list(once()))
+        at.append(time.time())
     ts = [t for r in rounds for t in r]
     fr = fastest_round_s(rounds)
     steady = steady_time([statistics.median(r) for r in rounds])
-    return {"median_gflops": flops / statistics.median(ts) / 1e9,
+    return {"median_gflops": flops / windowed_median(rounds, at) / 1e9,
+            "plain_median_gflops": flops / statistics.median(ts) / 1e9,
             "round_gflops": flops / fr / 1e9 if fr else None,
             "steady_gflops": flops / steady / 1e9 if steady else None, "repeats": reps,
-            "rounds": len(rounds), "times_s": ts}
+            "rounds": len(rounds), "span_s": at[-1] - at[0], "times_s": ts}
 
 
 def write_json(path: str, peak: float | None, rows: list[dict]) -> None:
@@ -486,6 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     add_interleaving(ap, rounds=5, repeats=5, settle=0.3)
     add_bench_seed(ap)
     ap.add_argument("--store-dir", default="results/search")
+    ap.add_argument("--alone-span", type=float, default=ALONE_SPAN_S, metavar="SECONDS",
+                    help="the found kernel timed alone (as the run timed its winner): its "
+                    "rounds, one a second, spread over this long (default %(default)s)")
     add_json(ap)
     ap.add_argument("--retime", metavar="JSON",
                     help="no exploration: time again the kernels an earlier run's --json "

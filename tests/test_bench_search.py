@@ -26,7 +26,7 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     earlier, out = tmp_path / "earlier.json", tmp_path / "again.json"
     earlier.write_text(json.dumps({"machine": "x", "peak": None, "rows": [row]}))
     assert bench_search.main(["--retime", str(earlier), "--rounds", "2", "--repeats", "2",
-                              "--json", str(out)]) == 0
+                              "--alone-span", "0.5", "--json", str(out)]) == 0
     written = json.loads(out.read_text())
     assert written["peak"] > 0  # the FMA-chain probe ran (at each width it probes)
     (again,) = written["rows"]
@@ -36,10 +36,11 @@ def test_retime_times_an_earlier_runs_kernel_again_and_keeps_its_search_figures(
     assert again["found"]["median_gflops"] > 0 and len(again["found"]["times_s"]) == 100
     # the fastest round's median: at least the median of every run
     assert again["found"]["round_gflops"] >= again["found"]["median_gflops"]
-    # timed alone as the run confirms: its rounds (3 by default; a 30 s run spreads them
-    # over 1.5 s, a round a second: still 3) of its runs (50 here)
+    # timed alone as the run times its winner: its rounds (3 by default; a 30 s run's
+    # confirmation spans 1.5 s, a round a second: still 3) of its runs (50 here)
     alone = again["found_alone"]
     assert alone["rounds"] == 3 and alone["repeats"] == 50 and len(alone["times_s"]) == 150
+    assert 0 < alone["span_s"] < 5 and alone["plain_median_gflops"] > 0
     assert alone["round_gflops"] >= alone["median_gflops"] > 0
     assert bench_search.main(["--retime", str(tmp_path / "missing.json")]) == 2
 
@@ -75,7 +76,7 @@ def test_pytorch_gets_the_layers_own_weights_whatever_the_variant(monkeypatch):
 
     monkeypatch.setattr(baselines, "torch_available", lambda: True)
     monkeypatch.setattr(baselines, "torch_conv_fn", fake_torch)
-    args = types.SimpleNamespace(rounds=1, repeats=1, settle=0.0, budget="30s")
+    args = types.SimpleNamespace(rounds=1, repeats=1, settle=0.0, budget="30s", alone_span=0.5)
     out = bench_search.time_found(layer, task, {"warnings": [], "best": f"{m}; "
                                                 f"{json.dumps(cfg)}"}, args)
     assert "error" not in out, out.get("error")

@@ -73,7 +73,7 @@ TINY: dict[str, tuple[list[str], str]] = {
     "bench_ray_scaling": (["--store", "{f6}", "--workers", "1", "--candidates", "3",
                            "--time-scale", "0.01", "--out", "{tmp}/r.json"],
                           r"\| 1 \| 3 \| [\d.]+ \|"),
-    "bench_search": (["--shapes", TINY_CONV, "--budget", "4", "--rounds", "1",
+    "bench_search": (["--shapes", TINY_CONV, "--budget", "4", "--rounds", "1", "--alone-span", "1",
                       "--store-dir", "{tmp}", "--json", "{tmp}/s.json"],
                      r"found [\d.]+ GFLOP/s"),
     "bench_space": (["--quick", "--pc2-limit", "1", "--brute-max", "1e6"],

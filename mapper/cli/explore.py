@@ -322,6 +322,9 @@ def cmd_results(args) -> int:
                       + ": " + (f"{a.gflops:.3g} GFLOP/s, " if a.gflops else "")
                       + f"median {a.median_s * 1e3:.4g} ms of {a.n} re-timed run(s)"
                       + (" after it was chosen" if a.confirmed else "")
+                      + (f" and while its run explored ({a.watched} of {a.rounds} rounds)"
+                         if a.watched else "")
+                      + (f", across {a.span_s:.0f} s" if a.span_s and a.span_s >= 1 else "")
                       + f" (spread {a.min_s * 1e3:.4g}-{(a.max_s or a.min_s) * 1e3:.4g} ms"
                       + (f"; its fastest round's median {a.figure_round_s * 1e3:.4g} ms"
                          if a.figure_round_s is not None and a.rounds and a.rounds > 1

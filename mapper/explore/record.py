@@ -192,6 +192,39 @@ def steady_time(round_medians: Sequence[float]) -> float | None:
     return statistics.median(meds[:(len(meds) + 1) // 2])
 
 
+# rounds closer together than this meet one phase of a shared host: on a 2-core Zen 5
+# (2026-12-01) one kernel ran at 215 or at 268 us for stretches of 20-50 s
+WINDOW_S = 8.0
+
+
+def windowed_median(rounds: Sequence[Sequence[float]], at: Sequence[float] | None,
+                    window_s: float | None = None) -> float:
+    """The median of the executions of ``rounds`` (at least one), each weighted so that
+    every ``window_s``-second window (:data:`WINDOW_S`) of the rounds' times ``at``
+    (seconds, one per round) weighs alike, however many rounds it holds; without ``at``,
+    the plain median.
+    Sixteen rounds in one slow phase of the host are one sample of that phase, and should
+    not outweigh rounds spread over the minutes before."""
+    if at is None or len(at) != len(rounds):
+        return statistics.median([t for r in rounds for t in r])
+    window_s = window_s or WINDOW_S
+    t0 = min(at)
+    per_window: dict[int, int] = {}
+    for a, r in zip(at, rounds):
+        win = int((a - t0) // window_s)
+        per_window[win] = per_window.get(win, 0) + len(r)
+    pairs = sorted((t, 1.0 / per_window[int((a - t0) // window_s)])
+                   for a, r in zip(at, rounds) for t in r)
+    half, acc = sum(w for _, w in pairs) / 2, 0.0
+    for i, (t, w) in enumerate(pairs):
+        acc += w
+        if acc > half * (1 + 1e-9):
+            return t
+        if acc >= half * (1 - 1e-9):  # the half falls between two executions
+            return (t + pairs[i + 1][0]) / 2 if i + 1 < len(pairs) else t
+    return pairs[-1][0]
+
+
 @dataclass(frozen=True)
 class Retimed:
     """A winner re-timed at the end of a run: its record; the median of the fastest round
@@ -200,7 +233,10 @@ class Retimed:
     comes from, with the median's GFLOP/s (``None`` without a FLOP count). That figure is
     its confirmation rounds' where it has any (``confirmed``: timed again alone after the
     choice, so that picking the fastest of several noisy medians does not make it
-    optimistic), else every round's."""
+    optimistic), with the rounds the run took of it while it explored (``watched``,
+    ``mapper.explore.watch``), else every round's. Where the rounds' times are known, the
+    median weighs every window of the host's time alike (:func:`windowed_median`);
+    ``span_s``: from the figure's first round to its last."""
 
     record: Record
     median_s: float
@@ -213,25 +249,40 @@ class Retimed:
     confirmed: bool = False
     figure_round_s: float | None = None  # the fastest of the figure's rounds' medians
     steady_s: float | None = None  # the median of the faster half of those medians
+    watched: int = 0  # of the figure's rounds, those taken while the run explored
+    span_s: float | None = None  # seconds from the figure's first round to its last
 
     @classmethod
     def of(cls, record: Record, rounds: Sequence[Sequence[float]],
            flops: float | None = None,
-           confirm: Sequence[Sequence[float]] | None = None) -> Retimed:
+           confirm: Sequence[Sequence[float]] | None = None, *,
+           confirm_at: Sequence[float] | None = None,
+           watch: Sequence[tuple[float, Sequence[float]]] | None = None) -> Retimed:
         """``record`` re-timed in ``rounds`` (each round's execution times, seconds; at
-        least one time in all), then ``confirm`` (the same, after the choice; optional):
-        the fastest of ``rounds``' medians, and the statistics over ``confirm``'s
-        executions where there are any, else over ``rounds``', with GFLOP/s from
+        least one time in all), then ``confirm`` (the same, after the choice; optional,
+        started at the times ``confirm_at``, seconds): the fastest of ``rounds``'
+        medians, and the statistics over ``confirm``'s executions and ``watch``'s
+        (``(start time, execution times)`` of rounds taken during the run; only with
+        ``confirm``) where there are any, else over ``rounds``', with GFLOP/s from
         ``flops``."""
         per_round = [statistics.median(ts) for ts in rounds if ts]
-        figure = [r for r in (confirm or ()) if r] or [r for r in rounds if r]
+        conf = list(confirm or ())
+        when: list[float | None] = list(confirm_at) if confirm_at is not None \
+            and len(confirm_at) == len(conf) else [None] * len(conf)
+        confirmed = [(a, r) for a, r in zip(when, conf) if r]
+        watched: list[tuple[float | None, Sequence[float]]] = \
+            [(a, r) for a, r in (watch or ()) if r] if confirmed else []
+        both = watched + confirmed
+        figure = [r for _, r in both] or [r for r in rounds if r]
+        known = [a for a, _ in both if a is not None]
+        at = known if both and len(known) == len(both) else None
         ts = [t for r in figure for t in r]
-        med = statistics.median(ts)
+        med = windowed_median(figure, at)
         return cls(record, med, min(ts), len(ts), flops / med / 1e9 if flops else None,
                    min(per_round) if per_round else None, max(ts), len(figure),
-                   bool(confirm and any(confirm)),
-                   min(statistics.median(r) for r in figure),
-                   steady_time([statistics.median(r) for r in figure]))
+                   bool(confirmed), min(statistics.median(r) for r in figure),
+                   steady_time([statistics.median(r) for r in figure]), len(watched),
+                   max(at) - min(at) if at else None)
 
     @property
     def steady_gflops(self) -> float | None:
@@ -258,10 +309,11 @@ class Retimed:
 
     def to_json(self) -> dict[str, Any]:
         """``{"median_s", "min_s", "max_s", "n", "rounds", "gflops", "round_s",
-        "confirmed", "figure_round_s", "steady_s", "steady_gflops"}`` (the record
-        apart)."""
+        "confirmed", "figure_round_s", "steady_s", "steady_gflops", "watched",
+        "span_s"}`` (the record apart)."""
         return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s,
                 "n": self.n, "rounds": self.rounds, "gflops": self.gflops,
                 "round_s": self.round_s, "confirmed": self.confirmed,
                 "figure_round_s": self.figure_round_s, "steady_s": self.steady_s,
-                "steady_gflops": self.steady_gflops}
+                "steady_gflops": self.steady_gflops, "watched": self.watched,
+                "span_s": self.span_s}

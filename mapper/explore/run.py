@@ -22,11 +22,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import mapper.explore.watch as watching
 from ir.errors import LiftmapError
 from mapper.errors import ConfigurationError
 from mapper.explore.incumbent import Incumbent
 from mapper.explore.options import ExploreOptions, option_names
-from mapper.explore.record import Record, Retimed
+from mapper.explore.record import WINDOW_S, Record, Retimed
 from mapper.explore.store import ResultStore
 from mapper.explore.strategies import Candidate, Manual, get_strategy
 from mapper.explore.task import Task
@@ -110,6 +111,9 @@ class Results:
     retimed: dict[str, Retimed] = field(default_factory=dict)
     # the answer during the run, decided by re-timing (``history``: when it changed)
     incumbent: Incumbent = field(default_factory=lambda: Incumbent(rounds=0))
+    # the leaders' rounds taken while the run explored (``mapper.explore.watch``), by key:
+    # ``[(unix time, execution times)]``
+    watched: dict[str, list[tuple[float, list[float]]]] = field(default_factory=dict)
     candidates: dict[str, Candidate] = field(default_factory=dict, repr=False)
 
     @property
@@ -169,6 +173,11 @@ class Results:
                 f"fastest round's median {r.round_s * 1e3:.4g} ms, "
             top = "" if r.max_s is None else f", max {r.max_s * 1e3:.4g} ms"
             after = f" in {r.rounds} rounds after it was chosen" if r.confirmed else ""
+            if r.confirmed and r.watched:
+                after = (f" in {(r.rounds or 0) - r.watched} rounds after it was chosen and "
+                         f"{r.watched} while the run explored")
+            if r.span_s and r.span_s >= 2 * WINDOW_S:
+                after += f", across {r.span_s:.0f} s (each {WINDOW_S:.0f} s alike)"
             steady = "" if r.steady_s is None else \
                 f"; steady {r.steady_s * 1e3:.4g} ms" + (
                     f" ({r.steady_gflops:.3g} GFLOP/s)" if r.steady_gflops else "") + \
@@ -304,9 +313,14 @@ def explore(program, sizes: Mapping[str, int] | None = None, *, strategy: str = 
         def reserve() -> float:
             return _retime_reserve(res, count_of(), rt.rounds)
 
+        watch = watching.Watch(rt.best) if rt.best > 0 and bud.seconds is not None \
+            and bud.seconds >= watching.MIN_BUDGET_S else None
+        if watch is not None:
+            res.watched = watch.rounds
         _loop(res, strat, evaluator, st, bud, on_result,
               workers=getattr(evaluator.pool, "size", 1), t_start=t_call,
-              reserve=reserve if rt.best > 0 else None, known_best_s=ev.known_best_s)
+              reserve=reserve if rt.best > 0 else None, known_best_s=ev.known_best_s,
+              watch=watch)
         if rt.best > 0 and res.stopped_by != "interrupted":
             _retime(res, evaluator, st, count_of(), rt.rounds, ev.repeats)
         st.finish_run(run_id, res.stopped_by, res.evaluated, res.cached,
@@ -418,10 +432,11 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
     """Re-times the ``n`` best ``ok`` records of ``res``, interleaved, to choose the winner
     (the lowest median of a fastest round), then the winner alone in confirmation rounds
     spread over :func:`confirm_span` (``rounds`` at least: :func:`spread_rounds`), whose
-    times are its reported figure: the rounds that chose it favour it (of several kernels
-    within the noise, the one that ran luckiest wins), the rounds after the choice do
-    not, and rounds spread over seconds meet the host's slow and fast phases alike. Every
-    execution is recorded (see ``explore``'s ``retime``)."""
+    times are its reported figure with its rounds taken while the run explored
+    (``Results.watched``): the rounds that chose it favour it (of several kernels within
+    the noise, the one that ran luckiest wins), the rounds after the choice do not, and
+    rounds spread over the run meet the host's slow and fast phases alike
+    (``Retimed.of``). Every execution is recorded (see ``explore``'s ``retime``)."""
     ok = [r for r in res.records if r.ok and r.key in res.candidates]
     ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
     top = ok[:n]
@@ -433,6 +448,7 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
         return
     times: dict[str, list[list[float]]] = {r.key: [] for r in top}  # each round's times
     confirm: list[list[float]] = []
+    confirm_at: list[float] = []  # each confirmation round's time (unix seconds)
     winner = None
     try:
         for rnd in range(rounds):
@@ -454,24 +470,30 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
                 if o.status != "ok" or not o.times_s:
                     break  # its rounds above stand
                 confirm.append(list(o.times_s))
+                confirm_at.append(time.time())
                 st.add_retime(winner.key, res.run_id, rnd, list(o.times_s), confirm=True)
     except KeyboardInterrupt:
         res.stopped_by = "interrupted"
     flops = getattr(evaluator.task, "flops", None)
     for r in top:
         if times.get(r.key):
-            mine = confirm if winner is not None and r.key == winner.key else None
-            res.retimed[r.key] = Retimed.of(r, times[r.key], flops, confirm=mine or None)
+            won = winner is not None and r.key == winner.key
+            res.retimed[r.key] = Retimed.of(
+                r, times[r.key], flops, confirm=(confirm or None) if won else None,
+                confirm_at=confirm_at if won else None,
+                watch=res.watched.get(r.key) if won else None)
 
 
 def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_result,
           workers: int = 1, t_start: float | None = None,
           reserve: Callable[[], float] | None = None,
-          known_best_s: float | None = None) -> None:
+          known_best_s: float | None = None, watch: watching.Watch | None = None) -> None:
     """Draws candidates from ``strat`` and evaluates them until the budget is spent; with
     ``workers`` > 1 that many are in flight at once (the pool's workers lower and build in
     parallel and take turns for the timed runs). ``known_best_s``: a kernel time the early
-    cut measures against until a candidate of the run is faster."""
+    cut measures against until a candidate of the run is faster. ``watch``: the leaders
+    are timed again now and then (``mapper.explore.watch``) while the budget leaves room
+    beyond the end-of-run re-timing."""
     interrupted = threading.Event()
     old = None
     if threading.current_thread() is threading.main_thread():
@@ -516,6 +538,11 @@ def _loop(res: Results, strat, evaluator, st: ResultStore, bud: Budget, on_resul
         if inc.challenged_by(rec) and (bud.seconds is None or res.elapsed_s < bud.seconds - (
                 reserve() if reserve else 0.0)):
             inc.challenge(rec, retime_times, st, res.run_id, res.elapsed_s)
+        if watch is not None and watch.due() and bud.seconds is not None and \
+                res.elapsed_s + 2 * _round_s(res) < bud.seconds - (reserve() if reserve
+                                                                  else 0.0):
+            watch.take(res.records, inc.record, res.candidates, retime_times, st,
+                       res.run_id)
         if on_result:
             on_result(rec, res)
 

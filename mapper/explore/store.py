@@ -107,7 +107,9 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 # the winners of a run re-timed at its end: every execution's time, per round; ``phase``
 # "confirm" marks the rounds that timed the chosen winner again, alone, after the choice
-# (its reported figure); NULL, the rounds that chose (stores before confirmations)
+# (its reported figure); NULL, the rounds that chose (stores before confirmations);
+# "watch", the leaders' rounds while a run explored (``mapper.explore.watch``), which a
+# winner's figure takes too; "incumbent"/"challenger", challenges during a run
 RETIME_COLUMNS: tuple[tuple[str, str], ...] = (
     ("key", "TEXT"), ("run_id", "TEXT"), ("round", "INTEGER"), ("times", "TEXT"),
     ("created", "REAL"), ("phase", "TEXT"),
@@ -580,26 +582,34 @@ class ResultStore:
         """The candidates re-timed at the end of a run (every run's rounds of a candidate
         together), as a run ranks its winners (``Retimed.rank_s``: the median of the
         fastest round of those that chose) and at most ``n``: the store's answer is the
-        first. A winner's figures are those of its confirmation rounds where it has any
-        (``Retimed.of``). A candidate whose record is not ``ok`` is left out."""
+        first. A winner's figures are those of its confirmation rounds where it has any,
+        with its rounds taken while a run explored (phase ``watch``; ``Retimed.of``). A
+        candidate whose record is not ``ok`` is left out."""
         if not self._has_table("retimes"):
             return []
         phase = "phase" if "phase" in self._table_columns("retimes") else "NULL"
-        rounds: dict[str, dict[tuple[str, int, bool], list[float]]] = {}
-        for key, run_id, rnd, t, ph in self._all(
-                f"SELECT key, run_id, round, times, {phase} FROM retimes "
-                f"WHERE {phase} IS NULL OR {phase}='confirm' ORDER BY created"):
-            rounds.setdefault(key, {}).setdefault((run_id, rnd, ph == "confirm"), []).extend(
-                self._times(key, t))
+        # (run, round, phase) -> [first stored time, execution times]
+        rounds: dict[str, dict[tuple[str, int, str], list[Any]]] = {}
+        for key, run_id, rnd, t, ph, created in self._all(
+                f"SELECT key, run_id, round, times, {phase}, created FROM retimes "
+                f"WHERE {phase} IS NULL OR {phase} IN ('confirm', 'watch') "
+                "ORDER BY created"):
+            slot = rounds.setdefault(key, {}).setdefault((run_id, rnd, ph or ""),
+                                                          [float(created or 0.0), []])
+            slot[1].extend(self._times(key, t))
         out: list[Retimed] = []
         for key, by_round in rounds.items():
             rec = self.record(key)
-            chose = [ts for (_, _, c), ts in by_round.items() if ts and not c]
-            confirm = [ts for (_, _, c), ts in by_round.items() if ts and c]
+            of = {p: [(at, ts) for (_, _, ph), (at, ts) in by_round.items() if ts and ph == p]
+                  for p in ("", "confirm", "watch")}
+            chose = [ts for _, ts in of[""]]
+            confirm = [ts for _, ts in of["confirm"]]
             if rec is None or not rec.ok or not (chose or confirm):
                 continue
             flops = rec.gflops * 1e9 * rec.time_s if rec.gflops and rec.time_s else None
-            out.append(Retimed.of(rec, chose or confirm, flops, confirm=confirm or None))
+            out.append(Retimed.of(rec, chose or confirm, flops, confirm=confirm or None,
+                                  confirm_at=[at for at, _ in of["confirm"]],
+                                  watch=of["watch"]))
         out.sort(key=lambda r: r.rank_s)
         return out if n is None else out[:n]
 
