@@ -771,3 +771,23 @@ def test_the_model_scores_a_candidate_whose_parameter_it_met_after_its_fit():
     t = dict(next(iter(joint.tuning(rowed).space)))
     scores = s._score([(rowed, t)])
     assert "uA" in s.params and len(scores) == 1 and scores[0] == scores[0]  # not NaN
+
+
+def test_the_driver_s_blas_and_openmp_threads_are_held_to_one_while_kernels_are_timed():
+    """Their idle threads spin-wait after each call on the cores the kernels run on; the
+    limit holds during the run and is lifted after it."""
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    class Watching(FakePool):
+        def evaluate_candidate(self, lower_fn, inputs, reference, **kw):
+            seen.append({p["internal_api"]: p["num_threads"] for p in threadpool_info()})
+            return super().evaluate_candidate(lower_fn, inputs, reference, **kw)
+
+    before = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+    assert before, "numpy's BLAS is not seen by threadpoolctl"
+    explore(L3, {"N": 1024}, strategy="solver", budget=2, pool=Watching(),
+            options=ExploreOptions.of(count=False, retime=0))
+    assert seen and all(set(s.values()) == {1} for s in seen)
+    assert {p["internal_api"]: p["num_threads"] for p in threadpool_info()} == before

@@ -47,7 +47,7 @@ from typing import Any
 from mapper.errors import ConfigurationError
 from mapper.explore.options import ExploreOptions
 from mapper.explore.record import Record
-from mapper.explore.run import Budget, Results, explore, parse_budget
+from mapper.explore.run import Budget, Results, explore, parse_budget, quiet_thread_pools
 from mapper.explore.store import ResultStore
 
 PROBE = 8  # evaluations per variant: the model strategy's initial design
@@ -271,7 +271,7 @@ def explore_variants(variants: Mapping[str, Any], *, budget: int | str | Budget 
         pool_cm: Any = WorkerPool(opts.devices.device, workers=opts.devices.workers)
     else:
         pool_cm = nullcontext(pool)
-    with pool_cm as p:
+    with pool_cm as p, quiet_thread_pools():  # the contests time kernels too
         return _probe_then_explore(variants, names, bud, stores, paths, probe, on_phase, t0,
                                    p, opts, strategy_options)
 
