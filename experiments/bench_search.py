@@ -320,6 +320,10 @@ def bench_shape(layer, args) -> dict:
     out["retimed_round_gflops"] = rt.figure_round_gflops if rt else None
     # the median of its faster half of rounds: the figure with the host's slow phases out
     out["retimed_steady_gflops"] = rt.steady_gflops if rt else None
+    # the host's slow phases during the run: (slow watch rounds, all, the worst ratio)
+    from mapper.explore.watch import host_phases
+
+    out["host_phases"] = host_phases(res.watched)
     final = max(r.gflops or 0.0 for r in res.records if r.ok)
     for frac in (0.9, 0.95):
         n, s = progress(res.records, t0, final, frac)

@@ -162,3 +162,29 @@ def test_a_run_watches_its_leaders_and_a_slow_end_does_not_become_its_figure(
     res = explore(L3, {"N": 1024}, strategy="random", budget=3, pool=_PhasedPool(),
                   options=ExploreOptions.of(count=False, retime=2, repeats=3))
     assert res.watched == {}
+
+
+def test_the_host_s_phases_are_counted_per_kernel_against_its_own_fastest_round():
+    from mapper.explore.watch import host_phases
+
+    assert host_phases({}) is None
+    assert host_phases({"a": [(0.0, [1.0])]}) is None  # one round: nothing to compare
+    rounds = {"a": [(0.0, [1.0, 1.0]), (10.0, [1.3, 1.3]), (20.0, [1.05])],
+              "b": [(5.0, [5.0]), (15.0, [5.0])],  # a slower kernel, not a slow phase
+              "c": [(7.0, [2.0])]}
+    assert host_phases(rounds) == (1, 5, pytest.approx(1.3))
+
+
+def test_a_run_says_when_its_watch_rounds_met_slow_phases():
+    from mapper.explore.run import Budget, Results
+
+    rec = _rec("k", 1.0)
+    res = Results(run_id="r", strategy="model", seed=0, store_path=":memory:",
+                  context=None, budget=Budget(seconds=600.0))
+    res.records.append(rec)
+    res.retimed["k"] = Retimed.of(rec, [[1.0]], flops=1e9, confirm=[[1.0]])
+    res.watched = {"k": [(0.0, [1.0]), (10.0, [1.0])]}
+    assert "the host:" not in res.summary()
+    res.watched = {"k": [(0.0, [1.0]), (10.0, [1.25]), (20.0, [1.0])]}
+    assert "the host: 1 of 3 watch rounds ran more than 10% slower than their kernel's " \
+        "fastest (at worst 1.25x)" in res.summary()

@@ -186,6 +186,12 @@ class Results:
             lines.append(f"re-timed ({len(self.retimed)} best, interleaved): {perf}median "
                          f"{r.median_s * 1e3:.4g} ms, {fastest}min {r.min_s * 1e3:.4g} ms"
                          f"{top} over {r.n} runs{after}{steady}: {name}")
+            ph = watching.host_phases(self.watched)
+            if ph is not None and ph[0]:
+                lines.append(f"the host: {ph[0]} of {ph[1]} watch rounds ran more than "
+                             f"{watching.SLOW - 1:.0%} slower than their kernel's fastest "
+                             f"(at worst {ph[2]:.2f}x): a shared host's slow phases, which "
+                             "another process meets or not")
             if b is not None and f.key == b.key:
                 lines.append(f"answer: {name} (the best, confirmed by the re-timing)")
             else:

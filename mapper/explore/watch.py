@@ -18,6 +18,7 @@ a hundredth of the run at one round every ten seconds.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -87,3 +88,23 @@ class Watch:
         store.add_retime(rec.key, run_id, len(mine), ts, phase=PHASE)
         mine.append((time.time(), list(ts)))
         return rec
+
+
+SLOW = 1.10  # a round this much slower than its kernel's fastest met a slow phase
+
+
+def host_phases(rounds: Mapping[str, Sequence[tuple[float, Sequence[float]]]]
+                ) -> tuple[int, int, float] | None:
+    """How the host's speed moved during a run, from its watch rounds (``Watch.rounds``):
+    ``(slow, all, worst)``, the rounds whose median is more than :data:`SLOW` times their
+    kernel's fastest round's, the rounds of kernels watched at least twice, and the
+    largest such ratio; None: no kernel watched twice. Every kernel is compared with
+    itself, so a slow kernel is not a slow phase."""
+    ratios: list[float] = []
+    for mine in rounds.values():
+        meds = [statistics.median(ts) for _, ts in mine if ts]
+        if len(meds) >= 2 and min(meds) > 0:
+            ratios += [m / min(meds) for m in meds]
+    if not ratios:
+        return None
+    return sum(r > SLOW for r in ratios), len(ratios), max(ratios)
