@@ -456,13 +456,11 @@ def _retime(res: Results, evaluator, st: ResultStore, n: int, rounds: int,
     the noise, the one that ran luckiest wins), the rounds after the choice do not, and
     rounds spread over the run meet the host's slow and fast phases alike
     (``Retimed.of``). Every execution is recorded (see ``explore``'s ``retime``)."""
-    ok = [r for r in res.records if r.ok and r.key in res.candidates]
-    ok.sort(key=lambda r: (-(r.gflops or 0.0), r.time_s or math.inf))
-    top = ok[:n]
     held = res.incumbent.record  # the answer during the run competes too
-    if held is not None and held.key in res.candidates and all(r.key != held.key
-                                                                for r in top):
-        top = top[:max(0, n - 1)] + [held]
+    top = watching.leaders([r for r in res.records if r.key in res.candidates], n,
+                           held if held is not None and held.key in res.candidates else None)
+    if len(top) > n:  # the incumbent takes the last place
+        top = top[:max(0, n - 1)] + top[-1:]
     if len(top) < 1:
         return
     times: dict[str, list[list[float]]] = {r.key: [] for r in top}  # each round's times
