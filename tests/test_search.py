@@ -448,6 +448,40 @@ def test_knowledge_prefers_the_rows_of_the_explored_device(joint, tmp_path):
     assert k is not None and k.rows == len(few) + len(large)
 
 
+def test_knowledge_of_a_new_cpu_comes_from_cpus_of_its_instruction_set(joint, tmp_path,
+                                                                          monkeypatch):
+    """A device with no rows of its own learns from the devices PoCL compiles for the same
+    LLVM CPU (the same vector registers), not from every device."""
+    import json
+
+    from mapper.explore.knowledge import MIN_ROWS, Knowledge, code_target
+
+    assert code_target("pthread-skylake-avx512-Intel(R) Xeon(R) Processor") == "skylake-avx512"
+    assert code_target("cpu-x86-64-v3-13th Gen Intel(R) Core(TM)") == "x86-64-v3"
+    assert code_target("NVIDIA H100 80GB HBM3") is None
+    import dataclasses
+
+    monkeypatch.setattr(joint, "device", dataclasses.replace(
+        joint.device, name="pthread-skylake-avx512-Intel(R) Xeon(R) Gold"))
+    kin = _knowledge_rows(joint, {"N": 4096}, lambda m, c: -math.log(c["s0"]), seed=1)
+    other = _knowledge_rows(joint, {"N": 4096}, lambda m, c: math.log(c["s0"] / 1024), n=200)
+    for r in kin:
+        r["device"] = "pthread-skylake-avx512-AMD EPYC"  # same ISA: a small s0 was fast
+    for r in other:
+        r["device"] = "pthread-haswell-AMD EPYC"  # AVX2: a large s0, and more rows
+    m = joint.mappings[0]
+    cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in kin + other))
+    k = Knowledge.for_space(joint, dirs=[tmp_path])
+    assert k is not None and k.rows == len(kin)
+    lo, hi = k.predict([(m, cfgs[0]), (m, cfgs[-1])])
+    assert lo > hi
+    few = kin[:MIN_ROWS - 1]  # too few of its kind: every device's rows
+    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in few + other))
+    k = Knowledge.for_space(joint, dirs=[tmp_path])
+    assert k is not None and k.rows == len(few) + len(other)
+
+
 def test_knowledge_of_another_program_does_not_apply(joint, tmp_path):
     import json
 

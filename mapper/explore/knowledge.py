@@ -24,8 +24,10 @@ only the analytic prior to go on otherwise. None when there is nothing to transf
 What is fast depends on the device (the best kernels of a layer on an AVX2 CPU use 8-wide
 vectors, on an AVX-512 one 16-wide): ``device`` is the OpenCL name of the device the row
 was measured on. Where the explored device has at least ``MIN_ROWS`` rows of the program at
-other sizes, only those are transferred; otherwise every device's rows are (a row without
-``device`` counts for no device in particular).
+other sizes, only those are transferred; otherwise those of devices compiled for the same
+instruction set (PoCL's LLVM CPU in the name, ``skylake-avx512``: a new AVX-512 CPU learns
+from other AVX-512 ones, not from AVX2 ones) where there are as many; otherwise every
+device's rows are (a row without ``device`` counts for no device in particular).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -239,12 +242,32 @@ def project(tuning: Mapping[str, int], space: Any, max_checks: int = 4000,
     return None
 
 
+# PoCL names a CPU device ``pthread-<LLVM CPU>-<model name>`` (PoCL 4 and newer:
+# ``cpu-<LLVM CPU>-<model name>``): the LLVM CPU is lower-case, the model name starts with
+# its vendor's capital or a digit ("AMD EPYC", "Intel(R) Xeon(R)", "13th Gen Intel(R)")
+_POCL_CPU = re.compile(r"^(?:pthread|cpu)-([a-z0-9_.]+(?:-[a-z0-9_.]+)*)-(?=[A-Z0-9])")
+
+
+def code_target(device: str | None) -> str | None:
+    """The instruction set a device's kernels are compiled for, where its name says it
+    (PoCL's CPU devices: ``pthread-skylake-avx512-Intel(R) Xeon(R) Processor`` ->
+    ``skylake-avx512``); None otherwise."""
+    m = _POCL_CPU.match(device or "")
+    return m.group(1) if m else None
+
+
 def same_device(rows: Sequence[Mapping[str, Any]], device: str | None
                 ) -> list[Mapping[str, Any]]:
-    """The rows measured on ``device`` where there are at least ``MIN_ROWS`` of them,
-    else every row (another device's measurements are better than none)."""
+    """The rows measured on ``device`` where there are at least ``MIN_ROWS`` of them;
+    else those of devices whose kernels are compiled for the same instruction set
+    (:func:`code_target`: another CPU with the same vector registers) where there are as
+    many; else every row (another device's measurements are better than none)."""
     mine = [r for r in rows if device and r.get("device") == device]
-    return mine if len(mine) >= MIN_ROWS else list(rows)
+    if len(mine) >= MIN_ROWS:
+        return mine
+    target = code_target(device)
+    kin = [r for r in rows if target and code_target(r.get("device")) == target]
+    return kin if len(kin) >= MIN_ROWS else list(rows)
 
 
 class Knowledge:
