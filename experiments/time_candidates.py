@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.rounds):
                 for i, t in enumerate(tunings):
                     o = ev.retime(Candidate(mapping, t), args.repeats)
-                    if o.status != "ok":
+                    if o.status != "ok" or o.gflops is None:
                         print(f"{t}: {o.status} ({o.reason})", file=sys.stderr)
                         return 1
                     figures[i].append(o.gflops)
