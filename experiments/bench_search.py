@@ -53,6 +53,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from experiments.machine import cpu_model
 from experiments.options import add_bench_seed, add_interleaving, add_json
@@ -592,15 +593,30 @@ def main(argv: list[str] | None = None) -> int:
         print("; ".join(parts), flush=True)
         if args.json:  # after every shape: a long run stopped half-way keeps what it measured
             write_json(args.json, peak, rows)
+    for line in summary_lines(rows):
+        print(line)
+    return 0
+
+
+def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The geometric means of the found kernel against each contender, by medians and by
+    fastest rounds, each over the shapes that have that contender (a shape with no
+    hand-written kernel is left out of that mean and the count says so)."""
+    lines = []
     for figure, label in (("median_gflops", "medians"), ("round_gflops", "fastest rounds")):
         ratios = [(r["found"].get(figure), r.get("hand-written", {}).get(figure),
                    r.get("PyTorch", {}).get(figure)) for r in rows if "found" in r]
         ratios = [(f, h, t) for f, h, t in ratios if f]
-        if ratios:
-            print(f"geometric mean over {len(ratios)} shape(s), by {label}: found/hand-written "
-                  f"{_gmean([f / h for f, h, _ in ratios if h]):.2f}x, found/PyTorch "
-                  f"{_gmean([f / t for f, _, t in ratios if t]):.2f}x")
-    return 0
+        means = []
+        for name, i in (("hand-written", 1), ("PyTorch", 2)):
+            xs = [r[0] / r[i] for r in ratios if r[i]]  # the shapes that have this contender
+            if xs:
+                means.append(f"found/{name} {_gmean(xs):.2f}x"
+                             + ("" if len(xs) == len(ratios) else f" ({len(xs)} shape(s))"))
+        if means:
+            lines.append(f"geometric mean over {len(ratios)} shape(s), by {label}: "
+                         + ", ".join(means))
+    return lines
 
 
 def _gmean(xs: list[float]) -> float:

@@ -293,3 +293,23 @@ def test_a_benchmark_refuses_an_out_of_range_option_in_one_line(argv, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert ("out of range" in err or "is not" in err) and "Traceback" not in err
+
+
+def test_the_summary_means_each_contender_over_the_shapes_that_have_it():
+    """A shape with no hand-written kernel (a stride-2 or 7x7 one) leaves the hand-written
+    mean (never ``nan``) and the count says how many shapes it covers."""
+    from experiments.bench_search import summary_lines
+
+    def row(found, hand, torch):
+        r = {"found": {"median_gflops": found, "round_gflops": found}}
+        if hand:
+            r["hand-written"] = {"median_gflops": hand, "round_gflops": hand}
+        r["PyTorch"] = {"median_gflops": torch, "round_gflops": torch}
+        return r
+
+    lines = summary_lines([row(200.0, None, 100.0), row(300.0, 150.0, 300.0)])
+    assert lines[0] == ("geometric mean over 2 shape(s), by medians: found/hand-written 2.00x "
+                        "(1 shape(s)), found/PyTorch 1.41x")
+    assert len(lines) == 2 and "nan" not in " ".join(lines)
+    assert summary_lines([row(200.0, None, 100.0)])[1] == (
+        "geometric mean over 1 shape(s), by fastest rounds: found/PyTorch 2.00x")
