@@ -421,20 +421,21 @@ def test_knowledge_transfers_from_other_sizes_only(joint, tmp_path):
     assert Knowledge.for_space(joint, dirs=[tmp_path]) is None
 
 
-def test_knowledge_prefers_the_rows_of_the_explored_device(joint, tmp_path):
-    """Rows measured on the explored device decide where there are enough of them; with
-    too few, every device's rows are transferred."""
+def _assert_rows_decide(joint, tmp_path, small_fast, large_fast, n_large=60):
+    """Rows measured on device ``small_fast`` (a small s0 was fast there) and
+    ``n_large`` rows on ``large_fast`` (a large s0): the knowledge of ``joint`` is fitted on
+    the first ones alone, and on both with fewer than ``MIN_ROWS`` of the first."""
     import json
 
     from mapper.explore.knowledge import MIN_ROWS, Knowledge
 
-    here, there = joint.device.name, "some-other-device"
     small = _knowledge_rows(joint, {"N": 4096}, lambda m, c: -math.log(c["s0"]), seed=1)
-    large = _knowledge_rows(joint, {"N": 4096}, lambda m, c: math.log(c["s0"] / 1024))
+    large = _knowledge_rows(joint, {"N": 4096}, lambda m, c: math.log(c["s0"] / 1024),
+                            n=n_large)
     for r in small:
-        r["device"] = here  # on this device a small s0 was fast
+        r["device"] = small_fast
     for r in large:
-        r["device"] = there  # on the other one a large s0
+        r["device"] = large_fast
     m = joint.mappings[0]
     cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])
     (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in small + large))
@@ -448,38 +449,28 @@ def test_knowledge_prefers_the_rows_of_the_explored_device(joint, tmp_path):
     assert k is not None and k.rows == len(few) + len(large)
 
 
+def test_knowledge_prefers_the_rows_of_the_explored_device(joint, tmp_path):
+    """Rows measured on the explored device decide where there are enough of them; with
+    too few, every device's rows are transferred."""
+    _assert_rows_decide(joint, tmp_path, joint.device.name, "some-other-device")
+
+
 def test_knowledge_of_a_new_cpu_comes_from_cpus_of_its_instruction_set(joint, tmp_path,
                                                                           monkeypatch):
     """A device with no rows of its own learns from the devices PoCL compiles for the same
-    LLVM CPU (the same vector registers), not from every device."""
-    import json
+    LLVM CPU (the same vector registers), even where another kind has more rows; with too
+    few of its kind, from every device."""
+    import dataclasses
 
-    from mapper.explore.knowledge import MIN_ROWS, Knowledge, code_target
+    from mapper.explore.knowledge import code_target
 
     assert code_target("pthread-skylake-avx512-Intel(R) Xeon(R) Processor") == "skylake-avx512"
     assert code_target("cpu-x86-64-v3-13th Gen Intel(R) Core(TM)") == "x86-64-v3"
     assert code_target("NVIDIA H100 80GB HBM3") is None
-    import dataclasses
-
     monkeypatch.setattr(joint, "device", dataclasses.replace(
         joint.device, name="pthread-skylake-avx512-Intel(R) Xeon(R) Gold"))
-    kin = _knowledge_rows(joint, {"N": 4096}, lambda m, c: -math.log(c["s0"]), seed=1)
-    other = _knowledge_rows(joint, {"N": 4096}, lambda m, c: math.log(c["s0"] / 1024), n=200)
-    for r in kin:
-        r["device"] = "pthread-skylake-avx512-AMD EPYC"  # same ISA: a small s0 was fast
-    for r in other:
-        r["device"] = "pthread-haswell-AMD EPYC"  # AVX2: a large s0, and more rows
-    m = joint.mappings[0]
-    cfgs = sorted(joint.tuning(m).space, key=lambda c: c["s0"])
-    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in kin + other))
-    k = Knowledge.for_space(joint, dirs=[tmp_path])
-    assert k is not None and k.rows == len(kin)
-    lo, hi = k.predict([(m, cfgs[0]), (m, cfgs[-1])])
-    assert lo > hi
-    few = kin[:MIN_ROWS - 1]  # too few of its kind: every device's rows
-    (tmp_path / "k.jsonl").write_text("\n".join(json.dumps(r) for r in few + other))
-    k = Knowledge.for_space(joint, dirs=[tmp_path])
-    assert k is not None and k.rows == len(few) + len(other)
+    _assert_rows_decide(joint, tmp_path, "pthread-skylake-avx512-AMD EPYC",
+                        "pthread-haswell-AMD EPYC", n_large=200)
 
 
 def test_knowledge_of_another_program_does_not_apply(joint, tmp_path):
