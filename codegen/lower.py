@@ -42,6 +42,7 @@ from codegen.errors import (
     UnsupportedError,
     UnvectorizableError,
 )
+from codegen.footprint import cache_features
 from codegen.intensity import hot_loop_features
 from codegen.lanes import Functions, lane_defaults, vectorise_loops
 from codegen.launch import FREE_GROUP_MOST, configure, fit_private_local_size
@@ -263,7 +264,8 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
             collect.extend(kernel_resources(kname, kbufs, loops, cfg, synced, limits,
                                             local_sizes))
             kfeats.append({**kernel_features(kbufs, loops, cfg, limits, local_sizes),
-                           **hot_loop_features(stmts, b.sizes)})
+                           **hot_loop_features(stmts, b.sizes),
+                           **cache_features(stmts, limits.local_mem_size)})
             continue
         # the same iterations, in the same order (not for the counts above: their resources
         # and features describe the loop as written)

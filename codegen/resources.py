@@ -162,13 +162,20 @@ def kernel_features(kbufs: Sequence[Buf], loops: Sequence[Loop], cfg: LaunchConf
             "local_bytes": _bytes([b for b in kbufs if b.space == "local"])[0]}
 
 
+SUMMED_FEATURES = ("cache_bytes",)  # program features that add up over kernels
+
+
 def program_features(kernels: Sequence[dict[str, Expr]], glob: Sequence[Buf]) -> dict[str, Expr]:
     """A program's features: each kernel feature's largest value over its kernels (as a
-    symbolic max), the number of kernels and the bytes of its global buffers."""
+    symbolic max; the bytes its kernels bring into the cache, ``cache_bytes``, summed),
+    the number of kernels and the bytes of its global buffers."""
     out: dict[str, Expr] = {}
     for feats in kernels:
         for k, e in feats.items():
-            out[k] = smax(out[k], e) if k in out else e
+            if k not in out:
+                out[k] = e
+            else:
+                out[k] = out[k] + e if k in SUMMED_FEATURES else smax(out[k], e)
     out["kernels"] = Cst(len(kernels))
     out["global_bytes"] = _bytes(glob)[0]
     return out

@@ -11,6 +11,11 @@ top ``--top`` candidates, as fractions of the store's best. The stores are biase
     python -m experiments.prior_recall results/search-zen3/10m-j/*.sqlite \\
         --private-weight 1,0.5,0
 
+``--cache-intensity`` compares values of the cache term's constant
+(``prior.CACHE_FLOPS_PER_BYTE``; 0 leaves the term out) the same way; ``--cache`` gives
+the core's cache of the machine the stores were measured on and ``--lanes`` its vectors'
+float lanes (the stores hold neither).
+
 The shape and the variant are read from the store's name
 (``search-<name>-<C>x<H>x<W>x<M>k<K>s<S>p<P>[.<variant>].sqlite``).
 """
@@ -18,6 +23,7 @@ The shape and the variant are read from the store's name
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import statistics
@@ -61,7 +67,9 @@ def spearman(a: list[float], b: list[float]) -> float:
     return cov / var if var else 0.0
 
 
-def recall(path: str, weights: list[float], top: int) -> dict:
+def recall(path: str, weights: list[float], top: int,
+           intensities: list[float] | None = None, cache: int | None = None,
+           lanes: int | None = None) -> dict:
     """The prior's figures on one store, per weight (see the module docstring)."""
     from codegen.target import resolve
     from ir.conv_layer import ConvLayer
@@ -78,6 +86,10 @@ def recall(path: str, weights: list[float], top: int) -> dict:
         raise ValueError(f"{path}: no variant {variant!r} for this shape "
                          f"(it has {', '.join(tasks)})")
     task, dev = tasks[variant], resolve(None)
+    if cache:  # the cache of the machine the store was measured on
+        dev = dataclasses.replace(dev, local_mem_size=cache)
+    if lanes:  # and its vectors' float lanes
+        dev = dataclasses.replace(dev, preferred_vector_width_float=lanes)
     joint = task.joint(dev)
     with ResultStore(path, readonly=True) as st:
         rows = [(r.mapping, r.tuning, r.gflops) for r in st.records()
@@ -93,52 +105,65 @@ def recall(path: str, weights: list[float], top: int) -> dict:
     best = max(f[3] for f in feats)
     out: dict = {"store": path, "variant": variant, "n": len(feats), "best": best,
                  "weights": {}}
-    saved = prior.PRIVATE_WEIGHT
+    saved = prior.PRIVATE_WEIGHT, prior.CACHE_FLOPS_PER_BYTE
+    least = task.flops / 2 if task.flops else None
     try:
         for w in weights:
-            prior.PRIVATE_WEIGHT = w
-            least = task.flops / 2 if task.flops else None
-            scores = [prior.prior_score(f, wd, dev, least, s) for f, wd, s, _ in feats]
-            order = sorted(range(len(feats)), key=lambda i: -scores[i])[:top]
-            speeds = [feats[i][3] / best for i in order]
-            rho = spearman(scores, [f[3] for f in feats])
-            out["weights"][w] = {"spearman": rho, "top_best": max(speeds),
-                                 "top_median": statistics.median(speeds)}
+            for c in intensities or [saved[1]]:
+                prior.PRIVATE_WEIGHT = w
+                prior.CACHE_FLOPS_PER_BYTE = c if c > 0 else 1e-30  # 0: no cache term
+                scores = [prior.prior_score(f, wd, dev, least, s) for f, wd, s, _ in feats]
+                order = sorted(range(len(feats)), key=lambda i: -scores[i])[:top]
+                speeds = [feats[i][3] / best for i in order]
+                rho = spearman(scores, [f[3] for f in feats])
+                out["weights"][(w, c)] = {"spearman": rho, "top_best": max(speeds),
+                                          "top_median": statistics.median(speeds)}
     finally:
-        prior.PRIVATE_WEIGHT = saved
+        prior.PRIVATE_WEIGHT, prior.CACHE_FLOPS_PER_BYTE = saved
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mapper.explore.prior import PRIVATE_WEIGHT
+    from mapper.explore.prior import CACHE_FLOPS_PER_BYTE, PRIVATE_WEIGHT
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("stores", nargs="+", help="results stores of conv explorations")
     ap.add_argument("--private-weight", default=str(PRIVATE_WEIGHT),
                     help="comma-separated weights of the private-memory term to compare")
     ap.add_argument("--top", type=int, default=10, help="the prior's top candidates judged")
+    ap.add_argument("--cache-intensity", default=str(CACHE_FLOPS_PER_BYTE),
+                    help="comma-separated values of the cache term's FLOPs per byte per "
+                         "vector lane to compare (0: without the term)")
+    ap.add_argument("--cache", type=int, default=None, metavar="BYTES",
+                    help="a core's cache on the machine the stores were measured on (a "
+                         "Zen 3's L2: 524288; default: this device's local memory size)")
+    ap.add_argument("--lanes", type=int, default=None,
+                    help="the float lanes of that machine's vectors (AVX2: 8; default: this "
+                         "device's preferred float vector width)")
     args = ap.parse_args(argv)
     try:
         weights = [float(w) for w in args.private_weight.split(",") if w]
+        intensities = [float(c) for c in args.cache_intensity.split(",") if c]
     except ValueError:
-        ap.error(f"--private-weight: numbers separated by commas, got "
-                 f"{args.private_weight!r}")
-    if not weights or args.top < 1:
-        ap.error("--private-weight needs a number and --top at least 1")
-    print("| store | variant | ok | best GFLOP/s | weight | Spearman | top best | "
-          "top median |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+        ap.error(f"--private-weight, --cache-intensity: numbers separated by commas, got "
+                 f"{args.private_weight!r}, {args.cache_intensity!r}")
+    if not weights or not intensities or min(intensities) < 0 or args.top < 1:
+        ap.error("--private-weight and --cache-intensity need numbers (>= 0) and --top at "
+                 "least 1")
+    print("| store | variant | ok | best GFLOP/s | weight | cache FLOP/B | Spearman | "
+          "top best | top median |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     bad = 0
     for path in args.stores:
         try:
-            r = recall(path, weights, args.top)
+            r = recall(path, weights, args.top, intensities, args.cache, args.lanes)
         except (ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             bad += 1
             continue
-        for w, f in r["weights"].items():
+        for (w, c), f in r["weights"].items():
             print(f"| {Path(path).name} | {r['variant']} | {r['n']} | {r['best']:.1f} | "
-                  f"{w:g} | {f['spearman']:.2f} | {f['top_best']:.2f} | "
+                  f"{w:g} | {c:g} | {f['spearman']:.2f} | {f['top_best']:.2f} | "
                   f"{f['top_median']:.2f} |")
     return 1 if bad == len(args.stores) else 0
 

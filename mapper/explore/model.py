@@ -200,7 +200,7 @@ class ModelStrategy(Strategy):
 
     KERNEL_FEATURES = ("work_items", "group_size", "groups_per_cu", "private_bytes",
                        "local_bytes", "global_bytes", "kernels", "loop_ops", "loop_loads",
-                       "loop_registers", "loop_trips")
+                       "loop_registers", "loop_trips", "cache_bytes")
 
     def kernel_features(self, mapping: Mapping[str, int], tuning: Mapping[str, int]
                         ) -> list[float]:

@@ -1,0 +1,77 @@
+"""The bytes a kernel brings into a core's cache (``codegen.footprint``): data that fits
+is read once, data that outgrows the cache again for every iteration that re-reads it;
+checked against what the programs read (a register-blocked matmul, the convolution of a
+layer whose weights outgrow the cache), on devices that differ only in their cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from codegen.target import DEFAULT_DEVICE
+from ir.conv_layer import parse_layer
+from mapper.explore import Task
+from mapper.explore.prior import cache_term, feature_values
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _cached(cache: int):
+    return dataclasses.replace(DEFAULT_DEVICE, name=f"cache {cache}", local_mem_size=cache,
+                               preferred_vector_width_float=16)
+
+
+def _tuning_problem(task: Task, device, mapping: str):
+    js = task.joint(device)
+    want = dict(js.problem.mapping(mapping))
+    m = next(m for m in js.mappings if dict(m) == want)
+    return js.tuning(m)
+
+
+MATMUL = "I=G1 J=G0 S1=S S2=F R1=S R2=S Z1=S Z2=F"
+
+
+@pytest.mark.parametrize("bm,bn,v", [(4, 4, 4), (2, 8, 8)])
+def test_a_matmul_that_fits_reads_each_matrix_once(bm, bn, v):
+    """64 x 64 matrices (16 KiB each) in a 1 MiB cache: A's rows and Bt's columns are
+    each read once, whatever the block."""
+    task = Task.from_program(os.path.join(ROOT, "examples", "matmul_blocked.lift"),
+                             {"M": 64, "N": 64, "K": 64})
+    f = feature_values(_tuning_problem(task, _cached(1 << 20), MATMUL),
+                       {"bm": bm, "bn": bn, "v": v})
+    assert f["cache_bytes"] == 4 * (64 * 64 + 64 * 64)
+
+
+@pytest.mark.parametrize("bm,bn,v", [(4, 4, 4), (2, 8, 8)])
+def test_a_matmul_whose_matrix_outgrows_the_cache_reads_it_per_row_of_blocks(bm, bn, v):
+    """A 4 KiB cache: a row of blocks (every work-item of dimension 0) reads all of Bt
+    (16 KiB), which does not stay for the next row: Bt is read once per row of blocks,
+    A's rows (2-4 KiB per work-item with its columns) still once."""
+    task = Task.from_program(os.path.join(ROOT, "examples", "matmul_blocked.lift"),
+                             {"M": 64, "N": 64, "K": 64})
+    small = feature_values(_tuning_problem(task, _cached(4096), MATMUL),
+                           {"bm": bm, "bn": bn, "v": v})
+    assert small["cache_bytes"] == 4 * (64 * 64 + 64 * 64 * (64 // bm))
+    assert cache_term(small, 64 ** 3) < 0.0  # 2 * 64^3 FLOPs over 132-260 KiB
+
+
+def test_a_convolution_whose_weights_outgrow_the_cache_reads_them_per_tile():
+    """VGG-16's 512 -> 512 channel 14 x 14 layer, its work-items each a tile of pixels x
+    a slice of the input channels: eight slices of weights (9.4 MB in all) per row of
+    work-items. With 2 x 2 tiles (49) and a 2 MiB cache they are read 49 times; one tile
+    covering the image reads them once. The prior's cache term ranks the larger tile
+    first."""
+    layer = parse_layer("24")
+    task = Task.conv_layer(layer, vectorise="kernels")
+    tp = _tuning_problem(task, _cached(2 << 20),
+                         "T=G2 G=S W=S C=G0 S1=S S2=F R1=S R2=S P=S I1=S I2=F")
+    weights = 4 * layer.M * layer.C * layer.K * layer.K
+    base = {"kappa": 64, "omega": 576, "rho": 0, "sigma": 4, "v": 16}
+    tiles = feature_values(tp, {**base, "theta": 4})
+    whole = feature_values(tp, {**base, "theta": 16})
+    assert tiles["cache_bytes"] >= 49 * weights
+    assert whole["cache_bytes"] <= whole["global_bytes"]
+    least = layer.M * layer.C * layer.K ** 2 * layer.H * layer.W
+    assert cache_term(tiles, least) < cache_term(whole, least)
