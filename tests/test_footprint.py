@@ -75,3 +75,21 @@ def test_a_convolution_whose_weights_outgrow_the_cache_reads_them_per_tile():
     assert whole["cache_bytes"] <= whole["global_bytes"]
     least = layer.M * layer.C * layer.K ** 2 * layer.H * layer.W
     assert cache_term(tiles, least) < cache_term(whole, least)
+
+
+def test_the_cache_term_is_a_cpu_term_and_needs_both_figures():
+    """A GPU's score ignores the bytes a CPU core's cache would bring in; without the
+    program's FLOP count or the bytes, the term is 0; below 1 FLOP per byte per lane it
+    charges the shortfall, in log scale."""
+    from mapper.explore.prior import prior_score
+
+    gpu = dataclasses.replace(DEFAULT_DEVICE, name="a gpu", type="gpu")
+    cheap, costly = {"work_items": 4096.0}, {"work_items": 4096.0, "cache_bytes": 1e12}
+    assert prior_score(cheap, 1, gpu, 1e6) == prior_score(costly, 1, gpu, 1e6)
+    cpu = _cached(1 << 20)
+    assert prior_score(costly, 16, cpu, 1e6) < prior_score(cheap, 16, cpu, 1e6)
+    assert cache_term({"cache_bytes": 1e6}, None) == 0.0
+    assert cache_term({}, 1e6) == 0.0
+    # 2e6 FLOPs over 1e6 bytes: 2 per byte, an eighth of 16 lanes' 16
+    assert cache_term({"cache_bytes": 1e6}, 1e6, 16) == pytest.approx(-2.0794, abs=1e-3)
+    assert cache_term({"cache_bytes": 1e6}, 1e6, 2) == 0.0

@@ -23,6 +23,9 @@ def test_a_store_it_cannot_read_is_an_error_line_not_a_traceback(tmp_path, capsy
     with pytest.raises(SystemExit):
         main(["x.sqlite", "--private-weight", "half"])
     assert "--private-weight" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["x.sqlite", "--cache-intensity", "-1"])
+    assert "--cache-intensity" in capsys.readouterr().err
 
 
 def test_spearman_ranks_with_ties():
