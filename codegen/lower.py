@@ -263,9 +263,10 @@ def _lower(program: Node, sizes: Mapping[str, int], device: Device | None,
         if collect is not None:
             collect.extend(kernel_resources(kname, kbufs, loops, cfg, synced, limits,
                                             local_sizes))
-            kfeats.append({**kernel_features(kbufs, loops, cfg, limits, local_sizes),
-                           **hot_loop_features(stmts, b.sizes),
-                           **cache_features(stmts, limits.local_mem_size)})
+            if features is not None:  # (only where the caller asked for them)
+                kfeats.append({**kernel_features(kbufs, loops, cfg, limits, local_sizes),
+                               **hot_loop_features(stmts, b.sizes),
+                               **cache_features(stmts, limits.local_mem_size)})
             continue
         # the same iterations, in the same order (not for the counts above: their resources
         # and features describe the loop as written)

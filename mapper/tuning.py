@@ -439,7 +439,8 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
         if problem.space_cache is not None else {}
     added = False
     for probe in probes:
-        feats: dict[str, Expr] = {}
+        # the features of the first probe that lowers are kept: later probes need none
+        feats: dict[str, Expr] | None = None if problem._feature_exprs else {}
         try:
             res = program_resources(problem.program, problem.sizes_for(probe), device=device,
                                     info=info, features=feats)
@@ -447,7 +448,7 @@ def _resource_constraints(problem: TuningProblem, device: Device, info: TypeInfo
             problem.resource_note = f"resource constraints incomplete: lowering {probe} " \
                 f"failed ({e})"
             continue
-        if not problem.feature_exprs:
+        if feats is not None:
             problem.feature_exprs = feats
             problem.probe = dict(probe)
         for r in res:
