@@ -18,8 +18,17 @@ iterations where the read's index uses its variable, and where it does not, only
 of its iterations touches more than the cache (``cache`` bytes: the device's local memory
 size, which PoCL sets to a core's L2 cache). A loop in lanes or unrolled as a register
 block never re-reads (its iterations run together). The footprint of an iteration counts,
-per buffer, the elements its reads can touch (capped at the buffer's size): an upper bound
-where reads overlap (a stencil's neighbours count each).
+per buffer, the elements its reads can touch (capped at the buffer's size).
+
+Loops whose variables a read's index uses with proportional coefficients read overlapping
+elements (a stencil's window and its pixel: ``in[y + ky]``; stride 2: ``in[2 y + ky]``):
+such a group touches at most the span of the index over them, ``1 + sum of r (n - 1)``
+(``r`` each loop's coefficient over the smallest, ``n`` its iterations), where that is
+fewer than the product of their iterations; a variable the index uses otherwise (inside a
+division or remainder) counts its iterations. The count is an upper bound: a 3 x 3 window
+over a row of 28 pixels touches 30 elements, not 84. Overlap is taken as kept by the cache
+wherever it occurs (across the iterations of a loop that re-reads its data too): only the
+loops a read does not use add re-reads.
 
 A read of a vector of ``asVector``'s width counts its lanes as :data:`LANES`, a size that
 ``mapper.explore.prior.feature_values`` binds to the candidate's vector width (the
@@ -29,6 +38,7 @@ lowering sees the vectors' width only at one configuration).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fractions import Fraction
 
 from codegen.buffers import Buf
 from codegen.program import ITEM_BYTES
@@ -86,6 +96,111 @@ def _lanes(leaf: Mem | VecMem, nest: list[Loop]) -> Expr:
     return Cst(1)
 
 
+def _step(idx: Expr, var: Expr, loop_vars: frozenset[str]) -> Expr | None:
+    """The step of ``idx`` per step of ``var`` where ``idx`` is linear in it with a step
+    free of every loop variable (a symbolic size may be in it), else None."""
+    step = idx.subs({var.name: var + 1}) - idx
+    return None if step.free_vars() & loop_vars else step
+
+
+def _ratio(a: Expr, b: Expr) -> Fraction | None:
+    """``|a / b|`` where it is a constant (the same symbolic part, or two integers)."""
+    if a.is_const and b.is_const:
+        return Fraction(abs(a.as_int()), abs(b.as_int())) if b.as_int() else None
+    if a == b or a == -b:
+        return Fraction(1)
+    return None
+
+
+def _divisors(tree: tuple, out: dict[str, set[int]]) -> None:
+    """For each variable that ``tree`` (``Expr.to_tree``) divides or takes a remainder of
+    by a constant, alone (``r // 3``, ``r % 3``), those constants."""
+    if not isinstance(tree, tuple) or not tree:
+        return
+    if tree[0] in ("floordiv", "mod") and tree[1][0] == "var" and tree[2][0] == "int":
+        out.setdefault(tree[1][1], set()).add(tree[2][1])
+    for sub in tree[1:]:
+        if isinstance(sub, tuple):
+            if sub and isinstance(sub[0], str):
+                _divisors(sub, out)
+            else:
+                for x in sub:
+                    _divisors(x, out)
+
+
+def _axes(idx: Expr, loops: list[Loop]) -> tuple[Expr, list[tuple[Expr, Expr]]]:
+    """``idx`` and its loops as (variable, iterations), a loop whose variable ``idx`` only
+    divides and takes a remainder of by one constant ``q`` (a flattened window: ``r // 3``,
+    ``r % 3``) split into two, ``r = q a + b``, so that each may be linear."""
+    found: dict[str, set[int]] = {}
+    _divisors(idx.to_tree(), found)
+    axes: list[tuple[Expr, Expr]] = []
+    for lp in loops:
+        qs = found.get(lp.var.name, set())
+        if len(qs) != 1 or min(qs) < 2:
+            axes.append((lp.var, _extent(lp)))
+            continue
+        q = min(qs)
+        hi, lo = Var(f"{lp.var.name}_hi_", 0), Var(f"{lp.var.name}_lo_", 0, q - 1)
+        idx = idx.subs({lp.var.name: hi * q + lo})
+        axes += [(hi, (_extent(lp) + (q - 1)) // q), (lo, smin(_extent(lp), Cst(q)))]
+    return idx, axes
+
+
+def _join(groups: list[list], step: Expr, ext: Expr) -> bool:
+    """Adds the loop (``step``, ``ext``) to the group of ``groups`` whose steps are the
+    nearest integer multiples of its own; False where none is."""
+    best: tuple[Fraction, list, bool] | None = None
+    for g in groups:
+        up, down = _ratio(step, g[0]), _ratio(g[0], step)
+        for r, finer in ((up, False), (down, True)):
+            if r is not None and r.denominator == 1 and (best is None or r < best[0]):
+                best = (r, g, finer)
+    if best is None:
+        return False
+    r, g, finer = best
+    if finer:  # a finer step than the group's: the new base
+        g[0], g[1] = step, [(q * r, x) for q, x in g[1]] + [(Fraction(1), ext)]
+    else:
+        g[1].append((r, ext))
+    return True
+
+
+def _distinct(idx: Expr, loops: list[Loop], loop_vars: frozenset[str]) -> Expr:
+    """The elements ``idx`` can take over ``loops`` (those its index uses): the product of
+    their iterations, with each group of loops whose steps are integer multiples of one
+    another counted by its span where that is fewer (see the module docstring). A group
+    holds at most one loop whose iterations are not a constant (a window's loops join the
+    loop over pixels whose step is nearest theirs): the lowering writes the index at one
+    configuration of the tuning parameters, and two loops that a parameter sizes may have
+    equal steps there only (a block of ``u`` elements of step 1 beside the loop over
+    blocks, whose step is ``u``)."""
+    idx, axes = _axes(idx, loops)
+    names = loop_vars | frozenset(v.name for v, _ in axes)
+    n: Expr = Cst(1)
+    groups: list[list] = []  # [the smallest step, [(step / smallest, iterations)]]
+    fixed: list[tuple[Expr, Expr]] = []
+    for var, ext in axes:
+        step = _step(idx, var, names)
+        if step is None or step == 0:
+            n = n * ext
+        elif ext.is_const:
+            fixed.append((step, ext))
+        else:
+            groups.append([step, [(Fraction(1), ext)]])
+    for step, ext in fixed:
+        if not _join(groups, step, ext):
+            groups.append([step, [(Fraction(1), ext)]])
+    for _, members in groups:
+        prod: Expr = Cst(1)
+        span: Expr = Cst(1)
+        for r, ext in members:
+            prod = prod * ext
+            span = span + Cst(int(r)) * (ext - Cst(1))
+        n = n * (prod if len(members) == 1 else smin(prod, span))
+    return n
+
+
 def _cap(buf: Buf) -> Expr:
     """The buffer's size in scalars (symbolic where the lowering knows it)."""
     n = buf.sym_count if buf.sym_count is not None else Cst(buf.count)
@@ -102,6 +217,7 @@ def cache_features(stmts: list, cache: int) -> dict[str, Expr]:
     reads = list(_reads(stmts))
     if not reads or cache <= 0:
         return {}
+    loop_vars = frozenset(lp.var.name for _, nest in reads for lp in nest)
     footprints: dict[int, Expr] = {}  # id(loop) -> bytes one iteration touches
 
     def footprint(lp: Loop) -> Expr:
@@ -112,12 +228,13 @@ def cache_features(stmts: list, cache: int) -> dict[str, Expr]:
             if not any(x is lp for x in nest):
                 continue
             used = leaf.idx.free_vars()
-            n = _lanes(leaf, nest)
+            inner = []
             for x in nest:
                 if x is lp:
                     break
                 if x.var.name in used:
-                    n = n * _extent(x)
+                    inner.append(x)
+            n = _lanes(leaf, nest) * _distinct(leaf.idx, inner, loop_vars)
             b, acc = per_buf.get(id(leaf.buf), (leaf.buf, Cst(0)))
             per_buf[id(leaf.buf)] = (b, acc + n)
         total: Expr = Cst(0)
@@ -129,11 +246,12 @@ def cache_features(stmts: list, cache: int) -> dict[str, Expr]:
     moved: Expr = Cst(0)
     for leaf, nest in reads:
         used = leaf.idx.free_vars()
-        n = _lanes(leaf, nest)
+        n = _lanes(leaf, nest) * _distinct(
+            leaf.idx, [lp for lp in nest if lp.var.name in used], loop_vars)
         for lp in nest:
             if lp.var.name in used:
-                n = n * _extent(lp)
-            elif not _registers(lp):
+                continue
+            if not _registers(lp):
                 # the loop's iterations where one outgrows the cache, else 1
                 spills = smin(Cst(1), smax(Cst(0), footprint(lp) - Cst(cache)))
                 n = n * smax(Cst(1), _extent(lp) * spills)

@@ -93,3 +93,118 @@ def test_the_cache_term_is_a_cpu_term_and_needs_both_figures():
     # 2e6 FLOPs over 1e6 bytes: 2 per byte, an eighth of 16 lanes' 16
     assert cache_term({"cache_bytes": 1e6}, 1e6, 16) == pytest.approx(-2.0794, abs=1e-3)
     assert cache_term({"cache_bytes": 1e6}, 1e6, 2) == 0.0
+
+
+BLUR = os.path.join(ROOT, "examples", "box_blur3x3.lift")
+
+
+def test_a_stencil_counts_the_window_it_shares_with_its_neighbours_once():
+    """A 3 x 3 blur of a 64 x 64 image in a cache that holds it: each pixel's window
+    overlaps its neighbours', and the image with its border (66 x 66) is read once, not
+    nine times (as when each of a window's reads counted its own element)."""
+    task = Task.from_program(BLUR, {"W": 64, "H": 64})
+    js = task.joint(_cached(1 << 20))
+    scalar = next(m for m in js.mappings if all(v == 0 for v in dict(m).values()))
+    f = feature_values(js.tuning(scalar), {"rv1": 1})
+    assert f["cache_bytes"] == 4 * 66 * 66
+
+
+def test_a_strided_window_counts_the_span_it_reads():
+    """Windows of 3 at stride 2 over 129 elements (64 windows) read 129 elements: the
+    window's step and the stride's are multiples of one another."""
+    text = ("X : [float]N\n"
+            "map(\\w -> reduce(\\acc x -> add(acc, x))(0.0f, w)) o slide(3, 2) $ X\n")
+    task = Task.from_program(text, {"N": 129})
+    js = task.joint(_cached(1 << 20))
+    seq = next(m for m in js.mappings if all(v == 0 for v in dict(m).values()))
+    f = feature_values(js.tuning(seq), {})
+    assert f["cache_bytes"] == 4 * 129
+
+
+def _brute_force(leaf, loops) -> int:
+    """The distinct indices ``leaf`` reads over ``loops``, every iteration enumerated."""
+    import itertools
+
+    seen = set()
+    names = [lp.var.name for lp in loops]
+    for values in itertools.product(*(range(lp.n) for lp in loops)):
+        seen.add(leaf.idx.evaluate(dict(zip(names, values))))
+    return len(seen)
+
+
+def _witness(task: Task, monkeypatch) -> int:
+    """Every global read of every mapping of ``task``: its elements counted over the loops
+    its index uses (at the sizes the lowering wrote the indices for) lie between the
+    distinct indices their iterations give, enumerated, and their product. The reads
+    checked."""
+    import codegen.footprint as fp
+    import codegen.lower as lower
+
+    seen: list = []
+    real = lower.cache_features
+
+    def spy(stmts, cache):
+        seen.append(stmts)
+        return real(stmts, cache)
+
+    monkeypatch.setattr(lower, "cache_features", spy)
+    js = task.joint(_cached(1 << 20))
+    for m in js.mappings:
+        js.tuning(m)
+    checked = 0
+    for stmts in seen:
+        reads = list(fp._reads(stmts))
+        names = frozenset(lp.var.name for _, nest in reads for lp in nest)
+        for leaf, nest in reads:
+            # copies of the loops without their symbolic counts: the concrete iterations
+            used = [dataclasses.replace(lp, n_sym=None) for lp in nest
+                    if lp.var.name in leaf.idx.free_vars()]
+            counted = fp._distinct(leaf.idx, used, names)
+            assert counted.is_const, counted
+            exact = _brute_force(leaf, used)
+            product = 1
+            for lp in used:
+                product *= max(lp.n, 1)
+            assert exact <= counted.as_int() <= product, (leaf.idx, counted, exact)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("program,sizes", [
+    (BLUR, {"W": 24, "H": 20}),
+    (os.path.join(ROOT, "examples", "gpgpu20_stencil2d.lift"), {"W": 18, "H": 14}),
+    (os.path.join(ROOT, "examples", "smooth1d_tiles.lift"), {"N": 32, "s": 8}),
+    (os.path.join(ROOT, "examples", "matmul_blocked.lift"), {"M": 8, "N": 8, "K": 8}),
+])
+def test_the_counted_elements_bound_every_read_enumerated(program, sizes, monkeypatch):
+    """An independent witness of the count over stencils' and a matmul's mappings."""
+    assert _witness(Task.from_program(program, sizes), monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["window", "kernels"])
+@pytest.mark.parametrize("S", [1, 2])
+def test_the_counted_elements_bound_a_convolutions_reads(variant, S, monkeypatch):
+    """The same witness over a small convolution's mappings, stride 1 and 2."""
+    from ir.conv_layer import ConvLayer
+
+    layer = ConvLayer("tiny", 4, 6, 6, 4, K=3, S=S, P=1)
+    assert _witness(Task.conv_layer(layer, vectorise=variant), monkeypatch)
+
+
+def test_a_blocked_stencil_never_counts_fewer_elements_than_it_reads():
+    """Away from the configuration the lowering wrote the indices for (a block of ``u``
+    vectors of ``v`` lanes per work-item, where the index has the blocks' loop step by 1),
+    the count still covers the image: a block's loop and the loop over blocks never share
+    a span, only a window's loops join another's."""
+    task = Task.from_program(BLUR, {"W": 64, "H": 64})
+    js = task.joint(_cached(1 << 20))
+    checked = 0
+    for m in js.mappings:
+        tp = js.tuning(m)
+        for config in tp.sample(min(12, tp.count()), seed=1):
+            f = feature_values(tp, config)
+            if "cache_bytes" in f:
+                assert f["cache_bytes"] >= 4 * 64 * 64, (dict(m), config, f)
+                checked += 1
+    assert checked >= 12
