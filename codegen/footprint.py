@@ -24,11 +24,13 @@ Loops whose variables a read's index uses with proportional coefficients read ov
 elements (a stencil's window and its pixel: ``in[y + ky]``; stride 2: ``in[2 y + ky]``):
 such a group touches at most the span of the index over them, ``1 + sum of r (n - 1)``
 (``r`` each loop's coefficient over the smallest, ``n`` its iterations), where that is
-fewer than the product of their iterations; a variable the index uses otherwise (inside a
-division or remainder) counts its iterations. The count is an upper bound: a 3 x 3 window
-over a row of 28 pixels touches 30 elements, not 84. Overlap is taken as kept by the cache
-wherever it occurs (across the iterations of a loop that re-reads its data too): only the
-loops a read does not use add re-reads.
+fewer than the product of their iterations. A window flattened into one loop (``r // 3``,
+``r % 3``) is split into its two loops first; a variable the index uses otherwise (inside
+a division or remainder) counts its iterations, and a group holds at most one loop whose
+iterations are not a constant (:func:`_distinct`). The count is an upper bound: a 3 x 3
+window over a row of 28 pixels touches 30 elements, not 84. Overlap is taken as kept by
+the cache wherever it occurs (across the iterations of a loop that re-reads its data
+too): only the loops a read does not use add re-reads.
 
 A read of a vector of ``asVector``'s width counts its lanes as :data:`LANES`, a size that
 ``mapper.explore.prior.feature_values`` binds to the candidate's vector width (the
