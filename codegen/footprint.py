@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 
 from codegen.buffers import Buf
+from codegen.loop_split import periods
 from codegen.program import ITEM_BYTES
 from codegen.stmt import Loop, Store, leaves_of, walk_stmts
 from codegen.views import Mem, VecMem
@@ -114,31 +115,15 @@ def _ratio(a: Expr, b: Expr) -> Fraction | None:
     return None
 
 
-def _divisors(tree: tuple, out: dict[str, set[int]]) -> None:
-    """For each variable that ``tree`` (``Expr.to_tree``) divides or takes a remainder of
-    by a constant, alone (``r // 3``, ``r % 3``), those constants."""
-    if not isinstance(tree, tuple) or not tree:
-        return
-    if tree[0] in ("floordiv", "mod") and tree[1][0] == "var" and tree[2][0] == "int":
-        out.setdefault(tree[1][1], set()).add(tree[2][1])
-    for sub in tree[1:]:
-        if isinstance(sub, tuple):
-            if sub and isinstance(sub[0], str):
-                _divisors(sub, out)
-            else:
-                for x in sub:
-                    _divisors(x, out)
-
-
 def _axes(idx: Expr, loops: list[Loop]) -> tuple[Expr, list[tuple[Expr, Expr]]]:
-    """``idx`` and its loops as (variable, iterations), a loop whose variable ``idx`` only
-    divides and takes a remainder of by one constant ``q`` (a flattened window: ``r // 3``,
-    ``r % 3``) split into two, ``r = q a + b``, so that each may be linear."""
-    found: dict[str, set[int]] = {}
-    _divisors(idx.to_tree(), found)
+    """``idx`` and its loops as (variable, iterations), a loop whose counter ``idx``
+    divides or takes a remainder of with one period ``q`` (``codegen.loop_split.periods``;
+    a flattened window: ``r // 3``, ``r % 3``) split into two, ``r = q a + b``, so that
+    each may be linear."""
+    tree = idx.to_tree()
     axes: list[tuple[Expr, Expr]] = []
     for lp in loops:
-        qs = found.get(lp.var.name, set())
+        qs = set(periods(tree, lp.var.name))
         if len(qs) != 1 or min(qs) < 2:
             axes.append((lp.var, _extent(lp)))
             continue

@@ -67,7 +67,7 @@ def _leaf_exprs(v: Leaf) -> Iterator[Expr]:
         yield from _leaf_exprs(v.other)
 
 
-def _periods(t: tuple, name: str) -> Iterator[int]:
+def periods(t: tuple, name: str) -> Iterator[int]:
     """``p`` for each ``(c * name) / D`` or ``(c * name) % D`` in the expression tree
     ``t`` (``c`` dividing ``D``): the loop steps after which the quotient grows."""
     if not isinstance(t, tuple) or not t:
@@ -80,10 +80,10 @@ def _periods(t: tuple, name: str) -> Iterator[int]:
     for x in t[1:]:
         if isinstance(x, tuple):
             if x and isinstance(x[0], str):
-                yield from _periods(x, name)
+                yield from periods(x, name)
             else:
                 for y in x:
-                    yield from _periods(y, name)
+                    yield from periods(y, name)
 
 
 def _coefficient(t: tuple, name: str) -> int | None:
@@ -103,7 +103,7 @@ def _period(lp: Loop) -> int | None:
     found: set[int] = set()
     for e in _exprs(lp):
         if lp.name in e.free_vars():
-            found.update(_periods(e.to_tree(), lp.name))
+            found.update(periods(e.to_tree(), lp.name))
     ok = [p for p in found if 1 < p < lp.n and lp.n % p == 0]
     return min(ok, default=None)
 
