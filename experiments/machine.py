@@ -7,7 +7,9 @@ import platform
 import re
 from pathlib import Path
 
-# AMD family 25 (0x19) holds Zen 3 and Zen 4 cores, told apart by the model number
+# AMD family 25 (0x19) holds Zen 3 and Zen 4 cores, told apart by the model number;
+# family 23 (0x17) holds Zen and Zen+ (models below 0x30: Naples 0x01, Pinnacle Ridge 0x08)
+# and Zen 2 (Rome 0x31, Renoir 0x60, Matisse 0x71, ...)
 _ZEN4_MODELS_25 = (range(0x10, 0x20), range(0x60, 0x80), range(0xA0, 0xB0))
 
 
@@ -15,13 +17,16 @@ def amd_core(family: int, model: int) -> str:
     """The Zen generation of an AMD CPU family and model ("" when not known)."""
     if family == 25:
         return "Zen 4" if any(model in r for r in _ZEN4_MODELS_25) else "Zen 3"
-    return {23: "Zen/Zen 2", 26: "Zen 5"}.get(family, "")
+    if family == 23:
+        return "Zen 2" if model >= 0x30 else "Zen" if model >= 0 else "Zen/Zen 2"
+    return {26: "Zen 5"}.get(family, "")
 
 
 def cpu_model() -> str:
     """CPU model name (with its family, model, Zen generation and widest SIMD on x86, its
     clock when /proc/cpuinfo gives one) and the usable cores. The machines here alternate
-    under one name ("AMD EPYC"): a Zen 3 (AVX2), a Zen 4 (AVX-512) or a Zen 5."""
+    under one name ("AMD EPYC"): a Zen (AVX2, 128-bit FMA units), a Zen 3 (AVX2), a Zen 4
+    (AVX-512) or a Zen 5."""
     name, mhz = platform.processor() or platform.machine(), None
     try:
         text = Path("/proc/cpuinfo").read_text()
