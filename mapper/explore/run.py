@@ -405,8 +405,12 @@ def _retime_reserve(res: Results, n: int, rounds: int) -> float:
 # CONFIRM_EVERY_S: the host's speed moves in phases of seconds (one kernel re-timed for
 # 90 s on Zen 3, 2026-11-30: 2-second windows' medians from 0.96 to 1.58 ms, the rounds'
 # autocorrelation gone after about 8 s), so rounds back to back meet one phase, and two
-# processes' figures of one kernel agreed within 10% in a third of the cases
-CONFIRM_SPAN_S = 16.0
+# processes' figures of one kernel agreed within 10% in a third of the cases. Twice 16 s:
+# on a 2-core Zen (family 23, 2026-12-02) the F(4x4) Winograd answers' rounds ran at
+# 12.5-30 ms in stretches of 5-10 s; of the 16-round stretches of a minute-long trace, 49-89%
+# had a median within 10% of the minute's on the three most spread, of the 30-round ones
+# 65-100% (a run of 10 minutes gives it 30 s of its 60 s re-timing share)
+CONFIRM_SPAN_S = 30.0
 CONFIRM_EVERY_S = 1.0
 
 

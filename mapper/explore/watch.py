@@ -4,10 +4,10 @@ run and not only the seconds after its end.
 A shared host's speed moves in phases: on a 2-core Zen 5 (2026-12-01) one kernel ran at
 215 or at 268 us for stretches of 20-50 s, and a 10-minute run whose last 30 s were slow
 reported 0.87x what a fresh process measured minutes later. The confirmation rounds after
-the choice (16 s) cannot leave such a phase. So every :data:`WATCH_EVERY_S` of a run with
-a time budget of at least :data:`MIN_BUDGET_S`, one re-timing round of one of the leaders
-is taken (the ``best`` fastest ``ok`` candidates by their stored figures and the
-incumbent, the one watched least first) and stored (``retimes`` rows of phase ``watch``).
+the choice (16 s then, 30 s now) cannot leave such a phase. So every :data:`WATCH_EVERY_S`
+of a run with a time budget of at least :data:`MIN_BUDGET_S`, one re-timing round of one
+of the leaders is taken (the ``best`` fastest ``ok`` candidates by their stored figures
+and the incumbent, the one watched least first) and stored (``retimes`` rows of phase ``watch``).
 A winner's figure takes its watch rounds beside its confirmation rounds, every window of
 the host's time weighing alike (``mapper.explore.record.windowed_median``); the watch
 rounds do not choose the winner.
